@@ -1,0 +1,82 @@
+# dsv4q - GNU make build. One library (libdsv4q.a), one CLI (build/dsv4q),
+# one cmocka binary per tests/test_*.c.
+#
+# The oracle is compiled twice from the same sources: every oracle/*.c that
+# is not width-independent is built with -DDSV4Q_WIDTH=32 and =64 into
+# build/f32 and build/f64; symbols carry the _f32/_f64 suffix (oracle/real.h).
+
+CC      ?= cc
+BUILD   := build
+# -ffp-contract=off everywhere: no FMA contraction, so a*b+c rounds twice on
+# every machine. Never -ffast-math (the oracle relies on IEEE semantics).
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-format-truncation \
+           -fno-fast-math -fopenmp -MMD -MP -I.
+LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
+
+ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c
+ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
+COMMON_SRCS   := $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
+                 $(filter-out cli/main.c,$(wildcard cli/*.c))
+
+OBJS := $(ORACLE_WIDTH:%.c=$(BUILD)/f32/%.o) $(ORACLE_WIDTH:%.c=$(BUILD)/f64/%.o) \
+        $(COMMON_SRCS:%.c=$(BUILD)/common/%.o)
+LIB  := $(BUILD)/libdsv4q.a
+BIN  := $(BUILD)/dsv4q
+TEST_SRCS := $(wildcard tests/test_*.c)
+TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test demo bench deps clean check-deps golden-check
+all: $(BIN)
+
+$(BUILD)/f32/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DDSV4Q_WIDTH=32 -c $< -o $@
+$(BUILD)/f64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DDSV4Q_WIDTH=64 -c $< -o $@
+$(BUILD)/common/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): cli/main.c $(LIB)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -lcmocka -o $@
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O3 $< $(LIB) $(LDLIBS) -lopenblas -o $@
+
+# Runs every test binary; each prints cmocka's summary. The last line is the
+# plain "N passed, N failed" total that CI reads.
+test: $(BIN) $(TESTS)
+	@./tests/run_all.sh $(TESTS)
+
+demo: $(BIN)
+	./$(BIN) sensitivity
+
+bench: $(BENCHES)
+	@for b in $(BENCHES); do ./$$b || exit 1; done
+
+DEPS_PKGS := gcc make libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev \
+             libsqlite3-dev libsodium-dev libjansson-dev libopenblas-dev pkg-config
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	else echo "all build dependencies present"; fi
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

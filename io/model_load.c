@@ -1,0 +1,423 @@
+/*
+ * model_load.c - bind a checkpoint's tensors to dsv4q_model (see model.h).
+ *
+ * Every expected tensor is looked up by its reference name, its dtype and
+ * shape are checked against the config, and its bytes are scanned for
+ * non-finite codes (NaN/inf BF16/F32, E4M3 0x7F/0xFF, E8M0 0xFF). The scan
+ * reads each byte once; a load therefore costs one pass over the file,
+ * which is also what catches a truncated or corrupted weight early rather
+ * than as a NaN logit three layers later.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "io/model.h"
+
+typedef enum { CLS_FP8, CLS_EXPERT, CLS_BF16, CLS_F32 } wclass;
+
+static int own(dsv4q_model *m, void *p)
+{
+    if (!p) return -1;
+    if (m->nowned == m->capowned) {
+        long cap = m->capowned ? 2 * m->capowned : 64;
+        void **n = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        if (!n) { free(p); return -1; }
+        m->owned = n;
+        m->capowned = cap;
+    }
+    m->owned[m->nowned++] = p;
+    return 0;
+}
+
+static const char *tfile(const dsv4q_st_tensor *t) { return t->file ? t->file : "checkpoint"; }
+
+static const dsv4q_st_tensor *need(dsv4q_model *m, const char *name, char *err, size_t errlen)
+{
+    const dsv4q_st_tensor *t = dsv4q_st_find(m->st, name);
+    if (!t) snprintf(err, errlen, "%s: missing tensor '%s'", m->dir, name);
+    return t;
+}
+
+static int check_shape(const dsv4q_st_tensor *t, int ndim, int64_t a, int64_t b, const char *what,
+                       char *err, size_t errlen)
+{
+    int ok = t->ndim == ndim && t->shape[0] == a && (ndim < 2 || t->shape[1] == b);
+    if (ok) return 0;
+    char got[128] = "";
+    size_t n = 0;
+    for (int i = 0; i < t->ndim && n < sizeof got; i++)
+        n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (ndim == 1)
+        snprintf(err, errlen, "%s: tensor '%s' has shape [%s], expected [%lld] (%s)", tfile(t), t->name,
+                 got, (long long)a, what);
+    else
+        snprintf(err, errlen, "%s: tensor '%s' has shape [%s], expected [%lld, %lld] (%s)", tfile(t),
+                 t->name, got, (long long)a, (long long)b, what);
+    return -1;
+}
+
+static int bad_dtype(const dsv4q_st_tensor *t, const char *expected, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected %s", tfile(t), t->name,
+             dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?", expected);
+    return -1;
+}
+
+/* Scan stored codes for NaN/inf; returns the first bad element or -1. */
+static long first_nonfinite(const dsv4q_st_tensor *t)
+{
+    switch (t->dtype) {
+    case DSV4Q_DT_BF16: {
+        const uint16_t *p = t->data;
+        for (long i = 0; i < t->numel; i++) if ((p[i] & 0x7F80) == 0x7F80) return i;
+        break;
+    }
+    case DSV4Q_DT_F16: {
+        const uint16_t *p = t->data;
+        for (long i = 0; i < t->numel; i++) if ((p[i] & 0x7C00) == 0x7C00) return i;
+        break;
+    }
+    case DSV4Q_DT_F32: {
+        const float *p = t->data;
+        for (long i = 0; i < t->numel; i++) if (!isfinite(p[i])) return i;
+        break;
+    }
+    case DSV4Q_DT_F64: {
+        const double *p = t->data;
+        for (long i = 0; i < t->numel; i++) if (!isfinite(p[i])) return i;
+        break;
+    }
+    case DSV4Q_DT_F8_E4M3: {
+        const uint8_t *p = t->data;
+        for (long i = 0; i < t->numel; i++) if ((p[i] & 0x7F) == 0x7F) return i;
+        break;
+    }
+    case DSV4Q_DT_F8_E8M0: {
+        const uint8_t *p = t->data;
+        for (long i = 0; i < t->numel; i++) if (p[i] == 0xFF) return i;
+        break;
+    }
+    default: break;
+    }
+    return -1;
+}
+
+static int check_finite(const dsv4q_st_tensor *t, char *err, size_t errlen)
+{
+    long i = first_nonfinite(t);
+    if (i < 0) return 0;
+    snprintf(err, errlen, "%s: tensor '%s' holds a non-finite value at flat index %ld", tfile(t),
+             t->name, i);
+    return -1;
+}
+
+int dsv4q_weight_check_finite(const dsv4q_weight *w, char *err, size_t errlen)
+{
+    for (int64_t o = 0; o < w->out; o++)
+        for (int64_t k = 0; k < w->in; k++)
+            if (!isfinite(dsv4q_weight_at(w, o, k))) {
+                snprintf(err, errlen, "tensor '%s': non-finite value at [%lld, %lld]",
+                         w->name ? w->name : "?", (long long)o, (long long)k);
+                return -1;
+            }
+    return 0;
+}
+
+/* Bind a 2-D float-ish tensor (F32/BF16/F64) as a FP32-math weight. */
+static int bind_plain(dsv4q_model *m, const char *name, int64_t out, int64_t in, const char *what,
+                      dsv4q_weight *w, char *err, size_t errlen)
+{
+    const dsv4q_st_tensor *t = need(m, name, err, errlen);
+    if (!t || check_shape(t, 2, out, in, what, err, errlen) || check_finite(t, err, errlen)) return -1;
+    memset(w, 0, sizeof *w);
+    w->name = t->name;
+    w->out = out;
+    w->in = in;
+    w->data = t->data;
+    switch (t->dtype) {
+    case DSV4Q_DT_F32: w->fmt = DSV4Q_WF_F32; break;
+    case DSV4Q_DT_BF16: w->fmt = DSV4Q_WF_BF16; break;
+    case DSV4Q_DT_F64: w->fmt = DSV4Q_WF_F64; break;
+    default: return bad_dtype(t, "F32, BF16 or F64", err, errlen);
+    }
+    return 0;
+}
+
+/* Bind prefix.weight (+ prefix.scale) of class cls as [out, in]. */
+static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t in, wclass cls,
+                       const char *what, dsv4q_weight *w, char *err, size_t errlen)
+{
+    char name[256], sname[256];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    snprintf(sname, sizeof sname, "%s.scale", prefix);
+    dsv4q_wdtype want = cls == CLS_FP8 ? m->cfg.dtype : cls == CLS_EXPERT ? m->cfg.expert_dtype : DSV4Q_WDT_BF16;
+    if (cls == CLS_F32) return bind_plain(m, name, out, in, what, w, err, errlen);
+    const dsv4q_st_tensor *t = need(m, name, err, errlen);
+    if (!t) return -1;
+    memset(w, 0, sizeof *w);
+    w->name = t->name;
+    w->out = out;
+    w->in = in;
+    if (cls == CLS_BF16 && t->dtype == DSV4Q_DT_F8_E4M3) {
+        /* wo_a: FP8 in the checkpoint, dequantized exactly to BF16 at load
+         * (DeepSeek's converter / model.py treat it as a BF16 weight). */
+        const dsv4q_st_tensor *s = need(m, sname, err, errlen);
+        if (!s) return -1;
+        if (check_shape(t, 2, out, in, what, err, errlen) || check_finite(t, err, errlen) ||
+            check_shape(s, 2, (out + 127) / 128, (in + 127) / 128, "E8M0 scale per 128x128 block", err, errlen) ||
+            check_finite(s, err, errlen))
+            return -1;
+        dsv4q_weight q = {name, DSV4Q_WF_FP8, out, in, t->data, s->data, s->dtype};
+        uint16_t *bf = malloc(sizeof(uint16_t) * (size_t)(out * in));
+        if (own(m, bf)) { snprintf(err, errlen, "out of memory dequantizing '%s'", name); return -1; }
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t k = 0; k < in; k++) bf[o * in + k] = dsv4q_bf16_encode(dsv4q_weight_at(&q, o, k));
+        w->fmt = DSV4Q_WF_BF16;
+        w->data = bf;
+        return 0;
+    }
+    if (want == DSV4Q_WDT_BF16 || t->dtype == DSV4Q_DT_BF16) {
+        if (t->dtype != DSV4Q_DT_BF16) return bad_dtype(t, "BF16", err, errlen);
+        if (check_shape(t, 2, out, in, what, err, errlen) || check_finite(t, err, errlen)) return -1;
+        w->fmt = DSV4Q_WF_BF16;
+        w->data = t->data;
+        return 0;
+    }
+    const dsv4q_st_tensor *s = need(m, sname, err, errlen);
+    if (!s) return -1;
+    if (s->dtype != DSV4Q_DT_F8_E8M0 && s->dtype != DSV4Q_DT_F32)
+        return bad_dtype(s, "F8_E8M0 or F32", err, errlen);
+    w->scale = s->data;
+    w->scale_dtype = s->dtype;
+    if (want == DSV4Q_WDT_FP4 && t->dtype == DSV4Q_DT_I8) {
+        /* packed E2M1: [out, in/2] bytes, scales [out, in/32] */
+        if (check_shape(t, 2, out, in / 2, "packed FP4 E2M1 pairs [out, in/2]", err, errlen) ||
+            check_shape(s, 2, out, in / 32, "E8M0 scale per 32 [out, in/32]", err, errlen) ||
+            check_finite(s, err, errlen))
+            return -1;
+        w->fmt = DSV4Q_WF_FP4;
+        w->data = t->data;
+        return 0;
+    }
+    if (t->dtype != DSV4Q_DT_F8_E4M3)
+        return bad_dtype(t, want == DSV4Q_WDT_FP4 ? "I8 (packed FP4)" : "F8_E4M3", err, errlen);
+    if (check_shape(t, 2, out, in, what, err, errlen) ||
+        check_shape(s, 2, (out + 127) / 128, (in + 127) / 128, "E8M0 scale per 128x128 block", err, errlen) ||
+        check_finite(t, err, errlen) || check_finite(s, err, errlen))
+        return -1;
+    w->fmt = DSV4Q_WF_FP8;
+    w->data = t->data;
+    return 0;
+}
+
+static int bind_vec(dsv4q_model *m, const char *name, long n, dsv4q_vec *v, char *err, size_t errlen)
+{
+    const dsv4q_st_tensor *t = need(m, name, err, errlen);
+    if (!t) return -1;
+    if (t->numel != n || t->ndim < 1) {
+        snprintf(err, errlen, "%s: tensor '%s' has %lld elements, expected %ld", tfile(t), name,
+                 (long long)t->numel, n);
+        return -1;
+    }
+    if (t->dtype != DSV4Q_DT_F32 && t->dtype != DSV4Q_DT_BF16 && t->dtype != DSV4Q_DT_F64)
+        return bad_dtype(t, "F32, BF16 or F64", err, errlen);
+    if (check_finite(t, err, errlen)) return -1;
+    v->n = n;
+    v->d = malloc(sizeof(double) * (size_t)n);
+    v->f = malloc(sizeof(float) * (size_t)n);
+    if (own(m, v->d) || own(m, v->f)) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (long i = 0; i < n; i++) {
+        v->d[i] = dsv4q_decode_elem(t->dtype, t->data, (size_t)i);
+        v->f[i] = (float)v->d[i];
+    }
+    return 0;
+}
+
+#define P(buf, ...) snprintf(buf, sizeof buf, __VA_ARGS__)
+
+static int bind_cmp(dsv4q_model *m, const char *pre, int ratio, int Dc, dsv4q_cmp_w *c, char *err,
+                    size_t errlen)
+{
+    char n[256];
+    int coff = ratio == 4 ? 2 : 1;
+    const dsv4q_config *g = &m->cfg;
+    P(n, "%s.wkv", pre);
+    if (bind_linear(m, n, coff * Dc, g->dim, CLS_F32, "compressor wkv [coff*Dc, dim]", &c->wkv, err, errlen)) return -1;
+    P(n, "%s.wgate", pre);
+    if (bind_linear(m, n, coff * Dc, g->dim, CLS_F32, "compressor wgate [coff*Dc, dim]", &c->wgate, err, errlen)) return -1;
+    P(n, "%s.ape", pre);
+    if (bind_vec(m, n, (long)ratio * coff * Dc, &c->ape, err, errlen)) return -1;
+    P(n, "%s.norm.weight", pre);
+    return bind_vec(m, n, Dc, &c->norm, err, errlen);
+}
+
+static int bind_expert(dsv4q_model *m, const char *pre, wclass cls, dsv4q_expert_w *e, char *err, size_t errlen)
+{
+    char n[256];
+    const dsv4q_config *g = &m->cfg;
+    P(n, "%s.w1", pre);
+    if (bind_linear(m, n, g->moe_inter_dim, g->dim, cls, "expert w1 [inter, dim]", &e->w1, err, errlen)) return -1;
+    P(n, "%s.w2", pre);
+    if (bind_linear(m, n, g->dim, g->moe_inter_dim, cls, "expert w2 [dim, inter]", &e->w2, err, errlen)) return -1;
+    P(n, "%s.w3", pre);
+    return bind_linear(m, n, g->moe_inter_dim, g->dim, cls, "expert w3 [inter, dim]", &e->w3, err, errlen);
+}
+
+static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    char pre[64], n[256];
+    int mtp = li >= g->n_layers;
+    if (mtp) P(pre, "mtp.%d", li - g->n_layers);
+    else P(pre, "layers.%d", li);
+    L->ratio = g->compress_ratios[li];
+    L->hash = !mtp && li < g->n_hash_layers;
+    L->is_mtp = mtp;
+    const int hc = g->hc_mult, nmix = (2 + hc) * hc;
+    const long d = g->dim, H = g->n_heads, D = g->head_dim;
+    P(n, "%s.hc_attn_fn", pre);
+    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_attn_fn, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_fn", pre);
+    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_ffn_fn, err, errlen)) return -1;
+    P(n, "%s.hc_attn_base", pre);
+    if (bind_vec(m, n, nmix, &L->hc_attn_base, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_base", pre);
+    if (bind_vec(m, n, nmix, &L->hc_ffn_base, err, errlen)) return -1;
+    P(n, "%s.hc_attn_scale", pre);
+    if (bind_vec(m, n, 3, &L->hc_attn_scale, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_scale", pre);
+    if (bind_vec(m, n, 3, &L->hc_ffn_scale, err, errlen)) return -1;
+    P(n, "%s.attn_norm.weight", pre);
+    if (bind_vec(m, n, d, &L->attn_norm, err, errlen)) return -1;
+    P(n, "%s.ffn_norm.weight", pre);
+    if (bind_vec(m, n, d, &L->ffn_norm, err, errlen)) return -1;
+    P(n, "%s.attn.attn_sink", pre);
+    if (bind_vec(m, n, H, &L->attn_sink, err, errlen)) return -1;
+    P(n, "%s.attn.wq_a", pre);
+    if (bind_linear(m, n, g->q_lora_rank, d, CLS_FP8, "wq_a [q_lora_rank, dim]", &L->wq_a, err, errlen)) return -1;
+    P(n, "%s.attn.q_norm.weight", pre);
+    if (bind_vec(m, n, g->q_lora_rank, &L->q_norm, err, errlen)) return -1;
+    P(n, "%s.attn.wq_b", pre);
+    if (bind_linear(m, n, H * D, g->q_lora_rank, CLS_FP8, "wq_b [n_heads*head_dim, q_lora_rank]", &L->wq_b, err, errlen)) return -1;
+    P(n, "%s.attn.wkv", pre);
+    if (bind_linear(m, n, D, d, CLS_FP8, "wkv [head_dim, dim]", &L->wkv, err, errlen)) return -1;
+    P(n, "%s.attn.kv_norm.weight", pre);
+    if (bind_vec(m, n, D, &L->kv_norm, err, errlen)) return -1;
+    P(n, "%s.attn.wo_a", pre);
+    if (bind_linear(m, n, (long)g->o_groups * g->o_lora_rank, H * D / g->o_groups, CLS_BF16,
+                    "wo_a [o_groups*o_lora_rank, n_heads*head_dim/o_groups]", &L->wo_a, err, errlen)) return -1;
+    P(n, "%s.attn.wo_b", pre);
+    if (bind_linear(m, n, d, (long)g->o_groups * g->o_lora_rank, CLS_FP8, "wo_b [dim, o_groups*o_lora_rank]", &L->wo_b, err, errlen)) return -1;
+    if (L->ratio) {
+        P(n, "%s.attn.compressor", pre);
+        if (bind_cmp(m, n, L->ratio, (int)D, &L->cmp, err, errlen)) return -1;
+    }
+    if (L->ratio == 4) {
+        const long Hi = g->index_n_heads, Di = g->index_head_dim;
+        P(n, "%s.attn.indexer.wq_b", pre);
+        if (bind_linear(m, n, Hi * Di, g->q_lora_rank, CLS_FP8, "indexer wq_b [index_n_heads*index_head_dim, q_lora_rank]", &L->idx_wq_b, err, errlen)) return -1;
+        P(n, "%s.attn.indexer.weights_proj", pre);
+        if (bind_linear(m, n, Hi, d, CLS_BF16, "indexer weights_proj [index_n_heads, dim]", &L->idx_weights_proj, err, errlen)) return -1;
+        P(n, "%s.attn.indexer.compressor", pre);
+        if (bind_cmp(m, n, 4, (int)Di, &L->idx_cmp, err, errlen)) return -1;
+    }
+    P(n, "%s.ffn.gate", pre);
+    if (bind_linear(m, n, g->n_routed_experts, d, CLS_F32, "gate [n_routed_experts, dim]", &L->gate, err, errlen)) return -1;
+    if (L->hash) {
+        P(n, "%s.ffn.gate.tid2eid", pre);
+        const dsv4q_st_tensor *t = need(m, n, err, errlen);
+        if (!t) return -1;
+        if (t->dtype != DSV4Q_DT_I32) return bad_dtype(t, "I32", err, errlen);
+        if (check_shape(t, 2, g->vocab_size, g->n_activated_experts, "tid2eid [vocab, n_activated_experts]", err, errlen)) return -1;
+        const int32_t *e = t->data;
+        for (long i = 0; i < t->numel; i++)
+            if (e[i] < 0 || e[i] >= g->n_routed_experts) {
+                snprintf(err, errlen, "%s: tensor '%s' element %ld is expert %d, outside [0, %d)", tfile(t), n, i,
+                         e[i], g->n_routed_experts);
+                return -1;
+            }
+        L->tid2eid = e;
+    } else {
+        P(n, "%s.ffn.gate.bias", pre);
+        if (bind_vec(m, n, g->n_routed_experts, &L->gate_bias, err, errlen)) return -1;
+    }
+    L->experts = calloc((size_t)g->n_routed_experts, sizeof *L->experts);
+    if (own(m, L->experts)) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int e = 0; e < g->n_routed_experts; e++) {
+        P(n, "%s.ffn.experts.%d", pre, e);
+        if (bind_expert(m, n, CLS_EXPERT, &L->experts[e], err, errlen)) return -1;
+    }
+    P(n, "%s.ffn.shared_experts", pre);
+    if (bind_expert(m, n, CLS_FP8, &L->shared, err, errlen)) return -1;
+    if (mtp) {
+        P(n, "%s.e_proj", pre);
+        if (bind_linear(m, n, d, d, CLS_FP8, "e_proj [dim, dim]", &L->e_proj, err, errlen)) return -1;
+        P(n, "%s.h_proj", pre);
+        if (bind_linear(m, n, d, d, CLS_FP8, "h_proj [dim, dim]", &L->h_proj, err, errlen)) return -1;
+        P(n, "%s.enorm.weight", pre);
+        if (bind_vec(m, n, d, &L->enorm, err, errlen)) return -1;
+        P(n, "%s.hnorm.weight", pre);
+        if (bind_vec(m, n, d, &L->hnorm, err, errlen)) return -1;
+        P(n, "%s.norm.weight", pre);
+        if (bind_vec(m, n, d, &L->norm, err, errlen)) return -1;
+        P(n, "%s.hc_head_fn", pre);
+        if (bind_plain(m, n, hc, hc * d, "hc_head_fn [hc, hc*dim]", &L->hc_head_fn, err, errlen)) return -1;
+        P(n, "%s.hc_head_base", pre);
+        if (bind_vec(m, n, hc, &L->hc_head_base, err, errlen)) return -1;
+        P(n, "%s.hc_head_scale", pre);
+        if (bind_vec(m, n, 1, &L->hc_head_scale, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
+{
+    dsv4q_model *m = calloc(1, sizeof *m);
+    char path[4200];
+    *out = NULL;
+    if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (dsv4q_config_load(&m->cfg, path, err, errlen)) goto fail;
+    /* Prefer the checkpoint's own index or single file, so that other
+     * safetensors files in the directory (goldens, captures) are ignored. */
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (access(path, R_OK) != 0) snprintf(path, sizeof path, "%s", dir);
+    }
+    if (dsv4q_st_open(&m->st, path, err, errlen)) goto fail;
+    const dsv4q_config *g = &m->cfg;
+    const int hc = g->hc_mult;
+    {
+        const dsv4q_st_tensor *t = need(m, "embed.weight", err, errlen);
+        if (!t || check_shape(t, 2, g->vocab_size, g->dim, "embed [vocab_size, dim]", err, errlen)) goto fail;
+        if (bind_plain(m, "embed.weight", g->vocab_size, g->dim, "embed [vocab_size, dim]", &m->embed, err, errlen)) goto fail;
+    }
+    if (bind_plain(m, "head.weight", g->vocab_size, g->dim, "head [vocab_size, dim]", &m->head, err, errlen)) goto fail;
+    if (bind_plain(m, "hc_head_fn", hc, (long)hc * g->dim, "hc_head_fn [hc, hc*dim]", &m->hc_head_fn, err, errlen)) goto fail;
+    if (bind_vec(m, "hc_head_base", hc, &m->hc_head_base, err, errlen)) goto fail;
+    if (bind_vec(m, "hc_head_scale", 1, &m->hc_head_scale, err, errlen)) goto fail;
+    if (bind_vec(m, "norm.weight", g->dim, &m->norm, err, errlen)) goto fail;
+    int nl = g->n_layers + g->n_mtp_layers;
+    m->layers = calloc((size_t)nl, sizeof *m->layers);
+    if (own(m, m->layers)) { snprintf(err, errlen, "out of memory"); goto fail; }
+    for (int li = 0; li < nl; li++)
+        if (bind_layer(m, li, &m->layers[li], err, errlen)) goto fail;
+    *out = m;
+    return 0;
+fail:
+    dsv4q_model_close(m);
+    return -1;
+}
+
+void dsv4q_model_close(dsv4q_model *m)
+{
+    if (!m) return;
+    for (long i = 0; i < m->nowned; i++) free(m->owned[i]);
+    free(m->owned);
+    if (m->st) dsv4q_st_close(m->st);
+    free(m);
+}

@@ -1,0 +1,126 @@
+/*
+ * linear.c - y = W x for every weight format, with the reference's block
+ * accumulation structure.
+ *
+ * Mirrors model.py:linear and kernel.py fp8_gemm_kernel / fp4_gemm_kernel:
+ *  - BF16 / F32 / F64 weights: one dot over K (FP32 accumulation in the
+ *    source; here the working width in the fixed rdot order).
+ *  - FP8 weights: the activation is act_quant'ed per 128 (boundary
+ *    gemm_act_fp8); per 128-wide K block the block dot (exact at the working
+ *    width, the tensor core's in-block order is unspecified) is scaled by
+ *    sa[kb]*sw[n/128][kb] and added to a second accumulator, in kb order.
+ *  - FP4 weights: the same with 32-wide blocks, scale sa[kb/4] * sw[n][kb].
+ * Weight rows are decoded on the fly (no dequantized copy); the output is
+ * rounded at boundary `out_b` (-1: no rounding, the FP32-math linears).
+ * OpenMP splits output rows only, so each y element has one fixed order.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "oracle/real.h"
+#include "oracle/ops.h"
+
+static double w_scale(const dsv4q_weight *w, int64_t i)
+{
+    if (w->scale_dtype == DSV4Q_DT_F32) return ((const float *)w->scale)[i];
+    return dsv4q_e8m0_decode(((const uint8_t *)w->scale)[i]);
+}
+
+/* Decode row o of W into wrow (codes only; block scales are applied by the
+ * caller). */
+static void decode_row(const dsv4q_weight *w, int64_t o, real *wrow)
+{
+    const int64_t K = w->in;
+    switch (w->fmt) {
+    case DSV4Q_WF_F32: {
+        const float *p = (const float *)w->data + o * K;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)p[k];
+        break;
+    }
+    case DSV4Q_WF_F64: {
+        const double *p = (const double *)w->data + o * K;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)p[k];
+        break;
+    }
+    case DSV4Q_WF_BF16: {
+        const uint16_t *p = (const uint16_t *)w->data + o * K;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_bf16_to_f32(p[k]);
+        break;
+    }
+    case DSV4Q_WF_FP8: {
+        const uint8_t *p = (const uint8_t *)w->data + o * K;
+        const double *t = dsv4q_e4m3_table();
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)t[p[k]];
+        break;
+    }
+    case DSV4Q_WF_FP4: {
+        const uint8_t *p = (const uint8_t *)w->data + o * (K / 2);
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_e2m1_decode(dsv4q_e2m1_nibble(p, (size_t)k));
+        break;
+    }
+    default:
+        for (int64_t k = 0; k < K; k++) wrow[k] = NAN;
+    }
+}
+
+int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x, long s,
+                    real *y, int out_b)
+{
+    const int64_t K = W->in, N = W->out;
+    const int quant = W->fmt == DSV4Q_WF_FP8 || W->fmt == DSV4Q_WF_FP4;
+    const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
+    const int64_t nab = (K + 127) / 128;     /* activation blocks of 128 */
+    real *xq = NULL, *xs = NULL;
+    int rc = 0;
+
+    if (act_q) {
+        xq = malloc(sizeof(real) * (size_t)(s * K));
+        xs = malloc(sizeof(real) * (size_t)(s * nab));
+        if (!xq || !xs) { free(xq); free(xs); return -1; }
+        for (long t = 0; t < s; t++)
+            X(dsv4q_act_quant_codes)(x + t * K, K, 128, ue8m0, xq + t * K, xs + t * nab);
+    }
+    const real *xa = act_q ? xq : x;
+
+    #pragma omp parallel
+    {
+        real *wrow = malloc(sizeof(real) * (size_t)K);
+        if (!wrow) {
+            #pragma omp atomic write
+            rc = -1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t o = 0; o < N; o++) {
+            if (!wrow) continue;
+            decode_row(W, o, wrow);
+            for (long t = 0; t < s; t++) {
+                const real *xt = xa + t * K;
+                real acc;
+                if (W->fmt == DSV4Q_WF_FP8) {
+                    acc = 0;
+                    for (int64_t kb = 0; kb * 128 < K; kb++) {
+                        int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+                        real d = rdot(wrow + k0, xt + k0, len);
+                        real sc = (real)w_scale(W, (o / 128) * nab + kb);
+                        if (act_q) sc = xs[t * nab + kb] * sc;
+                        acc += d * sc;
+                    }
+                } else if (W->fmt == DSV4Q_WF_FP4) {
+                    acc = 0;
+                    for (int64_t kb = 0; kb * 32 < K; kb++) {
+                        int64_t k0 = kb * 32;
+                        real d = rdot(wrow + k0, xt + k0, 32);
+                        real sw = (real)w_scale(W, o * (K / 32) + kb);
+                        acc += act_q ? (d * xs[t * nab + kb / 4]) * sw : d * sw;
+                    }
+                } else {
+                    acc = rdot(wrow, xt, K);
+                }
+                y[t * N + o] = out_b >= 0 ? rb(bs, out_b, acc) : acc;
+            }
+        }
+        free(wrow);
+    }
+    free(xq);
+    free(xs);
+    return rc;
+}

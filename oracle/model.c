@@ -1,0 +1,451 @@
+/*
+ * model.c - the whole DeepSeek V4 forward pass at one width.
+ *
+ * Mirrors model.py Transformer.forward / Block.forward / Attention.forward /
+ * Indexer.forward: prefill of s tokens at position 0, then one-token decode
+ * steps, with the caches the reference keeps per layer: the window ring
+ * (slot = pos % window), the compressed KV rows, the indexer key rows and
+ * both compressors' states. The column layout of the attention index (window
+ * columns first, then compressed columns; offset s in prefill, w in decode)
+ * is the reference's, because the online softmax's 64-column blocks make
+ * the column order matter under attn_p_bf16.
+ *
+ * Invariants:
+ *  M1. A call is a prefill (pos 0, s >= 1 tokens) or a decode (s == 1);
+ *      the reference has no chunked prefill and neither does the oracle.
+ *  M2. Stage taps see the values the next stage consumes (after rounding).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "oracle/real.h"
+#include "oracle/ops.h"
+#include "oracle/model_run.h"
+
+#if DSV4Q_WIDTH == 32
+#define V(v) ((const real *)(v).f)
+#else
+#define V(v) ((const real *)(v).d)
+#endif
+
+typedef struct lstate {
+    real *ring;              /* [window, D] */
+    real *crows;             /* [cap, D] compressed attention rows */
+    real *irows;             /* [cap, Di] indexer key rows */
+    long ncrows, nirows;
+    X(dsv4q_cmp_state) cst, ist;
+    X(dsv4q_cmp) cmp, icmp;
+} lstate;
+
+struct X(dsv4q_runstate) {
+    const dsv4q_model *m;
+    uint64_t bs;
+    int ue8m0;
+    long max_pos, pos;
+    X(dsv4q_rope_table) rope0, ropec;   /* ratio-0 layers / compressed layers */
+    lstate *ls;
+    dsv4q_tap_fn tap;
+    void *tap_user;
+    real *lastX;                        /* hidden streams of the last call */
+    long lasts;
+};
+
+static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
+{
+    if (!r->tap) return;
+#if DSV4Q_WIDTH == 32
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!d) return;
+    for (long i = 0; i < n; i++) d[i] = x[i];
+    r->tap(r->tap_user, layer, stage, d, n, rows);
+    free(d);
+#else
+    r->tap(r->tap_user, layer, stage, x, n, rows);
+#endif
+}
+
+static void tap_i32(X(dsv4q_runstate) *r, int layer, const char *stage, const int32_t *x, long n, long rows)
+{
+    if (!r->tap) return;
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!d) return;
+    for (long i = 0; i < n; i++) d[i] = x[i];
+    r->tap(r->tap_user, layer, stage, d, n, rows);
+    free(d);
+}
+
+static void cmp_view(X(dsv4q_cmp) *c, const dsv4q_cmp_w *w, int ratio, int Dc, int rotate)
+{
+    c->ratio = ratio;
+    c->Dc = Dc;
+    c->rotate = rotate;
+    c->wkv = w->wkv;
+    c->wgate = w->wgate;
+    c->ape = V(w->ape);
+    c->norm = V(w->norm);
+}
+
+void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
+{
+    if (!r) return;
+    const dsv4q_config *g = &r->m->cfg;
+    if (r->ls)
+        for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
+            lstate *l = &r->ls[li];
+            free(l->ring);
+            free(l->crows);
+            free(l->irows);
+            X(dsv4q_cmp_state_free)(&l->cst);
+            X(dsv4q_cmp_state_free)(&l->ist);
+        }
+    free(r->ls);
+    X(dsv4q_rope_free)(&r->rope0);
+    X(dsv4q_rope_free)(&r->ropec);
+    free(r->lastX);
+    free(r);
+}
+
+X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tapfn,
+                                    void *tap_user)
+{
+    const dsv4q_config *g = &m->cfg;
+    X(dsv4q_runstate) *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->m = m;
+    r->bs = bs;
+    r->ue8m0 = g->scale_ue8m0;
+    r->max_pos = max_pos;
+    r->tap = tapfn;
+    r->tap_user = tap_user;
+    dsv4q_rope_params p0 = {g->rope_head_dim, g->rope_theta, 0, g->rope_factor, g->beta_fast, g->beta_slow};
+    dsv4q_rope_params pc = {g->rope_head_dim, g->compress_rope_theta, g->original_seq_len, g->rope_factor,
+                            g->beta_fast, g->beta_slow};
+    int nl = g->n_layers + g->n_mtp_layers;
+    r->ls = calloc((size_t)nl, sizeof *r->ls);
+    if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos, bs) ||
+        X(dsv4q_rope_build)(&r->ropec, &pc, max_pos, bs))
+        goto fail;
+    for (int li = 0; li < nl; li++) {
+        const dsv4q_layer_w *L = &m->layers[li];
+        lstate *l = &r->ls[li];
+        l->ring = calloc((size_t)g->window_size * g->head_dim, sizeof(real));
+        if (!l->ring) goto fail;
+        if (L->ratio) {
+            long cap = max_pos / L->ratio + 1;
+            l->crows = calloc((size_t)(cap * g->head_dim), sizeof(real));
+            if (!l->crows || X(dsv4q_cmp_state_init)(&l->cst, L->ratio, g->head_dim)) goto fail;
+            cmp_view(&l->cmp, &L->cmp, L->ratio, g->head_dim, 0);
+        }
+        if (L->ratio == 4) {
+            long cap = max_pos / 4 + 1;
+            l->irows = calloc((size_t)(cap * g->index_head_dim), sizeof(real));
+            if (!l->irows || X(dsv4q_cmp_state_init)(&l->ist, 4, g->index_head_dim)) goto fail;
+            cmp_view(&l->icmp, &L->idx_cmp, 4, g->index_head_dim, 1);
+        }
+    }
+    return r;
+fail:
+    X(dsv4q_run_free)(r);
+    return NULL;
+}
+
+#define ALLOC(p, n) do { (p) = malloc(sizeof(*(p)) * (size_t)(n)); if (!(p)) goto oom; } while (0)
+
+/* Indexer of a ratio-4 layer: writes k picks per query into cols (already
+ * offset into the key layout, -1 masked). Returns k or -1. */
+static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr, long s, long p0,
+                    long offset, int32_t *cols, long ncols_stride, long col0)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    lstate *l = &r->ls[li];
+    const uint64_t bs = r->bs;
+    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim;
+    real *q = NULL, *w = NULL, *score = NULL, *newrows = NULL;
+    int32_t *pick = NULL;
+    long k = -1;
+    ALLOC(q, s * Hi * Di);
+    ALLOC(w, s * Hi);
+    ALLOC(newrows, (s / 4 + 1) * Di);
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->idx_wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
+    X(dsv4q_rope_apply)(bs, &r->ropec, q, s * Hi, Di, Di - rd, p0, Hi, 0);
+    if (dsv4q_idx_hadamard_on(bs)) X(dsv4q_hadamard)(bs, q, s * Hi, Di);
+    if ((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) X(dsv4q_fp4_act_quant)(q, s * Hi, Di);
+    long nr = X(dsv4q_compressor)(bs, r->ue8m0, &l->icmp, &l->ist, x, s, p0, &r->ropec, g->norm_eps, newrows);
+    if (nr < 0) goto oom;
+    memcpy(l->irows + l->nirows * Di, newrows, sizeof(real) * (size_t)(nr * Di));
+    l->nirows += nr;
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->idx_weights_proj, x, s, w, DSV4Q_B_IDX_PARTIAL_BF16)) goto oom;
+    const real wscale = RC(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
+    for (long i = 0; i < s * Hi; i++) w[i] = rb(bs, DSV4Q_B_IDX_PARTIAL_BF16, w[i] * wscale);
+    long T = l->nirows;
+    ALLOC(score, s * (T ? T : 1));
+    X(dsv4q_indexer_scores)(bs, q, w, s, Hi, Di, l->irows, T, p0, 4, score);
+    tap(r, li, "idx_score", score, s * T, s);
+    k = T < g->index_topk ? T : g->index_topk;
+    ALLOC(pick, s * (k ? k : 1));
+    if (X(dsv4q_topk)(score, s, T, (int)k, pick)) { k = -1; goto oom; }
+    tap_i32(r, li, "idx_topk", pick, s * k, s);
+    for (long i = 0; i < s; i++)
+        for (long j = 0; j < k; j++) {
+            int32_t v = pick[i * k + j];
+            cols[i * ncols_stride + col0 + j] = v < 0 ? -1 : (int32_t)(v + offset);
+        }
+oom:
+    free(q);
+    free(w);
+    free(score);
+    free(newrows);
+    free(pick);
+    return k;
+}
+
+static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p0, real *out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    lstate *l = &r->ls[li];
+    const uint64_t bs = r->bs;
+    const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size;
+    const int ratio = L->ratio, G = g->o_groups, ol = g->o_lora_rank;
+    const X(dsv4q_rope_table) *rope = ratio ? &r->ropec : &r->rope0;
+    const int prefill = p0 == 0;
+    real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL, *og = NULL, *t = NULL, *tg = NULL;
+    int32_t *idx = NULL;
+    int rc = -1;
+
+    ALLOC(qr, s * g->q_lora_rank);
+    ALLOC(q, s * H * D);
+    ALLOC(kv, s * D);
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wq_a, x, s, qr, DSV4Q_B_LINEAR_BF16)) goto oom;
+    X(dsv4q_rmsnorm)(bs, qr, s, g->q_lora_rank, V(L->q_norm), g->norm_eps, qr);
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
+    X(dsv4q_qhead_norm)(bs, q, s * H, D, g->norm_eps);
+    X(dsv4q_rope_apply)(bs, rope, q, s * H, D, D - rd, p0, H, 0);
+    tap(r, li, "q", q, s * H * D, s);
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wkv, x, s, kv, DSV4Q_B_LINEAR_BF16)) goto oom;
+    X(dsv4q_rmsnorm)(bs, kv, s, D, V(L->kv_norm), g->norm_eps, kv);
+    X(dsv4q_rope_apply)(bs, rope, kv, s, D, D - rd, p0, 1, 0);
+    if ((bs >> DSV4Q_B_KV_FP8) & 1u)
+        for (long i = 0; i < s; i++) X(dsv4q_act_quant)(kv + i * D, 1, D - rd, 64, r->ue8m0);
+    tap(r, li, "kv", kv, s * D, s);
+
+    /* column layout: window columns, then compressed columns */
+    const long end = p0 + s;
+    long nw = prefill ? (s < win ? s : win) : win;
+    long nc = 0;
+    if (ratio == 128) nc = prefill ? s / ratio : end / ratio;
+    else if (ratio == 4) nc = (end / 4) < g->index_topk ? end / 4 : g->index_topk;
+    long ncols = nw + nc;
+    ALLOC(idx, s * (ncols ? ncols : 1));
+    for (long i = 0; i < s; i++) {
+        int32_t *c = idx + i * ncols;
+        if (prefill) {
+            long base = i - win + 1 < 0 ? 0 : i - win + 1;
+            for (long j = 0; j < nw; j++) c[j] = base + j > i ? -1 : (int32_t)(base + j);
+        } else if (p0 >= win - 1) {
+            long st = p0 % win;
+            for (long j = 0; j < win; j++) c[j] = (int32_t)((st + 1 + j) % win);
+        } else {
+            for (long j = 0; j < win; j++) c[j] = j <= p0 ? (int32_t)j : -1;
+        }
+    }
+    long offset = prefill ? s : win;
+    if (ratio == 128)
+        for (long i = 0; i < s; i++)
+            for (long j = 0; j < nc; j++)
+                idx[i * ncols + nw + j] = (prefill && j >= (i + 1) / ratio) ? -1 : (int32_t)(offset + j);
+    if (ratio == 4 && indexer(r, li, x, qr, s, p0, offset, idx, ncols, nw) < 0) goto oom;
+
+    /* caches: window ring, then the compressor (its row is visible now) */
+    for (long i = (s > win ? s - win : 0); i < s; i++)
+        memcpy(l->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
+    if (ratio) {
+        long nr = X(dsv4q_compressor)(bs, r->ue8m0, &l->cmp, &l->cst, x, s, p0, rope, g->norm_eps,
+                                      l->crows + l->ncrows * D);
+        if (nr < 0) goto oom;
+        l->ncrows += nr;
+    }
+    long nkeys;
+    if (prefill) {
+        nkeys = s + l->ncrows;
+        ALLOC(keys, nkeys * D);
+        memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
+        memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+    } else {
+        nkeys = win + l->ncrows;
+        ALLOC(keys, nkeys * D);
+        memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
+        memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+    }
+    ALLOC(o, s * H * D);
+    if (X(dsv4q_sparse_attn)(bs, q, s, H, D, keys, nkeys, idx, ncols, V(L->attn_sink),
+                             RC(1.0 / sqrt((double)D)), o))
+        goto oom;
+    X(dsv4q_rope_apply)(bs, rope, o, s * H, D, D - rd, p0, H, 1);
+    tap(r, li, "attn_out", o, s * H * D, s);
+
+    /* grouped low-rank output: t[g] = wo_a[g] o[g] (BF16), y = wo_b t */
+    const long gd = (long)H * D / G;
+    ALLOC(og, s * gd);
+    ALLOC(tg, s * ol);
+    ALLOC(t, s * G * ol);
+    for (int gi = 0; gi < G; gi++) {
+        dsv4q_weight wg = L->wo_a;
+        wg.out = ol;
+        wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
+        for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
+        if (X(dsv4q_linear)(bs, r->ue8m0, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
+        for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);
+    }
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wo_b, t, s, out, DSV4Q_B_LINEAR_BF16)) goto oom;
+    rc = 0;
+oom:
+    free(qr); free(q); free(kv); free(keys); free(o); free(og); free(t); free(tg); free(idx);
+    return rc;
+}
+
+/* One block: Xs [s, hc, d] in, out. */
+static int block(X(dsv4q_runstate) *r, int li, real *Xs, long s, long p0, const int32_t *ids)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    const uint64_t bs = r->bs;
+    const int hc = g->hc_mult, k = g->n_activated_experts;
+    const long d = g->dim;
+    real *y = NULL, *post = NULL, *comb = NULL, *a = NULL, *X2 = NULL, *wts = NULL;
+    int32_t *ix = NULL;
+    int rc = -1;
+    ALLOC(y, s * d);
+    ALLOC(post, s * hc);
+    ALLOC(comb, s * hc * hc);
+    ALLOC(a, s * d);
+    ALLOC(X2, s * hc * d);
+    ALLOC(wts, s * k);
+    ALLOC(ix, s * k);
+    if (X(dsv4q_hc_pre)(bs, Xs, s, hc, d, &L->hc_attn_fn, V(L->hc_attn_scale), V(L->hc_attn_base),
+                        g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb)) goto oom;
+    tap(r, li, "hc_attn_pre", y, s * d, s);
+    X(dsv4q_rmsnorm)(bs, y, s, d, V(L->attn_norm), g->norm_eps, y);
+    tap(r, li, "attn_norm", y, s * d, s);
+    if (attention(r, li, y, s, p0, a)) goto oom;
+    tap(r, li, "attn", a, s * d, s);
+    X(dsv4q_hc_post)(bs, a, Xs, post, comb, s, hc, d, X2);
+    tap(r, li, "hc_attn_post", X2, s * hc * d, s);
+    if (X(dsv4q_hc_pre)(bs, X2, s, hc, d, &L->hc_ffn_fn, V(L->hc_ffn_scale), V(L->hc_ffn_base),
+                        g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb)) goto oom;
+    tap(r, li, "hc_ffn_pre", y, s * d, s);
+    X(dsv4q_rmsnorm)(bs, y, s, d, V(L->ffn_norm), g->norm_eps, y);
+    tap(r, li, "ffn_norm", y, s * d, s);
+    if (X(dsv4q_moe_gate)(y, s, d, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
+                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) goto oom;
+    tap(r, li, "moe_weights", wts, s * k, s);
+    tap_i32(r, li, "moe_idx", ix, s * k, s);
+    if (X(dsv4q_moe)(bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, y, s, d, wts, ix, k,
+                     g->swiglu_limit, a)) goto oom;
+    tap(r, li, "moe_out", a, s * d, s);
+    X(dsv4q_hc_post)(bs, a, X2, post, comb, s, hc, d, Xs);
+    tap(r, li, "block_out", Xs, s * hc * d, s);
+    rc = 0;
+oom:
+    free(y); free(post); free(comb); free(a); free(X2); free(wts); free(ix);
+    return rc;
+}
+
+/* hc_head + final norm + head for the last row of Xs. */
+static int head(X(dsv4q_runstate) *r, const real *Xlast, const dsv4q_weight *fn, const real *scale,
+                const real *base, const real *normw, real *logits)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    real *y = malloc(sizeof(real) * (size_t)g->dim);
+    int rc = -1;
+    if (!y) return -1;
+    if (X(dsv4q_hc_head)(r->bs, Xlast, 1, g->hc_mult, g->dim, fn, scale, base, g->norm_eps, g->hc_eps, y))
+        goto out;
+    X(dsv4q_rmsnorm)(r->bs, y, 1, g->dim, normw, g->norm_eps, y);
+    tap(r, -1, "final_norm", y, g->dim, 1);
+    rc = X(dsv4q_linear)(r->bs, r->ue8m0, &r->m->head, y, 1, logits, -1);
+    if (!rc) tap(r, -1, "logits", logits, g->vocab_size, 1);
+out:
+    free(y);
+    return rc;
+}
+
+int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *logits_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const int hc = g->hc_mult;
+    const long d = g->dim, p0 = r->pos;
+    real *Xs = NULL, *logits = NULL, *row = NULL;
+    int rc = -1;
+    ALLOC(Xs, s * hc * d);
+    ALLOC(logits, g->vocab_size);
+    ALLOC(row, d);
+    for (long t = 0; t < s; t++) {
+        for (long i = 0; i < d; i++) row[i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
+        for (int j = 0; j < hc; j++) memcpy(Xs + (t * hc + j) * d, row, sizeof(real) * (size_t)d);
+    }
+    tap(r, -1, "embed", Xs, s * hc * d, s);
+    for (int li = 0; li < g->n_layers; li++) {
+        if (block(r, li, Xs, s, p0, ids)) goto oom;
+        if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0);   /* progress */
+    }
+    if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base),
+             V(r->m->norm), logits)) goto oom;
+    for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
+    free(r->lastX);
+    r->lastX = Xs;
+    r->lasts = s;
+    Xs = NULL;
+    r->pos += s;
+    rc = 0;
+oom:
+    free(Xs); free(logits); free(row);
+    return rc;
+}
+
+long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
+
+/*
+ * MTP block (model.py MTPBlock.forward): e = enorm(embed(ids)), h = hnorm(X)
+ * per hc copy, X' = e_proj e + h_proj h (broadcast over hc; the sum stored
+ * at resid_bf16), one Block with the MTP layer's own caches, then its own hc
+ * head + norm and the shared head. Inputs: the hidden streams of the main
+ * model's last call (the reference does not fix which; we take those) and
+ * `ids` for the same positions. Returns logits of the last row.
+ */
+int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->n_mtp_layers < 1 || !r->lastX) return -1;
+    const int li = g->n_layers, hc = g->hc_mult;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    const long s = r->lasts, d = g->dim, p0 = r->pos - s;
+    const uint64_t bs = r->bs;
+    real *e = NULL, *pe = NULL, *h = NULL, *ph = NULL, *Xs = NULL, *logits = NULL;
+    int rc = -1;
+    ALLOC(e, s * d);
+    ALLOC(pe, s * d);
+    ALLOC(h, s * hc * d);
+    ALLOC(ph, s * hc * d);
+    ALLOC(Xs, s * hc * d);
+    ALLOC(logits, g->vocab_size);
+    for (long t = 0; t < s; t++)
+        for (long i = 0; i < d; i++) e[t * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
+    X(dsv4q_rmsnorm)(bs, e, s, d, V(L->enorm), g->norm_eps, e);
+    X(dsv4q_rmsnorm)(bs, r->lastX, s * hc, d, V(L->hnorm), g->norm_eps, h);
+    if (X(dsv4q_linear)(bs, r->ue8m0, &L->e_proj, e, s, pe, DSV4Q_B_LINEAR_BF16) ||
+        X(dsv4q_linear)(bs, r->ue8m0, &L->h_proj, h, s * hc, ph, DSV4Q_B_LINEAR_BF16)) goto oom;
+    for (long t = 0; t < s; t++)
+        for (int j = 0; j < hc; j++)
+            for (long i = 0; i < d; i++)
+                Xs[(t * hc + j) * d + i] = rb(bs, DSV4Q_B_RESID_BF16, pe[t * d + i] + ph[(t * hc + j) * d + i]);
+    if (block(r, li, Xs, s, p0, ids)) goto oom;
+    if (head(r, Xs + (s - 1) * hc * d, &L->hc_head_fn, V(L->hc_head_scale), V(L->hc_head_base), V(L->norm),
+             logits)) goto oom;
+    for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
+    rc = 0;
+oom:
+    free(e); free(pe); free(h); free(ph); free(Xs); free(logits);
+    return rc;
+}

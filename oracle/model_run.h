@@ -1,0 +1,50 @@
+/*
+ * model_run.h - whole-model runs at either width behind one interface.
+ *
+ * The per-width entry points (dsv4q_run_*_f32 / _f64, oracle/model.c) are
+ * wrapped by oracle/run.c so that commands hold a dsv4q_run and never care
+ * which instance they talk to. Logits and taps always come out as double
+ * (exact for the f32 instance).
+ */
+#ifndef DSV4Q_MODEL_RUN_H
+#define DSV4Q_MODEL_RUN_H
+
+#include <stdint.h>
+#include "io/model.h"
+
+/* Tap callback: stage output of `layer` (-1: outside the blocks) with n
+ * values in `rows` token rows. Called with stage == NULL after each layer
+ * as a progress signal. `data` is valid only during the call. */
+typedef void (*dsv4q_tap_fn)(void *user, int layer, const char *stage, const double *data, long n, long rows);
+
+typedef struct dsv4q_runstate_f32 dsv4q_runstate_f32;
+typedef struct dsv4q_runstate_f64 dsv4q_runstate_f64;
+dsv4q_runstate_f32 *dsv4q_run_new_f32(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
+dsv4q_runstate_f64 *dsv4q_run_new_f64(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
+int dsv4q_run_step_f32(dsv4q_runstate_f32 *r, const int32_t *ids, long s, double *logits);
+int dsv4q_run_step_f64(dsv4q_runstate_f64 *r, const int32_t *ids, long s, double *logits);
+int dsv4q_run_mtp_f32(dsv4q_runstate_f32 *r, const int32_t *ids, double *logits);
+int dsv4q_run_mtp_f64(dsv4q_runstate_f64 *r, const int32_t *ids, double *logits);
+long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
+long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
+void dsv4q_run_free_f32(dsv4q_runstate_f32 *r);
+void dsv4q_run_free_f64(dsv4q_runstate_f64 *r);
+
+/* ---- width-independent wrapper ---- */
+typedef struct dsv4q_run dsv4q_run;
+
+/* Start a run of model m at width 32|64 with boundary set bs, for at most
+ * max_pos positions (prompt + decode steps). */
+int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
+                   dsv4q_tap_fn tap, void *user, char *err, size_t errlen);
+/* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0),
+ * later calls decode one token each (s == 1). logits [vocab] of the last
+ * token. Errors (-1 + message): s out of range, a token id >= vocab or < 0,
+ * past max_pos, allocation failure. */
+int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen);
+/* MTP logits from the last call's hidden streams and the given ids (one per
+ * row of that call). -1 if the model has no MTP layer. */
+int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
+void dsv4q_run_close(dsv4q_run *r);
+
+#endif

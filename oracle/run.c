@@ -1,0 +1,89 @@
+/*
+ * run.c - the width dispatch for whole-model runs (see model_run.h), and
+ * the input checks that must happen before either instance sees a token.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include "oracle/model_run.h"
+
+struct dsv4q_run {
+    int width;
+    const dsv4q_model *m;
+    long max_pos, pos;
+    dsv4q_runstate_f32 *r32;
+    dsv4q_runstate_f64 *r64;
+};
+
+int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
+                   dsv4q_tap_fn tap, void *user, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (width != 32 && width != 64) {
+        snprintf(err, errlen, "width must be f32 or f64");
+        return -1;
+    }
+    if (max_pos < 1) {
+        snprintf(err, errlen, "a run needs at least one position");
+        return -1;
+    }
+    dsv4q_run *r = calloc(1, sizeof *r);
+    if (!r) goto oom;
+    r->width = width;
+    r->m = m;
+    r->max_pos = max_pos;
+    if (width == 32) r->r32 = dsv4q_run_new_f32(m, bs, max_pos, tap, user);
+    else r->r64 = dsv4q_run_new_f64(m, bs, max_pos, tap, user);
+    if (!r->r32 && !r->r64) goto oom;
+    *out = r;
+    return 0;
+oom:
+    free(r);
+    snprintf(err, errlen, "out of memory starting a run of %ld positions", max_pos);
+    return -1;
+}
+
+int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
+{
+    const int vocab = r->m->cfg.vocab_size;
+    if (s < 1 || (r->pos > 0 && s != 1)) {
+        snprintf(err, errlen, "a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
+                 "(got %ld tokens at position %ld)", s, r->pos);
+        return -1;
+    }
+    if (r->pos + s > r->max_pos) {
+        snprintf(err, errlen, "position %ld is past the run's %ld positions", r->pos + s - 1, r->max_pos);
+        return -1;
+    }
+    for (long i = 0; i < s; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) {
+            snprintf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", i, ids[i], vocab);
+            return -1;
+        }
+    int rc = r->width == 32 ? dsv4q_run_step_f32(r->r32, ids, s, logits)
+                            : dsv4q_run_step_f64(r->r64, ids, s, logits);
+    if (rc) {
+        snprintf(err, errlen, "out of memory in the forward pass at position %ld", r->pos);
+        return -1;
+    }
+    r->pos += s;
+    return 0;
+}
+
+int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen)
+{
+    if (r->m->cfg.n_mtp_layers < 1) {
+        snprintf(err, errlen, "the model has no MTP layer");
+        return -1;
+    }
+    int rc = r->width == 32 ? dsv4q_run_mtp_f32(r->r32, ids, logits) : dsv4q_run_mtp_f64(r->r64, ids, logits);
+    if (rc) snprintf(err, errlen, "MTP forward failed (no prior call, or out of memory)");
+    return rc;
+}
+
+void dsv4q_run_close(dsv4q_run *r)
+{
+    if (!r) return;
+    dsv4q_run_free_f32(r->r32);
+    dsv4q_run_free_f64(r->r64);
+    free(r);
+}

@@ -1,0 +1,57 @@
+/*
+ * weights.c - width-independent helpers for stored weights and scales.
+ */
+#include <math.h>
+#include "oracle/weights.h"
+#include "oracle/ops.h"
+#include "oracle/dmath.h"
+
+int dsv4q_ceil_log2_ratio(double amax, double fmax)
+{
+    /* Start from frexp's estimate, then correct with exact comparisons:
+     * fmax * 2^e is exact in binary64 for the formats used (448, 6). */
+    int e;
+    frexp(amax / fmax, &e);
+    while (ldexp(fmax, e) < amax) e++;
+    while (ldexp(fmax, e - 1) >= amax) e--;
+    return e;
+}
+
+static double scale_at(const dsv4q_weight *w, int64_t i)
+{
+    if (w->scale_dtype == DSV4Q_DT_F32) return ((const float *)w->scale)[i];
+    return dsv4q_e8m0_decode(((const uint8_t *)w->scale)[i]);
+}
+
+double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k)
+{
+    int64_t i = o * w->in + k;
+    switch (w->fmt) {
+    case DSV4Q_WF_F32: return ((const float *)w->data)[i];
+    case DSV4Q_WF_F64: return ((const double *)w->data)[i];
+    case DSV4Q_WF_BF16: return dsv4q_bf16_decode(((const uint16_t *)w->data)[i]);
+    case DSV4Q_WF_FP8: {
+        int64_t nkb = (w->in + 127) / 128;
+        return dsv4q_e4m3_decode(((const uint8_t *)w->data)[i]) * scale_at(w, (o / 128) * nkb + k / 128);
+    }
+    case DSV4Q_WF_FP4: {
+        const uint8_t *row = (const uint8_t *)w->data + o * (w->in / 2);
+        return dsv4q_e2m1_decode(dsv4q_e2m1_nibble(row, (size_t)k)) * scale_at(w, o * (w->in / 32) + k / 32);
+    }
+    default: return NAN;
+    }
+}
+
+void dsv4q_yarn_range(const dsv4q_rope_params *p, double *lo, double *hi)
+{
+    /* model.py find_correction_range, in double as Python computes it. */
+    const double r = p->rope_dim, two_pi = 6.283185307179586;
+    double clo = r * dsv4q_log(p->original_seq_len / (p->beta_fast * two_pi)) / (2 * dsv4q_log(p->base));
+    double chi = r * dsv4q_log(p->original_seq_len / (p->beta_slow * two_pi)) / (2 * dsv4q_log(p->base));
+    double l = floor(clo), h = ceil(chi);
+    if (l < 0) l = 0;
+    if (h > r - 1) h = r - 1;
+    if (l == h) h += 0.001;
+    *lo = l;
+    *hi = h;
+}

@@ -1,0 +1,43 @@
+/*
+ * weights.h - a view of one checkpoint weight, in its stored form.
+ *
+ * The oracle never holds a dequantized copy of a large weight: linears
+ * decode FP8/FP4/BF16 codes on the fly (exactly: every code is a dyadic
+ * rational), so the f64 instance of a Flash-shaped layer needs the bytes of
+ * the checkpoint, not 8x them. Width-independent.
+ */
+#ifndef DSV4Q_WEIGHTS_H
+#define DSV4Q_WEIGHTS_H
+
+#include <stdint.h>
+#include "oracle/formats.h"
+
+typedef enum dsv4q_wfmt {
+    DSV4Q_WF_NONE = 0,
+    DSV4Q_WF_F32,   /* F32 values [out, in] */
+    DSV4Q_WF_F64,   /* F64 values [out, in] (tests, synthetic inputs) */
+    DSV4Q_WF_BF16,  /* BF16 codes [out, in] */
+    DSV4Q_WF_FP8,   /* E4M3 codes [out, in] + scale [ceil(out/128), ceil(in/128)] */
+    DSV4Q_WF_FP4    /* packed E2M1 [out, in/2] (low nibble = even k) + scale [out, in/32] */
+} dsv4q_wfmt;
+
+typedef struct dsv4q_weight {
+    const char *name;        /* checkpoint tensor name (for messages) */
+    dsv4q_wfmt fmt;
+    int64_t out, in;         /* logical shape [out, in]; vectors have out = 1 */
+    const void *data;
+    const void *scale;       /* FP8/FP4 only */
+    dsv4q_dtype scale_dtype; /* DSV4Q_DT_F8_E8M0 (ue8m0) or DSV4Q_DT_F32 */
+} dsv4q_weight;
+
+/* The three projections of one SwiGLU expert (model.py:Expert). */
+typedef struct dsv4q_expert_w {
+    dsv4q_weight w1;   /* gate [inter, dim] */
+    dsv4q_weight w2;   /* down [dim, inter] */
+    dsv4q_weight w3;   /* up   [inter, dim] */
+} dsv4q_expert_w;
+
+/* Decode element (o, k) of a weight to double, including its block scale. */
+double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k);
+
+#endif

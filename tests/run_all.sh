@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Run each cmocka test binary, then print one total line for CI.
+set -u
+pass=0; fail=0; failed=()
+for t in "$@"; do
+  out=$("$t" 2>&1); rc=$?
+  echo "$out"
+  p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+  if [ $rc -ne 0 ]; then failed+=("$(basename "$t")"); [ -z "$f" ] && fail=$((fail + 1)); fi
+done
+[ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
+echo "${pass} passed, ${fail} failed"
+[ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]
