@@ -67,14 +67,8 @@ demo: $(BIN)
 bench: $(BENCHES)
 	@for b in $(BENCHES); do ./$$b || exit 1; done
 
-DEPS_PKGS := gcc make libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev \
-             libsqlite3-dev libsodium-dev libjansson-dev libopenblas-dev pkg-config
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	else echo "all build dependencies present"; fi
+	@sh scripts/deps.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -28,8 +28,8 @@
  *      order, so find() is a binary search and at(i) is name order.
  *  S5. A sharded reader holds exactly the tensors of its weight_map, each in
  *      the shard the index names.
- *  S6. The writer is deterministic: header keys are "__metadata__" then the
- *      tensors in name order; data is laid out by element size (8, 4, 2, 1
+ *  S6. The writer is deterministic: header keys are "__metadata__" (its keys
+ *      in name order) then the tensors in name order; data is laid out by element size (8, 4, 2, 1
  *      bytes) then name, so every tensor starts at a multiple of its element
  *      size; the header is padded with spaces so data starts at a multiple
  *      of 8 from the file start. Same tensors + metadata => same bytes (and
@@ -1137,8 +1137,27 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
         pos += bylay[i]->nbytes;
     }
     int bad = 0;
-    if (json_object_size(w->meta) > 0)
-        bad |= json_object_set(root, "__metadata__", w->meta);
+    if (json_object_size(w->meta) > 0) {
+        /* metadata keys in strcmp order too, whatever order they were set in */
+        size_t nm = json_object_size(w->meta), k = 0;
+        const char **mk = malloc(nm * sizeof *mk);
+        json_t *meta = json_object();
+        const char *key;
+        json_t *val;
+        if (!mk || !meta) {
+            free((void *)mk);
+            json_decref(meta);
+            st_fail(err, errlen, "safetensors writer: %s: out of memory", path);
+            goto done;
+        }
+        json_object_foreach(w->meta, key, val)
+            mk[k++] = key;
+        qsort(mk, nm, sizeof *mk, cmp_str_ptr);
+        for (k = 0; k < nm; k++)
+            bad |= json_object_set(meta, mk[k], json_object_get(w->meta, mk[k]));
+        bad |= json_object_set_new(root, "__metadata__", meta);
+        free((void *)mk);
+    }
     for (size_t i = 0; i < w->n && !bad; i++) {
         const stw_ent *e = byname[i];
         json_t *ent = json_object(), *shp = json_array(), *off = json_array();

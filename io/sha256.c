@@ -40,7 +40,7 @@ void dsv4q_sha256_hex(const void *data, size_t n, char hex[65])
     to_hex(d, hex);
 }
 
-int dsv4q_sha256_file(const char *path, char hex[65], char *err, size_t errlen)
+int dsv4q_sha256_hex_file(const char *path, char hex[65], char *err, size_t errlen)
 {
     unsigned char d[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_state st;

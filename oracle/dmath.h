@@ -17,7 +17,9 @@
 double dsv4q_exp(double x);    /* e^x; inf past 709.78, 0 below -745.2; NaN->NaN */
 double dsv4q_log(double x);    /* natural log; -inf at 0, NaN below 0 */
 double dsv4q_log1p(double x);  /* log(1+x), accurate for tiny x */
-double dsv4q_sin(double x);    /* |x| up to 2^20 with full accuracy */
+double dsv4q_sin(double x);    /* <= 0.51 ulp for |x| <= 2^20 (4-part pi/2
+                                  reduction); deterministic but unasserted up
+                                  to 2^52; NaN for |x| >= 2^52 */
 double dsv4q_cos(double x);
 double dsv4q_pow(double b, double e);  /* b > 0 only: exp(e*log(b)) with an
                                           extra-precise log; NaN for b <= 0 */

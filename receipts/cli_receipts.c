@@ -164,8 +164,10 @@ static int cmd_list(const opts *o)
         goto done;
     }
     src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src != SQLITE_OK)
-        goto sqlfail;
+    if (src != SQLITE_OK) {
+        fprintf(stderr, "dsv4q receipts list: %s\n", sqlite3_errmsg(db));
+        goto done;
+    }
     if (o->kind)
         sqlite3_bind_text(st, 1, o->kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, o->last > 0 ? o->last : -1);
@@ -181,15 +183,13 @@ static int cmd_list(const opts *o)
                backend && *backend ? backend : "-", signer && *signer ? signer : "(unsigned)",
                sqlite3_column_text(st, 6));
     }
-    if (src != SQLITE_DONE)
-        goto sqlfail;
+    if (src != SQLITE_DONE) {
+        fprintf(stderr, "dsv4q receipts list: %s\n", sqlite3_errmsg(db));
+        goto done;
+    }
     if (n == 0)
         printf("no receipts%s%s\n", o->kind ? " of kind " : "", o->kind ? o->kind : "");
     rc = 0;
-    goto done;
-sqlfail:
-    fprintf(stderr, "dsv4q receipts list: %s: %s\n", o->db ? o->db : dsv4q_receipts_default_db(),
-            sqlite3_errmsg(db));
 done:
     sqlite3_finalize(st);
     sqlite3_close(db);

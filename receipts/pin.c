@@ -129,21 +129,28 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
             continue;
         if (n == cap) {
             char **q = realloc(names, (cap ? cap * 2 : 16) * sizeof *names);
-            if (!q)
-                goto oom;
+            if (!q) {
+                dsv4q_rcpt_err(err, errlen, "out of memory");
+                goto done;
+            }
             names = q;
             cap = cap ? cap * 2 : 16;
         }
-        if (!(names[n] = strdup(nm)))
-            goto oom;
+        if (!(names[n] = strdup(nm))) {
+            dsv4q_rcpt_err(err, errlen, "out of memory");
+            goto done;
+        }
         n++;
     }
-    qsort(names, n, sizeof *names, cmp_names);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names);
 
     root = json_object();
     files = json_array();
-    if (!root || !files)
-        goto oom;
+    if (!root || !files) {
+        dsv4q_rcpt_err(err, errlen, "out of memory");
+        goto done;
+    }
     for (i = 0; i < n; i++) {
         struct stat st;
         json_t *jname;
@@ -159,8 +166,10 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
         total += bytes;
         if (strcmp(names[i], "config.json") == 0) {
             have_config = 1;
-            if (json_object_set_new(root, "config_sha256", json_string(hex)))
-                goto oom;
+            if (json_object_set_new(root, "config_sha256", json_string(hex))) {
+                dsv4q_rcpt_err(err, errlen, "out of memory");
+                goto done;
+            }
         }
         jname = json_string(names[i]);
         if (!jname) {
@@ -169,23 +178,22 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
         }
         ent = json_pack("{s:I,s:o,s:s}", "bytes", (json_int_t)bytes, "name", jname,
                         "sha256", hex);
-        if (!ent || json_array_append_new(files, ent))
-            goto oom;
+        if (!ent || json_array_append_new(files, ent)) {
+            dsv4q_rcpt_err(err, errlen, "out of memory");
+            goto done;
+        }
     }
     if (!have_config) {
         dsv4q_rcpt_err(err, errlen, "checkpoint directory %s has no config.json", model_dir);
         goto done;
     }
     if (json_object_set(root, "files", files) ||
-        json_object_set_new(root, "total_bytes", json_integer((json_int_t)total)))
-        goto oom;
-    *json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
-    if (!*json_out)
-        goto oom;
+        json_object_set_new(root, "total_bytes", json_integer((json_int_t)total)) ||
+        !(*json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII))) {
+        dsv4q_rcpt_err(err, errlen, "out of memory");
+        goto done;
+    }
     rc = 0;
-    goto done;
-oom:
-    dsv4q_rcpt_err(err, errlen, "out of memory");
 done:
     if (d)
         closedir(d);

@@ -422,7 +422,8 @@ static void db_error(sqlite3 *db, int src, const char *path, const char *doing,
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         dsv4q_rcpt_err(err, errlen,
-                       "database %s stayed locked by another writer for %d s while %s (%s)",
+                       "database %s is locked by another connection (waited up to %d s) "
+                       "while %s (%s)",
                        path, DSV4Q_RCPT_BUSY_MS / 1000, doing, m);
         break;
     default:
@@ -431,56 +432,51 @@ static void db_error(sqlite3 *db, int src, const char *path, const char *doing,
     }
 }
 
-/* One integer from a one-row query; returns the SQLite code. */
-static int q_int(sqlite3 *db, const char *sql, long long *v)
-{
-    sqlite3_stmt *st = NULL;
-    int src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src == SQLITE_OK) {
-        src = sqlite3_step(st);
-        if (src == SQLITE_ROW) {
-            *v = sqlite3_column_int64(st, 0);
-            src = SQLITE_OK;
-        } else if (src == SQLITE_DONE) {
-            *v = 0;
-            src = SQLITE_OK;
-        }
-    }
-    sqlite3_finalize(st);
-    return src;
-}
-
-/* Read application_id, user_version and the number of schema objects;
- * classify the database (R1). Returns 0 ours, 1 fresh (empty), -1 error. */
+/* Read application_id, user_version and the number of schema objects in
+ * ONE statement - one read snapshot, so a concurrent migration is seen
+ * either entirely or not at all - and classify the database (R1, R2).
+ * Returns 0 ours, 1 fresh (empty), -1 error. */
 static int identify(sqlite3 *db, const char *path, long long *ver, int *corrupt,
                     char *err, size_t errlen)
 {
+    sqlite3_stmt *st = NULL;
     long long app = 0, nobj = 0;
-    int src;
+    int rc = -1, src;
 
-    if ((src = q_int(db, "PRAGMA application_id", &app)) != SQLITE_OK ||
-        (src = q_int(db, "PRAGMA user_version", ver)) != SQLITE_OK ||
-        (src = q_int(db, "SELECT count(*) FROM sqlite_master", &nobj)) != SQLITE_OK) {
+    src = sqlite3_prepare_v2(db,
+                             "SELECT (SELECT application_id FROM pragma_application_id),"
+                             " (SELECT user_version FROM pragma_user_version),"
+                             " (SELECT count(*) FROM sqlite_master)",
+                             -1, &st, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
         db_error(db, src, path, "reading the schema", corrupt, err, errlen);
-        return -1;
+        goto done;
     }
+    app = sqlite3_column_int64(st, 0);
+    *ver = sqlite3_column_int64(st, 1);
+    nobj = sqlite3_column_int64(st, 2);
     if (app == DSV4Q_RCPT_APP_ID) {
         if (*ver > DSV4Q_RCPT_SCHEMA) {
             dsv4q_rcpt_err(err, errlen,
                            "database %s has receipts schema version %lld, newer than this "
                            "dsv4q %s supports (%d); upgrade dsv4q",
                            path, *ver, DSV4Q_VERSION, DSV4Q_RCPT_SCHEMA);
-            return -1;
+            goto done;
         }
-        return 0;
+        rc = 0;
+    } else if (app == 0 && nobj == 0) {
+        rc = 1;
+    } else {
+        dsv4q_rcpt_err(err, errlen,
+                       "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
+                       "schema objects)",
+                       path, (unsigned long long)app & 0xffffffffULL, nobj);
     }
-    if (app == 0 && nobj == 0)
-        return 1;
-    dsv4q_rcpt_err(err, errlen,
-                   "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
-                   "schema objects)",
-                   path, (unsigned long long)app & 0xffffffffULL, nobj);
-    return -1;
+done:
+    sqlite3_finalize(st);
+    return rc;
 }
 
 static int exec_sql(sqlite3 *db, const char *sql, const char *path, const char *doing,
@@ -494,15 +490,33 @@ static int exec_sql(sqlite3 *db, const char *sql, const char *path, const char *
     return 0;
 }
 
+/* Switch a database to WAL (R2). Changing the journal mode needs an
+ * exclusive lock and SQLite reports SQLITE_BUSY for it without calling the
+ * busy handler, so a fresh database opened by several processes at once
+ * retries here, for up to the same 10 s. */
 static int ensure_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
     sqlite3_stmt *st = NULL;
+    struct timespec t0, now, nap = {0, 1000000L};
     int rc = -1, src;
     const unsigned char *mode;
 
-    src = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        src = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+        if (src == SQLITE_OK)
+            src = sqlite3_step(st);
+        if (src == SQLITE_ROW || (src & 0xff) != SQLITE_BUSY)
+            break;
+        sqlite3_finalize(st);
+        st = NULL;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000LL + (now.tv_nsec - t0.tv_nsec) / 1000000 >=
+            DSV4Q_RCPT_BUSY_MS)
+            break;
+        nap.tv_nsec = 500000L + (long)randombytes_uniform(1000000);
+        nanosleep(&nap, NULL);
+    }
     if (src != SQLITE_ROW) {
         db_error(db, src, path, "setting WAL mode", NULL, err, errlen);
         goto done;

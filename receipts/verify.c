@@ -219,6 +219,23 @@ static int quick_check(sqlite3 *db, char *out, size_t outlen)
     return src;
 }
 
+/* A failed read while walking the chain: damage is a verification
+ * failure (1, R12), anything else an error (-1). */
+static int read_failed(sqlite3 *db, int src, const char *db_path, FILE *report,
+                       dsv4q_verify_result *R, char *err, size_t errlen)
+{
+    if ((src & 0xff) == SQLITE_CORRUPT || (src & 0xff) == SQLITE_NOTADB) {
+        R->corrupt = 1;
+        R->n_problems++;
+        rpt(report, "database %s is corrupt (%s while reading receipts)", db_path,
+            sqlite3_errmsg(db));
+        return 1;
+    }
+    dsv4q_rcpt_err(err, errlen, "database %s: reading receipts failed: %s", db_path,
+                   sqlite3_errmsg(db));
+    return -1;
+}
+
 int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen)
 {
@@ -268,8 +285,10 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
                  dsv4q_rcpt_select_sql);
     }
     src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src != SQLITE_OK)
-        goto sqlfail;
+    if (src != SQLITE_OK) {
+        rc = read_failed(db, src, db_path, report, &R, err, errlen);
+        goto done;
+    }
     if (id > 0)
         sqlite3_bind_int64(st, 1, id);
     snprintf(prev_hash, sizeof prev_hash, "%s", DSV4Q_RCPT_GENESIS);
@@ -307,8 +326,10 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
         snprintf(R.head_hash, sizeof R.head_hash, "%s", row.hash);
         dsv4q_rcpt_row_free(&row);
     }
-    if (src != SQLITE_DONE)
-        goto sqlfail;
+    if (src != SQLITE_DONE) {
+        rc = read_failed(db, src, db_path, report, &R, err, errlen);
+        goto done;
+    }
     if (id > 0 && !found) {
         dsv4q_rcpt_err(err, errlen, "no receipt %lld in %s", id, db_path);
         goto done;
@@ -328,19 +349,6 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
             R.n_problems ? "FAILED" : "OK", R.n_checked, first_id, R.head_id, R.n_problems,
             R.n_sig_ok, R.n_unsigned, R.n_sig_unchecked, R.head_id, R.head_hash);
     rc = R.n_problems ? 1 : 0;
-    goto done;
-
-sqlfail:
-    if ((src & 0xff) == SQLITE_CORRUPT || (src & 0xff) == SQLITE_NOTADB) {
-        R.corrupt = 1;
-        R.n_problems++;
-        rpt(report, "database %s is corrupt (%s while reading receipts)", db_path,
-            sqlite3_errmsg(db));
-        rc = 1;
-    } else {
-        dsv4q_rcpt_err(err, errlen, "database %s: reading receipts failed: %s", db_path,
-                       sqlite3_errmsg(db));
-    }
 done:
     dsv4q_rcpt_row_free(&row);
     sqlite3_finalize(st);
@@ -355,39 +363,41 @@ done:
 /* The receipt's fields as a JSON object in canonical key order. */
 static json_t *row_to_json(const dsv4q_rcpt_row *row, char *err, size_t errlen)
 {
-    json_t *o = json_object(), *v;
+    json_t *o = json_object(), *v, *ret = NULL;
     json_error_t je;
     int i;
 
     if (!o || json_object_set_new(o, "v", json_integer(DSV4Q_RCPT_CANON_V)) ||
-        json_object_set_new(o, "id", json_integer(row->id)))
-        goto oom;
+        json_object_set_new(o, "id", json_integer(row->id))) {
+        dsv4q_rcpt_err(err, errlen, "out of memory");
+        goto done;
+    }
     for (i = 0; i < RF_COUNT; i++) {
         if (dsv4q_rcpt_fields[i].is_json) {
             v = json_loads(row->f[i], JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
             if (!v) {
                 dsv4q_rcpt_err(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)",
                                row->id, dsv4q_rcpt_fields[i].name, je.text);
-                json_decref(o);
-                return NULL;
+                goto done;
             }
         } else {
             v = json_string(row->f[i]);
             if (!v) {
                 dsv4q_rcpt_err(err, errlen, "receipt %lld: stored %s is not valid UTF-8",
                                row->id, dsv4q_rcpt_fields[i].name);
-                json_decref(o);
-                return NULL;
+                goto done;
             }
         }
-        if (json_object_set_new(o, dsv4q_rcpt_fields[i].name, v))
-            goto oom;
+        if (json_object_set_new(o, dsv4q_rcpt_fields[i].name, v)) {
+            dsv4q_rcpt_err(err, errlen, "out of memory");
+            goto done;
+        }
     }
-    return o;
-oom:
+    ret = o;
+    o = NULL;
+done:
     json_decref(o);
-    dsv4q_rcpt_err(err, errlen, "out of memory");
-    return NULL;
+    return ret;
 }
 
 int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pubkey_path,
@@ -481,7 +491,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     dsv4q_rcpt_row row;
     dsv4q_verify_result R;
     keyctx k;
-    const char *hash, *sig, *canon_stated, *pkhex, *key;
+    const char *hash, *sig, *canon_stated, *pkhex, *key, *fmt;
     char *canon = NULL, hex[DSV4Q_SHA256_HEX + 1], embid[DSV4Q_KEYID_HEX + 1] = "";
     unsigned char raw[32], embpk[32];
     size_t bl = 0;
@@ -500,7 +510,8 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
                        je.column, je.text);
         goto done;
     }
-    if (!jstr(doc, "format") || strcmp(jstr(doc, "format"), EXPORT_FORMAT) != 0) {
+    fmt = jstr(doc, "format");
+    if (!fmt || strcmp(fmt, EXPORT_FORMAT) != 0) {
         dsv4q_rcpt_err(err, errlen, "not a dsv4q receipt export (format is not \"%s\")",
                        EXPORT_FORMAT);
         goto done;

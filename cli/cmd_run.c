@@ -1,0 +1,107 @@
+/*
+ * cmd_run.c - `dsv4q run`: one oracle run, logits (and optionally every
+ * stage tap) written as safetensors so any other implementation can be
+ * compared with it. Output tensors: logits_prefill [vocab] (last prompt
+ * position), logits_decode [M, vocab], and with --taps one tensor per
+ * stage named L{layer}.{stage} (layer -1 is written as "model"), rows of
+ * all calls concatenated; dtype F32 or F64 = the run's width.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/taps.h"
+#include "io/model.h"
+#include "io/safetensors.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+
+static int add(dsv4q_stw *w, const char *name, int width, int ndim, const int64_t *shape, const double *v,
+               long n, char *err, size_t errlen)
+{
+    if (width == 64) return dsv4q_stw_add(w, name, DSV4Q_DT_F64, ndim, shape, v, sizeof(double) * (size_t)n, err, errlen);
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (long i = 0; i < n; i++) f[i] = (float)v[i];
+    int rc = dsv4q_stw_add(w, name, DSV4Q_DT_F32, ndim, shape, f, sizeof(float) * (size_t)n, err, errlen);
+    free(f);
+    return rc;
+}
+
+int dsv4q_cmd_run(int argc, char **argv)
+{
+    dsv4q_cli_opts o;
+    char err[1024], dir[4096], bnames[1024];
+    if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    dsv4q_cli_threads(&o);
+    uint64_t bs;
+    if (!o.out) { fprintf(stderr, "dsv4q run: --out FILE.safetensors is required\n"); return 2; }
+    if (!o.width) o.width = 64;
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q run: %s\n", err);
+        return 2;
+    }
+    dsv4q_model *m;
+    if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q run: %s\n", err); return 2; }
+    dsv4q_tokens t;
+    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "dsv4q run: %s\n", err);
+        dsv4q_model_close(m);
+        return 2;
+    }
+    const long V = m->cfg.vocab_size, M = t.nteacher;
+    double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
+    dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
+                    .total_calls = 1 + t.nteacher};
+    dsv4q_run *r = NULL;
+    dsv4q_stw *w = NULL;
+    int rc = 2;
+    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
+            o.profile, bnames, t.nprompt, M);
+    if (!lp || !ld) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+    if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
+    if (dsv4q_run_feed(r, t.prompt, t.nprompt, lp, err, sizeof err)) goto fail;
+    for (long i = 0; i < M; i++)
+        if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
+    if (!o.quiet && isatty(2)) fprintf(stderr, "\n");
+    w = dsv4q_stw_new();
+    if (!w) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+    int64_t s1[1] = {V}, s2[2] = {M, V};
+    if (add(w, "logits_prefill", o.width, 1, s1, lp, V, err, sizeof err) ||
+        add(w, "logits_decode", o.width, 2, s2, ld, M * V, err, sizeof err))
+        goto fail;
+    if (o.taps)
+        for (long i = 0; i < ts.n; i++) {
+            dsv4q_tap_entry *e = &ts.e[i];
+            char name[96];
+            if (e->layer < 0) snprintf(name, sizeof name, "model.%s", e->stage);
+            else snprintf(name, sizeof name, "L%d.%s", e->layer, e->stage);
+            int64_t sh[2] = {e->rows, e->rows ? e->n / e->rows : 0};
+            if (e->rows && e->n % e->rows) { sh[0] = e->n; sh[1] = 1; }
+            if (add(w, name, o.width, 2, sh, e->data, e->n, err, sizeof err)) goto fail;
+        }
+    dsv4q_stw_meta(w, "producer", "dsv4q run");
+    dsv4q_stw_meta(w, "width", o.width == 64 ? "f64" : "f32");
+    dsv4q_stw_meta(w, "profile", o.profile);
+    dsv4q_stw_meta(w, "boundaries", bnames);
+    dsv4q_stw_meta(w, "tokens_sha256", t.pin);
+    if (dsv4q_stw_write(w, o.out, err, sizeof err)) { w = NULL; goto fail; }
+    w = NULL;
+    printf("wrote %s (logits_prefill [%ld], logits_decode [%ld, %ld]%s)\n", o.out, V, M, V,
+           o.taps ? ", stage taps" : "");
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "dsv4q run: %s\n", err);
+out:
+    if (w) dsv4q_stw_free(w);
+    dsv4q_run_close(r);
+    dsv4q_tapset_free(&ts);
+    free(lp);
+    free(ld);
+    dsv4q_tokens_free(&t);
+    dsv4q_model_close(m);
+    return rc;
+}

@@ -1,0 +1,172 @@
+/*
+ * cmd_sensitivity.c - `dsv4q sensitivity`: the fp32 sensitivity floor.
+ *
+ * Runs the same checkpoint and tokens through the f64 and the f32 oracle
+ * (same profile, same decoded inputs), records every stage tap of the f64
+ * run and compares the f32 run against it as it goes, so the per-layer,
+ * per-stage table shows where the gap appears and how it grows. The
+ * whole-model numbers (logit NRMS over all rows, max abs, greedy agreement)
+ * are the floor a whole-model kernel gate is set against. Writes a receipt.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/taps.h"
+#include "harness/metrics.h"
+#include "io/model.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+#include "receipts/receipts.h"
+
+static const char *const table_stages[] = {"hc_attn_pre", "q", "kv", "attn_out", "attn", "hc_attn_post",
+                                           "moe_out", "block_out", NULL};
+
+/* Run all calls of one width; logits [1 + nteacher, vocab]. */
+static int run_width(const dsv4q_model *m, int width, uint64_t bs, const dsv4q_tokens *t, dsv4q_tapset *ts,
+                     double *logits, char *err, size_t errlen)
+{
+    dsv4q_run *r;
+    const long V = m->cfg.vocab_size;
+    if (dsv4q_run_open(&r, m, width, bs, t->nprompt + t->nteacher, dsv4q_tapset_cb, ts, err, errlen)) return -1;
+    int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);
+    for (long i = 0; !rc && i < t->nteacher; i++)
+        rc = dsv4q_run_feed(r, &t->teacher[i], 1, logits + (i + 1) * V, err, errlen);
+    dsv4q_run_close(r);
+    if (!ts->quiet && isatty(2)) fprintf(stderr, "\n");
+    if (!rc && ts->oom) {
+        snprintf(err, errlen, "out of memory recording stage taps");
+        rc = -1;
+    }
+    return rc;
+}
+
+int dsv4q_cmd_sensitivity(int argc, char **argv)
+{
+    dsv4q_cli_opts o;
+    char err[1024], dir[4096], bnames[1024];
+    if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    dsv4q_cli_threads(&o);
+    uint64_t bs;
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+        return 2;
+    }
+    dsv4q_model *m;
+    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+        return 2;
+    }
+    dsv4q_tokens t;
+    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+        dsv4q_model_close(m);
+        return 2;
+    }
+    const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
+    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    printf("dsv4q sensitivity: fp32 vs fp64 oracle on identical decoded inputs\n");
+    printf("  model      %s (%s, %d layers, dim %d)\n", dir, m->cfg.name[0] ? m->cfg.name : "config.json",
+           m->cfg.n_layers, m->cfg.dim);
+    printf("  tokens     %s (prompt %ld, decode %ld; sha256 %.16s...)\n", t.source, t.nprompt, t.nteacher, t.pin);
+    printf("  profile    %s; boundaries: %s\n", o.profile, bnames);
+
+    double *l64 = malloc(sizeof(double) * (size_t)(rows * V)), *l32 = malloc(sizeof(double) * (size_t)(rows * V));
+    dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
+                    .total_calls = 1 + t.nteacher};
+    int rc = 2;
+    if (!l64 || !l32) { fprintf(stderr, "dsv4q sensitivity: out of memory\n"); goto out; }
+    if (run_width(m, 64, bs, &t, &ts, l64, err, sizeof err)) goto fail;
+    ts.compare = 1;
+    ts.label = "f32";
+    ts.calls = 0;
+    if (run_width(m, 32, bs, &t, &ts, l32, err, sizeof err)) goto fail;
+
+    dsv4q_acc whole = {0};
+    dsv4q_acc_add(&whole, l32, l64, rows * V);
+    long agree = 0;
+    for (long r = 0; r < rows; r++) agree += dsv4q_argmax(l32 + r * V, V) == dsv4q_argmax(l64 + r * V, V);
+    printf("\nwhole model (logits, %ld rows: last prompt position + %ld decode steps)\n", rows, t.nteacher);
+    printf("  NRMS               %.4e\n", dsv4q_acc_nrms(&whole));
+    printf("  max abs error      %.4e\n", whole.max_abs);
+    printf("  cosine             %.12f\n", dsv4q_acc_cosine(&whole));
+    printf("  greedy agreement   %ld/%ld\n", agree, rows);
+    printf("  non-finite         f32 %ld, f64 %ld\n", whole.nonfinite_a, whole.nonfinite_b);
+
+    printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls)\n  layer ratio");
+    for (int s = 0; table_stages[s]; s++) printf(" %12s", table_stages[s]);
+    printf(" %9s\n", "idx_flips");
+    json_t *jl = json_array();
+    for (int L = 0; L < m->cfg.n_layers; L++) {
+        printf("  %5d %5d", L, m->layers[L].ratio);
+        json_t *row = json_object();
+        json_object_set_new(row, "layer", json_integer(L));
+        json_object_set_new(row, "ratio", json_integer(m->layers[L].ratio));
+        for (int s = 0; table_stages[s]; s++) {
+            dsv4q_tap_entry *e = dsv4q_tapset_find(&ts, L, table_stages[s]);
+            if (e) {
+                printf(" %12.3e", dsv4q_acc_nrms(&e->acc));
+                json_object_set_new(row, table_stages[s], json_real(dsv4q_acc_nrms(&e->acc)));
+            } else {
+                printf(" %12s", "-");
+            }
+        }
+        dsv4q_tap_entry *e = dsv4q_tapset_find(&ts, L, "idx_topk");
+        if (e) {
+            printf(" %4ld/%-4ld", e->sel_diff, e->sel_rows);
+            json_object_set_new(row, "idx_rows_with_flips", json_integer(e->sel_diff));
+            json_object_set_new(row, "idx_rows", json_integer(e->sel_rows));
+        } else {
+            printf(" %9s", "-");
+        }
+        printf("\n");
+        json_array_append_new(jl, row);
+    }
+    long nonfin = 0;
+    for (long i = 0; i < ts.n; i++) nonfin += ts.e[i].acc.nonfinite_a;
+    printf("  non-finite values in f32 stage taps: %ld\n", nonfin);
+
+    json_t *jm = json_object();
+    json_object_set_new(jm, "logit_nrms", json_real(dsv4q_acc_nrms(&whole)));
+    json_object_set_new(jm, "logit_max_abs", json_real(whole.max_abs));
+    json_object_set_new(jm, "logit_cosine", json_real(dsv4q_acc_cosine(&whole)));
+    json_object_set_new(jm, "greedy_agree", json_integer(agree));
+    json_object_set_new(jm, "rows", json_integer(rows));
+    json_object_set_new(jm, "nonfinite_f32", json_integer(whole.nonfinite_a + nonfin));
+    json_object_set_new(jm, "layers", jl);
+    char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
+    if (o.json) {
+        FILE *f = fopen(o.json, "w");
+        if (!f || fputs(metrics, f) < 0 || fclose(f)) fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
+    }
+    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
+    long long id = 0;
+    if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+    dsv4q_receipt rcpt = {.kind = "sensitivity", .command_line = cmdline, .checkpoint_pin_json = pin,
+                          .tokens_pin = t.pin, .config_json = cfgjson, .profile = o.profile,
+                          .widths = "f32,f64", .metrics_json = metrics, .verdict = "info"};
+    const char *db = o.db ? o.db : dsv4q_receipts_default_db();
+    if (dsv4q_receipt_write(db, &rcpt, o.key, &id, err, sizeof err))
+        fprintf(stderr, "dsv4q sensitivity: receipt not written: %s\n", err);
+    else
+        printf("\nreceipt %lld written to %s\n", id, db);
+    free(pin);
+    free(cmdline);
+    free(cfgjson);
+    free(metrics);
+    json_decref(jm);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+out:
+    dsv4q_tapset_free(&ts);
+    free(l64);
+    free(l32);
+    dsv4q_tokens_free(&t);
+    dsv4q_model_close(m);
+    return rc;
+}

@@ -1,0 +1,9 @@
+/* cmds.h - the dsv4q subcommands; each takes argv with argv[0] = its name
+ * and returns the process exit status (0 ok, 1 verdict fail, 2 error). */
+#ifndef DSV4Q_CMDS_H
+#define DSV4Q_CMDS_H
+int dsv4q_cmd_sensitivity(int argc, char **argv);
+int dsv4q_cmd_run(int argc, char **argv);
+int dsv4q_cmd_synth(int argc, char **argv);
+int dsv4q_cmd_boundaries(int argc, char **argv);
+#endif

@@ -1,0 +1,225 @@
+/*
+ * common.c - shared option parsing, model resolution and token input for
+ * the dsv4q subcommands (see common.h).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/common.h"
+#include "io/config.h"
+#include "io/sha256.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+
+static int need_arg(int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) {
+        fprintf(stderr, "dsv4q: option %s needs a value\n", argv[i]);
+        return 0;
+    }
+    return 1;
+}
+
+int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx)
+{
+    memset(o, 0, sizeof *o);
+    o->prompt_len = 64;
+    o->decode = -1;
+    o->profile = "source";
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define VAL() (need_arg(argc, argv, i) ? argv[++i] : NULL)
+        if (!strcmp(a, "--model")) { if (!(o->model = VAL())) return 2; }
+        else if (!strcmp(a, "--tokens")) { if (!(o->tokens = VAL())) return 2; }
+        else if (!strcmp(a, "--prompt-len") || !strcmp(a, "--decode") || !strcmp(a, "--threads") ||
+                 !strcmp(a, "--seed")) {
+            const char *v = VAL();
+            char *end;
+            if (!v) return 2;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0) {
+                fprintf(stderr, "dsv4q: %s needs a non-negative integer, got '%s'\n", a, v);
+                return 2;
+            }
+            if (!strcmp(a, "--prompt-len")) o->prompt_len = n;
+            else if (!strcmp(a, "--decode")) o->decode = n;
+            else if (!strcmp(a, "--threads")) o->threads = (int)n;
+            else o->seed = (uint64_t)n;
+        } else if (!strcmp(a, "--width")) {
+            const char *v = VAL();
+            if (!v) return 2;
+            if (!strcmp(v, "f32")) o->width = 32;
+            else if (!strcmp(v, "f64")) o->width = 64;
+            else { fprintf(stderr, "dsv4q: --width must be f32 or f64, got '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--profile")) { if (!(o->profile = VAL())) return 2; }
+        else if (!strcmp(a, "--boundary")) {
+            const char *v = VAL();
+            if (!v) return 2;
+            size_t n = strlen(o->boundary);
+            if (n + strlen(v) + 2 >= sizeof o->boundary) { fprintf(stderr, "dsv4q: too many --boundary\n"); return 2; }
+            snprintf(o->boundary + n, sizeof o->boundary - n, "%s%s", n ? "," : "", v);
+        } else if (!strcmp(a, "--out")) { if (!(o->out = VAL())) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(o->json = VAL())) return 2; }
+        else if (!strcmp(a, "--db")) { if (!(o->db = VAL())) return 2; }
+        else if (!strcmp(a, "--key")) { if (!(o->key = VAL())) return 2; }
+        else if (!strcmp(a, "--taps")) o->taps = 1;
+        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
+        else {
+            int used = extra ? extra(ctx, argc, argv, i) : 0;
+            if (used < 0) return 2;
+            if (used == 0) {
+                fprintf(stderr, "dsv4q: unknown option '%s' (see dsv4q help)\n", a);
+                return 2;
+            }
+            i += used - 1;
+        }
+#undef VAL
+    }
+    return 0;
+}
+
+static int mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen)
+{
+    if (o->model) {
+        snprintf(dir, len, "%s", o->model);
+        return 0;
+    }
+    const char *c = getenv("DSV4Q_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    char base[4096];
+    if (c && *c) snprintf(base, sizeof base, "%s", c);
+    else if (x && *x) snprintf(base, sizeof base, "%s/dsv4q", x);
+    else snprintf(base, sizeof base, "%s/.cache/dsv4q", h && *h ? h : "/tmp");
+    snprintf(dir, len, "%s/tiny-seed1", base);
+    char cfgp[4200];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    if (access(cfgp, R_OK) == 0) return 0;
+    if (mkdirs(base)) {
+        snprintf(err, errlen, "cannot create cache directory %s: %s", base, strerror(errno));
+        return -1;
+    }
+    dsv4q_config cfg;
+    if (dsv4q_config_builtin(&cfg, "tiny", err, errlen)) return -1;
+    fprintf(stderr, "dsv4q: no --model given; synthesizing the embedded default `tiny` into %s\n", dir);
+    return dsv4q_synth_write(&cfg, 1, dir, 1, err, errlen);
+}
+
+/* Deterministic synthetic ids: splitmix64 over (seed, index). */
+static int32_t synth_id(uint64_t seed, long i, int vocab)
+{
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (int32_t)(z % (uint64_t)vocab);
+}
+
+static int read_ids(json_t *arr, const char *file, const char *key, int32_t **out, long *n, char *err,
+                    size_t errlen)
+{
+    if (!json_is_array(arr)) {
+        snprintf(err, errlen, "%s: field '%s' must be an array of token ids", file, key);
+        return -1;
+    }
+    *n = (long)json_array_size(arr);
+    *out = malloc(sizeof(int32_t) * (size_t)(*n ? *n : 1));
+    if (!*out) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (long i = 0; i < *n; i++) {
+        json_t *v = json_array_get(arr, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            snprintf(err, errlen, "%s: %s[%ld] must be a non-negative integer token id", file, key, i);
+            return -1;
+        }
+        (*out)[i] = (int32_t)json_integer_value(v);
+    }
+    return 0;
+}
+
+int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (o->tokens) {
+        json_error_t je;
+        json_t *root = json_load_file(o->tokens, 0, &je);
+        if (!root) {
+            snprintf(err, errlen, "%s: invalid JSON at line %d: %s", o->tokens, je.line, je.text);
+            return -1;
+        }
+        int rc = read_ids(json_object_get(root, "prompt"), o->tokens, "prompt", &t->prompt, &t->nprompt, err, errlen);
+        json_t *te = json_object_get(root, "teacher");
+        if (!rc && te) rc = read_ids(te, o->tokens, "teacher", &t->teacher, &t->nteacher, err, errlen);
+        json_decref(root);
+        if (rc) { dsv4q_tokens_free(t); return -1; }
+        if (t->nprompt < 1) { snprintf(err, errlen, "%s: 'prompt' is empty", o->tokens); dsv4q_tokens_free(t); return -1; }
+        if (o->decode >= 0 && o->decode < t->nteacher) t->nteacher = o->decode;
+        snprintf(t->source, sizeof t->source, "%s", o->tokens);
+    } else {
+        long m = o->decode >= 0 ? o->decode : 8;
+        if (o->prompt_len < 1) { snprintf(err, errlen, "--prompt-len must be >= 1"); return -1; }
+        t->nprompt = o->prompt_len;
+        t->nteacher = m;
+        t->prompt = malloc(sizeof(int32_t) * (size_t)t->nprompt);
+        t->teacher = malloc(sizeof(int32_t) * (size_t)(m ? m : 1));
+        if (!t->prompt || !t->teacher) { snprintf(err, errlen, "out of memory"); dsv4q_tokens_free(t); return -1; }
+        for (long i = 0; i < t->nprompt; i++) t->prompt[i] = synth_id(o->seed, i, vocab);
+        for (long i = 0; i < m; i++) t->teacher[i] = synth_id(o->seed, t->nprompt + i, vocab);
+        snprintf(t->source, sizeof t->source, "synthetic:seed=%llu,prompt=%ld,decode=%ld",
+                 (unsigned long long)o->seed, t->nprompt, m);
+    }
+    for (long i = 0; i < t->nprompt + t->nteacher; i++) {
+        int32_t id = i < t->nprompt ? t->prompt[i] : t->teacher[i - t->nprompt];
+        if (id >= vocab) {
+            snprintf(err, errlen, "%s: token %s[%ld] = %d is outside the vocabulary [0, %d)", t->source,
+                     i < t->nprompt ? "prompt" : "teacher", i < t->nprompt ? i : i - t->nprompt, id, vocab);
+            dsv4q_tokens_free(t);
+            return -1;
+        }
+    }
+    long n = t->nprompt + t->nteacher;
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)n);
+    if (!all) { snprintf(err, errlen, "out of memory"); dsv4q_tokens_free(t); return -1; }
+    memcpy(all, t->prompt, sizeof(int32_t) * (size_t)t->nprompt);
+    if (t->nteacher) memcpy(all + t->nprompt, t->teacher, sizeof(int32_t) * (size_t)t->nteacher);
+    dsv4q_sha256_hex(all, sizeof(int32_t) * (size_t)n, t->pin);
+    free(all);
+    return 0;
+}
+
+void dsv4q_tokens_free(dsv4q_tokens *t)
+{
+    free(t->prompt);
+    free(t->teacher);
+    t->prompt = t->teacher = NULL;
+}
+
+int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errlen)
+{
+    if (dsv4q_profile_set(o->profile, bs)) {
+        snprintf(err, errlen, "unknown profile '%s' (source, model, qat, exact)", o->profile);
+        return -1;
+    }
+    if (o->boundary[0] && dsv4q_boundary_apply(bs, o->boundary, err, errlen)) return -1;
+    return 0;
+}
+
+void dsv4q_cli_threads(const dsv4q_cli_opts *o)
+{
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+}

@@ -1,0 +1,61 @@
+/*
+ * common.h - what every measuring subcommand shares: model resolution
+ * (including the embedded default: a synthesized `tiny` in the cache
+ * directory), token input, precision selection (--width, --profile,
+ * --boundary) and the run header. One vocabulary for all commands.
+ */
+#ifndef DSV4Q_CLI_COMMON_H
+#define DSV4Q_CLI_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct dsv4q_tokens {
+    int32_t *prompt;
+    long nprompt;
+    int32_t *teacher;
+    long nteacher;
+    char pin[65];          /* SHA-256 of prompt ++ teacher (int32 LE) */
+    char source[256];      /* file name or "synthetic:N+M" */
+} dsv4q_tokens;
+
+typedef struct dsv4q_cli_opts {
+    const char *model;     /* --model DIR (NULL: synthesized default) */
+    const char *tokens;    /* --tokens FILE */
+    long prompt_len;       /* --prompt-len N (default 64) */
+    long decode;           /* --decode M (default 8, or the teacher length) */
+    int width;             /* --width f32|f64 (0: command default) */
+    const char *profile;   /* --profile P (default source) */
+    char boundary[1024];   /* accumulated --boundary specs */
+    const char *out;       /* --out FILE */
+    const char *json;      /* --json FILE */
+    const char *db;        /* --db FILE */
+    const char *key;       /* --key FILE */
+    int taps;              /* --taps */
+    int threads;           /* --threads N */
+    int quiet;
+    uint64_t seed;         /* --seed (synthetic prompt, synth) */
+} dsv4q_cli_opts;
+
+/* Parse the shared options from argv[1..]; unknown options are an error
+ * unless `extra` accepts them (returns the number of argv slots consumed,
+ * 0 if not recognised). Returns 0 or 2 (usage error, message printed). */
+typedef int (*dsv4q_extra_opt)(void *ctx, int argc, char **argv, int i);
+int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx);
+
+/* Resolve the model directory: --model, else synthesize `tiny` (seed 1)
+ * into $DSV4Q_CACHE or $XDG_CACHE_HOME/dsv4q or ~/.cache/dsv4q. */
+int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen);
+
+/* Load tokens.json {"prompt": [...], "teacher": [...]} or make a seeded
+ * synthetic prompt of prompt_len and decode teacher tokens. */
+int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *err, size_t errlen);
+void dsv4q_tokens_free(dsv4q_tokens *t);
+
+/* Profile + boundary overrides -> boundary set. */
+int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errlen);
+
+/* Apply --threads (OpenMP). */
+void dsv4q_cli_threads(const dsv4q_cli_opts *o);
+
+#endif

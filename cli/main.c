@@ -1,0 +1,47 @@
+/*
+ * main.c - the one dsv4q binary: dispatch to subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cmds.h"
+#include "receipts/receipts.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "dsv4q - FP64 reference oracle and qualification harness for DeepSeek V4 kernels\n\n"
+            "usage: dsv4q COMMAND [options]\n\n"
+            "  sensitivity [--model DIR] [--tokens FILE | --prompt-len N] [--decode M] [--profile P]\n"
+            "              [--boundary NAME=on|off]... [--json FILE] [--db FILE] [--threads N]\n"
+            "        fp32 vs fp64 oracle on identical inputs: the fp32 sensitivity floor, per layer\n"
+            "        and stage; no --model: synthesizes the embedded default `tiny` and runs on it\n"
+            "  run --model DIR [--tokens FILE | --prompt-len N] [--decode M] --width f32|f64\n"
+            "      --profile P --out FILE.safetensors [--taps]\n"
+            "        one oracle run; logits (and stage taps) as safetensors\n"
+            "  synth --config tiny|tiny-bf16|flash-slice|FILE.json --out DIR [--seed S] [--shards N]\n"
+            "        write a deterministic checkpoint in DeepSeek's format\n"
+            "  boundaries [--markdown]   list the named rounding points and profiles\n"
+            "  keygen [--out FILE]       make an Ed25519 signing key for receipts\n"
+            "  receipts list|show|verify|export|verify-json ...   inspect and verify receipts\n\n"
+            "profiles: source (every rounding of the reference), model, qat, exact\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *c = argv[1];
+    argc--;
+    argv++;
+    if (!strcmp(c, "sensitivity")) return dsv4q_cmd_sensitivity(argc, argv);
+    if (!strcmp(c, "run")) return dsv4q_cmd_run(argc, argv);
+    if (!strcmp(c, "synth")) return dsv4q_cmd_synth(argc, argv);
+    if (!strcmp(c, "boundaries")) return dsv4q_cmd_boundaries(argc, argv);
+    if (!strcmp(c, "keygen")) return dsv4q_cmd_keygen(argc, argv);
+    if (!strcmp(c, "receipts")) return dsv4q_cmd_receipts(argc, argv);
+    fprintf(stderr, "dsv4q: unknown command '%s'\n\n", c);
+    usage(stderr);
+    return 2;
+}

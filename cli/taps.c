@@ -1,0 +1,99 @@
+/*
+ * taps.c - record / compare stage taps (see taps.h). Selection stages
+ * (idx_topk, moe_idx) are compared as sets per row, since their order
+ * among equal scores is not part of the contract.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli/taps.h"
+
+dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage)
+{
+    for (long i = 0; i < t->n; i++)
+        if (t->e[i].layer == layer && strcmp(t->e[i].stage, stage) == 0) return &t->e[i];
+    return NULL;
+}
+
+static int is_selection(const char *stage)
+{
+    return strcmp(stage, "idx_topk") == 0 || strcmp(stage, "moe_idx") == 0;
+}
+
+static dsv4q_tap_entry *add_entry(dsv4q_tapset *t, int layer, const char *stage)
+{
+    if (t->n == t->cap) {
+        long cap = t->cap ? 2 * t->cap : 64;
+        dsv4q_tap_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+        if (!e) return NULL;
+        t->e = e;
+        t->cap = cap;
+    }
+    dsv4q_tap_entry *e = &t->e[t->n++];
+    memset(e, 0, sizeof *e);
+    e->layer = layer;
+    snprintf(e->stage, sizeof e->stage, "%s", stage);
+    return e;
+}
+
+static void compare_sel(dsv4q_tap_entry *e, const double *a, long n, long rows)
+{
+    long k = rows ? n / rows : 0;
+    for (long r = 0; r < rows; r++) {
+        const double *ref = e->data + e->cursor + r * k, *cand = a + r * k;
+        int differ = 0;
+        for (long i = 0; i < k && !differ; i++) {
+            int found = 0;
+            for (long j = 0; j < k; j++) if (ref[j] == cand[i]) { found = 1; break; }
+            differ = !found;
+        }
+        e->sel_rows++;
+        e->sel_diff += differ;
+    }
+}
+
+void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *data, long n, long rows)
+{
+    dsv4q_tapset *t = user;
+    if (!stage) {
+        if (!t->quiet && isatty(2))
+            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", t->label, t->calls + 1, t->total_calls,
+                    layer + 1, t->nlayers);
+        return;
+    }
+    if (strcmp(stage, "logits") == 0) {
+        t->calls++;
+        long step = t->total_calls > 10 ? t->total_calls / 10 : 1;
+        if (!t->quiet && !isatty(2) && (t->calls % step == 0 || t->calls == t->total_calls))
+            fprintf(stderr, "[%s] %ld/%ld calls done\n", t->label, t->calls, t->total_calls);
+    }
+    dsv4q_tap_entry *e = dsv4q_tapset_find(t, layer, stage);
+    if (!t->compare) {
+        if (!e && !(e = add_entry(t, layer, stage))) { t->oom = 1; return; }
+        if (e->n + n > e->cap) {
+            long cap = e->cap ? e->cap : 1024;
+            while (cap < e->n + n) cap *= 2;
+            double *d = realloc(e->data, sizeof(double) * (size_t)cap);
+            if (!d) { t->oom = 1; return; }
+            e->data = d;
+            e->cap = cap;
+        }
+        memcpy(e->data + e->n, data, sizeof(double) * (size_t)n);
+        e->n += n;
+        e->rows += rows;
+        return;
+    }
+    if (!e || e->cursor + n > e->n) return;   /* shape differs: nothing to compare */
+    if (is_selection(stage)) compare_sel(e, data, n, rows);
+    else dsv4q_acc_add(&e->acc, data, e->data + e->cursor, n);
+    e->cursor += n;
+}
+
+void dsv4q_tapset_free(dsv4q_tapset *t)
+{
+    for (long i = 0; i < t->n; i++) free(t->e[i].data);
+    free(t->e);
+    t->e = NULL;
+    t->n = t->cap = 0;
+}

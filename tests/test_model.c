@@ -1,0 +1,207 @@
+/*
+ * test_model.c - whole-model properties on synthesized checkpoints.
+ *
+ *  - prefill of N tokens == prefill of N-1 + one decode step (fp64, exact
+ *    profile, last logits within 1e-12 relative): the caches (window ring,
+ *    compressed rows, indexer keys, compressor states) carry exactly what a
+ *    longer prefill would see; checked across the ring wrap of the tiny
+ *    window (16) and of a 128 window (positions 127/128/129), and across
+ *    compressed block boundaries (ratio 4 and 128);
+ *  - a run is bit-identical run to run and at 1 vs 2 threads (both widths);
+ *  - bad inputs (token id >= vocab, negative id, chunked prefill, past
+ *    max_pos) fail with a message, never crash.
+ */
+#include "tests/testutil.h"
+#include <omp.h>
+#include <unistd.h>
+#include "io/config.h"
+#include "io/model.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+
+static char tiny_dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[512];
+    snprintf(tiny_dir, sizeof tiny_dir, "/tmp/dsv4q-test-model-XXXXXX");
+    if (!mkdtemp(tiny_dir)) return -1;
+    strcat(tiny_dir, "/tiny");
+    dsv4q_config cfg;
+    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err)) return -1;
+    if (dsv4q_synth_write(&cfg, 7, tiny_dir, 1, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tiny_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void ids_for(int32_t *ids, long n, int vocab)
+{
+    uint64_t x = 12345;
+    for (long i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+    }
+}
+
+static double rel_diff(const double *a, const double *b, long n)
+{
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        num = fmax(num, fabs(a[i] - b[i]));
+        den = fmax(den, fabs(b[i]));
+    }
+    return num / den;
+}
+
+/* Last logits of a prefill of n tokens. */
+static void prefill_logits(const dsv4q_model *m, int width, uint64_t bs, const int32_t *ids, long n, double *out)
+{
+    char err[512];
+    dsv4q_run *r;
+    assert_int_equal(dsv4q_run_open(&r, m, width, bs, n, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, n, out, err, sizeof err), 0);
+    dsv4q_run_close(r);
+}
+
+/* Decode steps from position p_from to p_to, each compared with a fresh
+ * prefill of p+1 tokens. */
+static void check_decode_equals_prefill(dsv4q_model *m, long p_from, long p_to)
+{
+    char err[512];
+    const long V = m->cfg.vocab_size;
+    int32_t ids[512];
+    ids_for(ids, p_to + 1, (int)V);
+    uint64_t bs;
+    dsv4q_profile_set("exact", &bs);
+    double *a = malloc(sizeof(double) * (size_t)V), *b = malloc(sizeof(double) * (size_t)V);
+    dsv4q_run *r;
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, p_to + 1, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, p_from, a, err, sizeof err), 0);
+    for (long p = p_from; p <= p_to; p++) {
+        assert_int_equal(dsv4q_run_feed(r, &ids[p], 1, a, err, sizeof err), 0);
+        prefill_logits(m, 64, bs, ids, p + 1, b);
+        double e = rel_diff(a, b, V);
+        if (e > 1e-12) printf("position %ld: decode vs prefill rel diff %.3e\n", p, e);
+        assert_true(e <= 1e-12);
+    }
+    dsv4q_run_close(r);
+    free(a);
+    free(b);
+}
+
+static void decode_matches_prefill_tiny_window(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    assert_int_equal(m->cfg.window_size, 16);
+    /* ring wrap at 15/16/17, ratio-4 blocks complete at 15, 19 */
+    check_decode_equals_prefill(m, 13, 20);
+    dsv4q_model_close(m);
+}
+
+static void decode_matches_prefill_window_128(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    m->cfg.window_size = 128;   /* window does not change any weight shape */
+    /* ring wrap at 127/128/129; first ratio-128 row completes at 127 */
+    check_decode_equals_prefill(m, 126, 130);
+    dsv4q_model_close(m);
+}
+
+static void run_all(const dsv4q_model *m, int width, uint64_t bs, int threads, double *out)
+{
+    char err[512];
+    const long V = m->cfg.vocab_size;
+    int32_t ids[80];
+    ids_for(ids, 80, (int)V);
+    omp_set_num_threads(threads);
+    dsv4q_run *r;
+    assert_int_equal(dsv4q_run_open(&r, m, width, bs, 80, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, 70, out, err, sizeof err), 0);
+    for (int i = 0; i < 10; i++) assert_int_equal(dsv4q_run_feed(r, &ids[70 + i], 1, out + (i + 1) * V, err, sizeof err), 0);
+    dsv4q_run_close(r);
+}
+
+static void bit_identical_runs_and_threads(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    const long n = 11 * m->cfg.vocab_size;
+    double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n),
+           *c = malloc(sizeof(double) * (size_t)n);
+    uint64_t bs;
+    dsv4q_profile_set("source", &bs);
+    for (int w = 32; w <= 64; w += 32) {
+        run_all(m, w, bs, 1, a);
+        run_all(m, w, bs, 1, b);
+        run_all(m, w, bs, 2, c);
+        assert_memory_equal(a, b, sizeof(double) * (size_t)n);
+        assert_memory_equal(a, c, sizeof(double) * (size_t)n);
+    }
+    /* the widths really differ (the comparison above can fail) */
+    run_all(m, 32, bs, 2, a);
+    run_all(m, 64, bs, 2, b);
+    assert_true(memcmp(a, b, sizeof(double) * (size_t)n) != 0);
+    free(a);
+    free(b);
+    free(c);
+    dsv4q_model_close(m);
+}
+
+static void bad_tokens_and_calls(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    double *l = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
+    uint64_t bs = 0;
+    dsv4q_run *r;
+    int32_t ids[4] = {1, 2, m->cfg.vocab_size, 3};
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, 8, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, 4, l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "outside the vocabulary"));
+    ids[2] = -5;
+    assert_int_equal(dsv4q_run_feed(r, ids, 4, l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "id -5"));
+    ids[2] = 7;
+    assert_int_equal(dsv4q_run_feed(r, ids, 4, l, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, 2, l, err, sizeof err), -1);   /* chunked prefill */
+    assert_non_null(strstr(err, "one-token decode"));
+    for (int i = 0; i < 4; i++) assert_int_equal(dsv4q_run_feed(r, &ids[i], 1, l, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, 1, l, err, sizeof err), -1);   /* past max_pos */
+    assert_non_null(strstr(err, "past the run"));
+    dsv4q_run_close(r);
+    free(l);
+    dsv4q_model_close(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decode_matches_prefill_tiny_window),
+        cmocka_unit_test(decode_matches_prefill_window_128),
+        cmocka_unit_test(bit_identical_runs_and_threads),
+        cmocka_unit_test(bad_tokens_and_calls),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
