@@ -76,6 +76,12 @@ typedef struct dsv4q_model {
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen);
 void dsv4q_model_close(dsv4q_model *m);
 
+/* The Hugging Face `transformers` spelling of a reference tensor name
+ * (model.layers.N.self_attn.q_a_proj.weight for layers.N.attn.wq_a.weight,
+ * `_scale_inv` for `.scale`, ...). The loader tries it when the reference
+ * name is absent. Returns 0 and writes buf, or -1 if there is none. */
+int dsv4q_hf_name(const char *name, char *buf, size_t len);
+
 /* Check a full weight for non-finite values (decoding every element);
  * returns 0 or -1 naming the tensor and the first bad element. */
 int dsv4q_weight_check_finite(const dsv4q_weight *w, char *err, size_t errlen);

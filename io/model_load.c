@@ -33,9 +33,86 @@ static int own(dsv4q_model *m, void *p)
 
 static const char *tfile(const dsv4q_st_tensor *t) { return t->file ? t->file : "checkpoint"; }
 
+/*
+ * Hugging Face `transformers` spellings of the reference names. DeepSeek's
+ * own V4 release uses the reference (state-dict) names; converted
+ * checkpoints use these. Only 1:1 tensors are mapped (per-expert tensors in
+ * the V3-style per-expert layout; a packed gate_up_proj is not accepted).
+ */
+static const char *const hf_layer_map[][2] = {
+    {"attn.wq_a.weight", "self_attn.q_a_proj.weight"},
+    {"attn.q_norm.weight", "self_attn.q_a_norm.weight"},
+    {"attn.wq_b.weight", "self_attn.q_b_proj.weight"},
+    {"attn.wkv.weight", "self_attn.kv_proj.weight"},
+    {"attn.kv_norm.weight", "self_attn.kv_norm.weight"},
+    {"attn.wo_a.weight", "self_attn.o_a_proj.weight"},
+    {"attn.wo_b.weight", "self_attn.o_b_proj.weight"},
+    {"attn.attn_sink", "self_attn.sinks"},
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"hc_attn_fn", "attn_hc.fn"},
+    {"hc_attn_base", "attn_hc.base"},
+    {"hc_attn_scale", "attn_hc.scale"},
+    {"hc_ffn_fn", "ffn_hc.fn"},
+    {"hc_ffn_base", "ffn_hc.base"},
+    {"hc_ffn_scale", "ffn_hc.scale"},
+    {"ffn.gate.weight", "mlp.gate.weight"},
+    {"ffn.gate.tid2eid", "mlp.gate.tid2eid"},
+    {"ffn.gate.bias", "mlp.gate.e_score_correction_bias"},
+    {"ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"},
+    {"ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"},
+    {"ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"},
+    {"attn.compressor.wkv.weight", "self_attn.compressor.kv_proj.weight"},
+    {"attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight"},
+    {"attn.compressor.ape", "self_attn.compressor.position_bias"},
+    {"attn.compressor.norm.weight", "self_attn.compressor.kv_norm.weight"},
+    {"attn.indexer.compressor.wkv.weight", "self_attn.compressor.indexer.kv_proj.weight"},
+    {"attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight"},
+    {"attn.indexer.compressor.ape", "self_attn.compressor.indexer.position_bias"},
+    {"attn.indexer.compressor.norm.weight", "self_attn.compressor.indexer.kv_norm.weight"},
+    {"attn.indexer.wq_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"},
+    {"attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight"},
+};
+static const char *const hf_global_map[][2] = {
+    {"embed.weight", "model.embed_tokens.weight"}, {"norm.weight", "model.norm.weight"},
+    {"head.weight", "lm_head.weight"},             {"hc_head_fn", "model.hc_head.hc_fn"},
+    {"hc_head_base", "model.hc_head.hc_base"},     {"hc_head_scale", "model.hc_head.hc_scale"},
+};
+
+/* The HF spelling of a reference name into buf; 0 if it has one. A
+ * `.scale` of a linear maps to `<hf weight>_scale_inv`. */
+int dsv4q_hf_name(const char *name, char *buf, size_t len)
+{
+    for (size_t i = 0; i < sizeof hf_global_map / sizeof *hf_global_map; i++)
+        if (!strcmp(name, hf_global_map[i][0])) return snprintf(buf, len, "%s", hf_global_map[i][1]), 0;
+    int li, n = 0;
+    if (sscanf(name, "layers.%d.%n", &li, &n) != 1 || n == 0) return -1;
+    const char *suf = name + n;
+    char wname[256];
+    int scale = strlen(suf) > 6 && !strcmp(suf + strlen(suf) - 6, ".scale");
+    if (scale) {
+        snprintf(wname, sizeof wname, "%.*s.weight", (int)(strlen(suf) - 6), suf);
+        suf = wname;
+    }
+    char hf[256] = "";
+    int e;
+    char part[8];
+    for (size_t i = 0; i < sizeof hf_layer_map / sizeof *hf_layer_map; i++)
+        if (!strcmp(suf, hf_layer_map[i][0])) snprintf(hf, sizeof hf, "%s", hf_layer_map[i][1]);
+    if (!hf[0] && sscanf(suf, "ffn.experts.%d.%2[w123].weight", &e, part) == 2) {
+        const char *proj = !strcmp(part, "w1") ? "gate_proj" : !strcmp(part, "w2") ? "down_proj" : "up_proj";
+        snprintf(hf, sizeof hf, "mlp.experts.%d.%s.weight", e, proj);
+    }
+    if (!hf[0]) return -1;
+    snprintf(buf, len, "model.layers.%d.%s%s", li, hf, scale ? "_scale_inv" : "");
+    return 0;
+}
+
 static const dsv4q_st_tensor *need(dsv4q_model *m, const char *name, char *err, size_t errlen)
 {
     const dsv4q_st_tensor *t = dsv4q_st_find(m->st, name);
+    char hf[300];
+    if (!t && dsv4q_hf_name(name, hf, sizeof hf) == 0) t = dsv4q_st_find(m->st, hf);
     if (!t) snprintf(err, errlen, "%s: missing tensor '%s'", m->dir, name);
     return t;
 }
