@@ -249,8 +249,19 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
         dsv4q_weight q = {name, DSV4Q_WF_FP8, out, in, t->data, s->data, s->dtype};
         uint16_t *bf = malloc(sizeof(uint16_t) * (size_t)(out * in));
         if (own(m, bf)) { snprintf(err, errlen, "out of memory dequantizing '%s'", name); return -1; }
+        const double *e4 = dsv4q_e4m3_table();
+        const uint8_t *codes = t->data;
+        const int64_t nkb = (in + 127) / 128;
+        #pragma omp parallel for schedule(static)
         for (int64_t o = 0; o < out; o++)
-            for (int64_t k = 0; k < in; k++) bf[o * in + k] = dsv4q_bf16_encode(dsv4q_weight_at(&q, o, k));
+            for (int64_t k = 0; k < in; k++) {
+                int64_t si = (o / 128) * nkb + k / 128;
+                double sc = s->dtype == DSV4Q_DT_F32 ? ((const float *)s->data)[si]
+                                                     : dsv4q_e8m0_decode(((const uint8_t *)s->data)[si]);
+                /* code * 2^e is exact in BF16 (3-bit mantissa): no rounding happens */
+                bf[o * in + k] = dsv4q_bf16_from_f32((float)(e4[codes[o * in + k]] * sc));
+            }
+        (void)q;
         w->fmt = DSV4Q_WF_BF16;
         w->data = bf;
         return 0;

@@ -11,6 +11,7 @@
 #include "oracle/formats.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* ---- dtype vocabulary --------------------------------------------------- */
@@ -212,6 +213,22 @@ int dsv4q_e8m0_encode_exp(int k) {
 double dsv4q_e2m1_decode(uint8_t nibble) {
     double s = (nibble & 0x8) ? -1.0 : 1.0;
     return s * unpack_minifloat((nibble >> 1) & 3, nibble & 1, 1, 1);
+}
+
+/* Both elements of every packed byte: [2*b] = low nibble (even index),
+ * [2*b+1] = high nibble. Built once from dsv4q_e2m1_decode; the hot
+ * FP4 GEMM path reads it instead of decoding nibble by nibble. */
+static double k_e2m1_pairs[512];
+static pthread_once_t k_e2m1_once = PTHREAD_ONCE_INIT;
+static void build_e2m1_pairs(void) {
+    for (int b = 0; b < 256; b++) {
+        k_e2m1_pairs[2 * b] = dsv4q_e2m1_decode((uint8_t)(b & 0xF));
+        k_e2m1_pairs[2 * b + 1] = dsv4q_e2m1_decode((uint8_t)(b >> 4));
+    }
+}
+const double *dsv4q_e2m1_pair_table(void) {
+    pthread_once(&k_e2m1_once, build_e2m1_pairs);
+    return k_e2m1_pairs;
 }
 
 /* E2M1 has no NaN code: NaN maps to +6 (0x7), the saturate-to-max-finite

@@ -75,6 +75,8 @@ int    dsv4q_e8m0_encode_exp(int k);
 double  dsv4q_e2m1_decode(uint8_t nibble);     /* low 4 bits used */
 /* RNE on the E2M1 grid (ties to even mantissa); |v| > 6 saturates to 6. */
 uint8_t dsv4q_e2m1_encode(double v);
+/* Decoded pairs of every packed byte b: [2b] low nibble, [2b+1] high. */
+const double *dsv4q_e2m1_pair_table(void);
 /* Element i of a packed E2M1 array (low nibble = even index). */
 static inline uint8_t dsv4q_e2m1_nibble(const uint8_t *packed, size_t i) {
     uint8_t b = packed[i >> 1];

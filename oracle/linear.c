@@ -54,7 +54,11 @@ static void decode_row(const dsv4q_weight *w, int64_t o, real *wrow)
     }
     case DSV4Q_WF_FP4: {
         const uint8_t *p = (const uint8_t *)w->data + o * (K / 2);
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_e2m1_decode(dsv4q_e2m1_nibble(p, (size_t)k));
+        const double *t = dsv4q_e2m1_pair_table();
+        for (int64_t b = 0; b < K / 2; b++) {
+            wrow[2 * b] = (real)t[2 * p[b]];
+            wrow[2 * b + 1] = (real)t[2 * p[b] + 1];
+        }
         break;
     }
     default:
@@ -84,14 +88,20 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
     #pragma omp parallel
     {
         real *wrow = malloc(sizeof(real) * (size_t)K);
-        if (!wrow) {
+        real *srow = malloc(sizeof(real) * (size_t)(K / 32 + 1));
+        if (!wrow || !srow) {
             #pragma omp atomic write
             rc = -1;
         }
         #pragma omp for schedule(static)
         for (int64_t o = 0; o < N; o++) {
-            if (!wrow) continue;
+            if (!wrow || !srow) continue;
             decode_row(W, o, wrow);
+            /* block scales of this row, decoded once for all tokens */
+            if (W->fmt == DSV4Q_WF_FP8)
+                for (int64_t kb = 0; kb < nab; kb++) srow[kb] = (real)w_scale(W, (o / 128) * nab + kb);
+            else if (W->fmt == DSV4Q_WF_FP4)
+                for (int64_t kb = 0; kb < K / 32; kb++) srow[kb] = (real)w_scale(W, o * (K / 32) + kb);
             for (long t = 0; t < s; t++) {
                 const real *xt = xa + t * K;
                 real acc;
@@ -100,7 +110,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
                     for (int64_t kb = 0; kb * 128 < K; kb++) {
                         int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
                         real d = rdot(wrow + k0, xt + k0, len);
-                        real sc = (real)w_scale(W, (o / 128) * nab + kb);
+                        real sc = srow[kb];
                         if (act_q) sc = xs[t * nab + kb] * sc;
                         acc += d * sc;
                     }
@@ -109,7 +119,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
                     for (int64_t kb = 0; kb * 32 < K; kb++) {
                         int64_t k0 = kb * 32;
                         real d = rdot(wrow + k0, xt + k0, 32);
-                        real sw = (real)w_scale(W, o * (K / 32) + kb);
+                        real sw = srow[kb];
                         acc += act_q ? (d * xs[t * nab + kb / 4]) * sw : d * sw;
                     }
                 } else {
@@ -119,6 +129,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
             }
         }
         free(wrow);
+        free(srow);
     }
     free(xq);
     free(xs);
