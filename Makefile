@@ -28,7 +28,7 @@ TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test demo bench deps clean check-deps golden-check
+.PHONY: all test demo bench deps clean check-deps golden-check docs
 all: $(BIN)
 
 $(BUILD)/f32/%.o: %.c
@@ -70,7 +70,16 @@ bench: $(BENCHES)
 deps:
 	@sh scripts/deps.sh
 
+# Regenerate the generated parts of docs/ from the binary.
+docs: $(BIN)
+	@{ sed -n '1,/^<!-- generated -->$$/p' docs/boundaries.md; ./$(BIN) boundaries --markdown; } > docs/boundaries.md.tmp
+	@mv docs/boundaries.md.tmp docs/boundaries.md
+
 clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Recompute every golden and compare bit-exactly with goldens/ (docs/goldens.md).
+golden-check: $(BIN)
+	./$(BIN) golden check

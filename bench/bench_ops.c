@@ -144,10 +144,10 @@ static double time_it(bench_fn fn, void *ctx)
 
 static void print_header(void)
 {
-    printf("%-24s %-16s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "op", "shape", "tok", "profile",
+    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "op", "shape", "tok", "profile",
            "impl", "median", "mean", "GB/s", "GFLOP/s", "vs BLAS");
-    printf("%-24s %-16s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "------------------------",
-           "----------------", "---", "-------", "-----------", "-----------", "-----------",
+    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "------------------------",
+           "--------------------", "---", "-------", "-----------", "-----------", "-----------",
            "---------", "---------", "--------");
 }
 
@@ -167,7 +167,7 @@ static void print_row(const char *op, const char *shape, long tok, const char *p
     fmt_time(g_last_mean, mb, sizeof mb);
     if (ratio >= 0) snprintf(rb, sizeof rb, "%8.2f", ratio);
     else snprintf(rb, sizeof rb, "%8s", "");
-    printf("%-24s %-16s %3ld %-7s %-11s %11s %11s %9.2f %9.2f %s\n", op, shape, tok, prof, impl, tb, mb,
+    printf("%-24s %-20s %3ld %-7s %-11s %11s %11s %9.2f %9.2f %s\n", op, shape, tok, prof, impl, tb, mb,
            bytes / sec * 1e-9, flops / sec * 1e-9, rb);
     fflush(stdout);
 }
@@ -184,6 +184,18 @@ static void summary_add(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(g_sum[g_nsum++].line, sizeof g_sum[0].line, fmt, ap);
     va_end(ap);
+}
+
+/* 1-minute load average (other processes share the cores), -1 if unknown. */
+static double loadavg1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 static int want(const char *name) { return !g_filter || strstr(name, g_filter) != NULL; }
@@ -381,7 +393,7 @@ static void bench_linear(const char *op, const char *fmtname, synth_w *S, int ou
         run_lin(&lf);
         run_blas(&bf);
         double ef = rel_err_f(yf, yf2, T16 * N);
-        printf("%-24s %-16s check: max|oracle-BLAS|/max|BLAS| f64 %.2e, f32 %.2e%s\n", opn, shape, ed,
+        printf("%-24s %-20s check: max|oracle-BLAS|/max|BLAS| f64 %.2e, f32 %.2e%s\n", opn, shape, ed,
                ef, (ed < 1e-12 && ef < 1e-4) ? "" : "  ** MISMATCH **");
         if (!(ed < 1e-12 && ef < 1e-4))
             summary_add("%s: anchor check FAILED (f64 %.2e, f32 %.2e)", opn, ed, ef);
@@ -496,20 +508,20 @@ static void bench_hc_pre(uint64_t bs)
     const double fl = 2.0 * nmix * hcd + 2.0 * hcd + 2.0 * hc * d + 20 * 4.0 * hc * hc;
     hc_ctx cd = {1, bs, Xd, hc, d, &S.w, scd, based, yd, postd, combd};
     hc_ctx cf = {0, bs, Xf, hc, d, &S.w, scf, basef, yf, postf, combf};
-    const char *shape = "hc4 d4096";
+    const char *shape = "hc4 d4096 [24,16384]";
     double t = time_it(run_hc, &cd);
-    print_row("hc_pre (fn F32 [24,16384])", shape, 1, "source", "oracle f64", t, (double)S.stored_bytes + 8.0 * hcd, fl, -1);
+    print_row("hc_pre (fn F32)", shape, 1, "source", "oracle f64", t, (double)S.stored_bytes + 8.0 * hcd, fl, -1);
     t = time_it(run_hc, &cf);
-    print_row("hc_pre (fn F32 [24,16384])", shape, 1, "source", "oracle f32", t, (double)S.stored_bytes + 4.0 * hcd, fl, -1);
+    print_row("hc_pre (fn F32)", shape, 1, "source", "oracle f32", t, (double)S.stored_bytes + 4.0 * hcd, fl, -1);
     /* anchor: the mixes GEMV alone, on the same fn matrix */
     double md[24];
     float mf[24];
     blas_ctx bd = {1, (int)nmix, (int)hcd, 1, S.wd, Xd, md}, bf = {0, (int)nmix, (int)hcd, 1, S.wf, Xf, mf};
     const double flm = 2.0 * nmix * hcd;
     t = time_it(run_blas, &bd);
-    print_row("hc_pre fn only", "[24,16384]", 1, "-", "dgemv f64", t, 8.0 * nmix * hcd, flm, -1);
+    print_row("hc_pre: fn gemv only", "[24,16384]", 1, "-", "dgemv f64", t, 8.0 * nmix * hcd, flm, -1);
     t = time_it(run_blas, &bf);
-    print_row("hc_pre fn only", "[24,16384]", 1, "-", "sgemv f32", t, 4.0 * nmix * hcd, flm, -1);
+    print_row("hc_pre: fn gemv only", "[24,16384]", 1, "-", "sgemv f32", t, 4.0 * nmix * hcd, flm, -1);
     free(Xd); free(Xf);
     synth_free(&S);
 }
@@ -696,6 +708,7 @@ int main(int argc, char **argv)
            g_min_s);
     printf("GB/s: weight bytes as read (oracle: stored codes+scales; dgemv 8 B, sgemv 4 B per element); "
            "vs BLAS = t_BLAS / t_oracle, medians (>= 1: oracle faster)\n\n");
+    printf("load average (1 min) at start: %.2f\n\n", loadavg1());
     print_header();
     const double t_start = now_s();
 
@@ -732,6 +745,6 @@ int main(int argc, char **argv)
         printf("\nratios t_BLAS / t_oracle (target: FP8/FP4 linears, 1 token, oracle f64 / dgemv >= 1.0):\n");
         for (int i = 0; i < g_nsum; i++) printf("  %s\n", g_sum[i].line);
     }
-    printf("\ntotal bench time %.1f s\n", now_s() - t_start);
+    printf("\ntotal bench time %.1f s; load average (1 min) at end: %.2f\n", now_s() - t_start, loadavg1());
     return 0;
 }

@@ -72,7 +72,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  model      %s (%s, %d layers, dim %d)\n", dir, m->cfg.name[0] ? m->cfg.name : "config.json",
            m->cfg.n_layers, m->cfg.dim);
     printf("  tokens     %s (prompt %ld, decode %ld; sha256 %.16s...)\n", t.source, t.nprompt, t.nteacher, t.pin);
-    printf("  profile    %s; boundaries: %s\n", o.profile, bnames);
+    printf("  profile    %s%s%s; effective boundaries: %s\n", o.profile, o.boundary[0] ? " + " : "", o.boundary, bnames);
 
     double *l64 = malloc(sizeof(double) * (size_t)(rows * V)), *l32 = malloc(sizeof(double) * (size_t)(rows * V));
     dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
@@ -137,6 +137,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     json_object_set_new(jm, "rows", json_integer(rows));
     json_object_set_new(jm, "nonfinite_f32", json_integer(whole.nonfinite_a + nonfin));
     json_object_set_new(jm, "layers", jl);
+    json_object_set_new(jm, "boundaries", json_string(bnames));
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
         FILE *f = fopen(o.json, "w");
@@ -145,8 +146,10 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
     long long id = 0;
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q sensitivity: %s\n", err);
+    char prof[1200];
+    snprintf(prof, sizeof prof, "%s%s%s", o.profile, o.boundary[0] ? " + " : "", o.boundary);
     dsv4q_receipt rcpt = {.kind = "sensitivity", .command_line = cmdline, .checkpoint_pin_json = pin,
-                          .tokens_pin = t.pin, .config_json = cfgjson, .profile = o.profile,
+                          .tokens_pin = t.pin, .config_json = cfgjson, .profile = prof,
                           .widths = "f32,f64", .metrics_json = metrics, .verdict = "info"};
     const char *db = o.db ? o.db : dsv4q_receipts_default_db();
     if (dsv4q_receipt_write(db, &rcpt, o.key, &id, err, sizeof err))

@@ -6,4 +6,6 @@ int dsv4q_cmd_sensitivity(int argc, char **argv);
 int dsv4q_cmd_run(int argc, char **argv);
 int dsv4q_cmd_synth(int argc, char **argv);
 int dsv4q_cmd_boundaries(int argc, char **argv);
+int dsv4q_cmd_ablate(int argc, char **argv);
+int dsv4q_cmd_golden(int argc, char **argv);
 #endif

@@ -20,7 +20,12 @@ static void usage(FILE *f)
             "        one oracle run; logits (and stage taps) as safetensors\n"
             "  synth --config tiny|tiny-bf16|flash-slice|FILE.json --out DIR [--seed S] [--shards N]\n"
             "        write a deterministic checkpoint in DeepSeek's format\n"
+            "  ablate [--model DIR] [--tokens FILE | --prompt-len N] [--decode M] [--width f32|f64]\n"
+            "         [--base PROFILE] [--json FILE] [--svg FILE]\n"
+            "        toggle each boundary (and family) against the base profile: logit NRMS,\n"
+            "        greedy agreement and share of the fp32 floor\n"
             "  boundaries [--markdown]   list the named rounding points and profiles\n"
+            "  golden record|check|list [--ops CASE,...] [--dir DIR]   bit-exact reference outputs (goldens/)\n"
             "  keygen [--out FILE]       make an Ed25519 signing key for receipts\n"
             "  receipts list|show|verify|export|verify-json ...   inspect and verify receipts\n\n"
             "profiles: source (every rounding of the reference), model, qat, exact\n");
@@ -39,8 +44,10 @@ int main(int argc, char **argv)
     if (!strcmp(c, "run")) return dsv4q_cmd_run(argc, argv);
     if (!strcmp(c, "synth")) return dsv4q_cmd_synth(argc, argv);
     if (!strcmp(c, "boundaries")) return dsv4q_cmd_boundaries(argc, argv);
+    if (!strcmp(c, "ablate")) return dsv4q_cmd_ablate(argc, argv);
     if (!strcmp(c, "keygen")) return dsv4q_cmd_keygen(argc, argv);
     if (!strcmp(c, "receipts")) return dsv4q_cmd_receipts(argc, argv);
+    if (!strcmp(c, "golden")) return dsv4q_cmd_golden(argc, argv);
     fprintf(stderr, "dsv4q: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

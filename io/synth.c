@@ -92,9 +92,12 @@ uint64_t dsv4q_synth_bits(uint64_t key, uint64_t counter)
 }
 
 /* ln(u) for u in [2^-53, 1]: u = m 2^e with m in [sqrt(1/2), sqrt(2)),
- * ln m = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716, series to s^25
- * (truncation < 1e-20 relative). */
-static double sy_log(double u)
+ * ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^21/21), s = (m-1)/(m+1),
+ * |s| <= 0.1716, so z = s^2 <= 0.0295 and the truncation is < 3e-17
+ * relative. The polynomial in z is evaluated by Estrin's scheme (a fixed
+ * tree, so still one deterministic order) to keep the dependency chain
+ * short: the generator is latency-bound. */
+static inline double sy_log(double u)
 {
     /* frexp by hand (u is a positive normal double): exact bit surgery */
     uint64_t ub;
@@ -109,74 +112,66 @@ static double sy_log(double u)
     }
     double f = m - 1.0;                 /* exact (Sterbenz) */
     double s = f / (2.0 + f);
-    double z = s * s;
-    double p = 1.0 / 25.0;
-    p = p * z + 1.0 / 23.0;
-    p = p * z + 1.0 / 21.0;
-    p = p * z + 1.0 / 19.0;
-    p = p * z + 1.0 / 17.0;
-    p = p * z + 1.0 / 15.0;
-    p = p * z + 1.0 / 13.0;
-    p = p * z + 1.0 / 11.0;
-    p = p * z + 1.0 / 9.0;
-    p = p * z + 1.0 / 7.0;
-    p = p * z + 1.0 / 5.0;
-    p = p * z + 1.0 / 3.0;
+    double z = s * s, z2 = z * z, z4 = z2 * z2, z8 = z4 * z4;
+    double a0 = 1.0 / 3.0 + z * (1.0 / 5.0);
+    double a1 = 1.0 / 7.0 + z * (1.0 / 9.0);
+    double a2 = 1.0 / 11.0 + z * (1.0 / 13.0);
+    double a3 = 1.0 / 15.0 + z * (1.0 / 17.0);
+    double a4 = 1.0 / 19.0 + z * (1.0 / 21.0);
+    double p = (a0 + z2 * a1) + (z4 * (a2 + z2 * a3) + z8 * a4);
     double two_s = 2.0 * s;
     double lm = two_s + two_s * (z * p);
-    /* ln 2 = LN2_HI + LN2_LO; e * LN2_HI is exact for |e| < 2^20 */
+    /* ln 2 = LN2_HI (42 significant bits) + LN2_LO; e * LN2_HI is exact (|e| <= 53) */
     const double LN2_HI = 0x1.62e42fefa3800p-1, LN2_LO = 0x1.ef35793c76730p-45;
     return (double)e * LN2_HI + (lm + (double)e * LN2_LO);
 }
 
-/* sin and cos of x in [0, pi/4]: Taylor to x^17 / x^18 (truncation < 5e-17). */
-static void sy_sincos(double x, double *sn, double *cs)
+/* sin and cos of x in [0, pi/4]: Taylor to x^17 / x^18 (truncation < 6e-17
+ * relative), polynomials in z = x^2 by Estrin's scheme. */
+static inline void sy_sincos(double x, double *sn, double *cs)
 {
-    double z = x * x;
-    double ps = -1.0 / 1307674368000.0 + z * (1.0 / 355687428096000.0);
-    ps = ps * z + 1.0 / 6227020800.0;
-    ps = ps * z + -1.0 / 39916800.0;
-    ps = ps * z + 1.0 / 362880.0;
-    ps = ps * z + -1.0 / 5040.0;
-    ps = ps * z + 1.0 / 120.0;
-    ps = ps * z + -1.0 / 6.0;
+    double z = x * x, z2 = z * z, z4 = z2 * z2;
+    /* sin x = x + x z (S1 + S2 z + ... + S8 z^7), S_n = (-1)^n / (2n+1)! */
+    double s0 = -1.0 / 6.0 + z * (1.0 / 120.0);
+    double s1 = -1.0 / 5040.0 + z * (1.0 / 362880.0);
+    double s2 = -1.0 / 39916800.0 + z * (1.0 / 6227020800.0);
+    double s3 = -1.0 / 1307674368000.0 + z * (1.0 / 355687428096000.0);
+    double ps = (s0 + z2 * s1) + z4 * (s2 + z2 * s3);
     *sn = x + x * (z * ps);
-    double pc = 1.0 / 20922789888000.0 + z * (-1.0 / 6402373705728000.0);
-    pc = pc * z + -1.0 / 87178291200.0;
-    pc = pc * z + 1.0 / 479001600.0;
-    pc = pc * z + -1.0 / 3628800.0;
-    pc = pc * z + 1.0 / 40320.0;
-    pc = pc * z + -1.0 / 720.0;
-    pc = pc * z + 1.0 / 24.0;
-    *cs = (1.0 - 0.5 * z) + (z * z) * pc;
+    /* cos x = 1 - z/2 + z^2 (C2 + C3 z + ... + C9 z^7), C_n = (-1)^n / (2n)! */
+    double c0 = 1.0 / 24.0 + z * (-1.0 / 720.0);
+    double c1 = 1.0 / 40320.0 + z * (-1.0 / 3628800.0);
+    double c2 = 1.0 / 479001600.0 + z * (-1.0 / 87178291200.0);
+    double c3 = 1.0 / 20922789888000.0 + z * (-1.0 / 6402373705728000.0);
+    double pc = (c0 + z2 * c1) + z4 * (c2 + z2 * c3);
+    *cs = (1.0 - 0.5 * z) + z2 * pc;
 }
 
-/* The pair (r cos t, r sin t) of Box-Muller number j of stream key. */
-static void sy_pair(uint64_t key, uint64_t j, double *a, double *b)
+/* The pair (r cos t, r sin t) of Box-Muller number j of stream key.
+ * Branch-free (the octant and quadrant are random bits; selecting through
+ * small arrays keeps the pipeline full). */
+static inline void sy_pair(uint64_t key, uint64_t j, double *a, double *b)
 {
     uint64_t b1 = dsv4q_synth_bits(key, 2 * j), b2 = dsv4q_synth_bits(key, 2 * j + 1);
     double u1 = (double)((b1 >> 11) + 1) * 0x1p-53;     /* (0, 1] */
     double r = sqrt(-2.0 * sy_log(u1));
     /* t = 2 pi u2, u2 = (b2 >> 11) 2^-53 = (q + v) / 4: quadrant q, v in [0, 1) */
-    uint64_t t = b2 >> 11;
+    uint64_t t = b2 >> 11, low = t & ((1ull << 51) - 1);
     unsigned q = (unsigned)(t >> 51);
-    double v = (double)(t & ((1ull << 51) - 1)) * 0x1p-51;
+    double v = (double)low * 0x1p-51;
     const double PIO2 = 0x1.921fb54442d18p+0;
-    double c, s;
-    if (v <= 0.5) {
-        sy_sincos(PIO2 * v, &s, &c);
-    } else {
-        sy_sincos(PIO2 * (1.0 - v), &c, &s);   /* cos(pi/2 - p) = sin p */
-    }
-    double cq, sq;
-    switch (q) {
-    case 0: cq = c; sq = s; break;
-    case 1: cq = -s; sq = c; break;
-    case 2: cq = -c; sq = -s; break;
-    default: cq = s; sq = -c; break;
-    }
-    *a = r * cq;
-    *b = r * sq;
+    /* v > 1/2: use the complement angle pi/2 (1 - v) (1 - v is exact), whose
+     * cos and sin are the sin and cos wanted */
+    unsigned sw = low > (1ull << 50);
+    double vv[2] = {v, 1.0 - v};
+    double s0, c0;
+    sy_sincos(PIO2 * vv[sw], &s0, &c0);
+    double t3[3] = {c0, s0, c0};
+    double c = t3[sw], s = t3[sw + 1];
+    /* rotate by q quarter turns: cos(x + q pi/2), sin(x + q pi/2) */
+    double t4[4] = {c, s, -c, -s};
+    *a = r * t4[(4 - q) & 3];
+    *b = r * t4[(5 - q) & 3];
 }
 
 double dsv4q_synth_normal(uint64_t key, uint64_t i)
@@ -199,7 +194,7 @@ static void sy_fill(uint64_t key, uint64_t start, int64_t n, double *out)
     if (k < n) out[k] = dsv4q_synth_normal(key, i);
 }
 
-uint8_t dsv4q_synth_e2m1(double v)
+static inline uint8_t sy_e2m1(double v)
 {
     /* grid {0, .5, 1, 1.5, 2, 3, 4, 6}: count the midpoints below |v|; at a
      * midpoint the even code wins (>= where the upper neighbour is even). */
@@ -210,7 +205,7 @@ uint8_t dsv4q_synth_e2m1(double v)
     return (uint8_t)((signbit(v) ? 0x8u : 0u) | c);
 }
 
-uint8_t dsv4q_synth_e4m3(double v)
+static inline uint8_t sy_e4m3(double v)
 {
     uint8_t s = signbit(v) ? 0x80 : 0;
     double a = fabs(v);
@@ -226,6 +221,9 @@ uint8_t dsv4q_synth_e4m3(double v)
     unsigned m = (unsigned)((b >> 49) & 7);
     return (uint8_t)(s | (unsigned)((ex + 7) << 3) | m);
 }
+
+uint8_t dsv4q_synth_e2m1(double v) { return sy_e2m1(v); }
+uint8_t dsv4q_synth_e4m3(double v) { return sy_e4m3(v); }
 
 /* Exponent of the ue8m0 scale of a block with max |w| = amax. */
 static int sy_scale_exp(double amax, double fmax)
@@ -264,7 +262,7 @@ typedef struct {
 typedef struct {
     uint64_t key;
     vkind kind;
-    double scale;          /* 1/sqrt(in) style denominator input */
+    double den;            /* sqrt(in) (V_LINEAR) or sqrt(fan_in) (V_HCFN) */
     double gain;
     const double *u;       /* V_EMBED: shared row */
 } rule;
@@ -272,9 +270,9 @@ typedef struct {
 static inline double apply(const rule *r, double g, int64_t col)
 {
     switch (r->kind) {
-    case V_LINEAR: return (g / sqrt(r->scale)) * r->gain;
+    case V_LINEAR: return (g / r->den) * r->gain;
     case V_NORM: return 1.0 + 0.05 * g;
-    case V_HCFN: return (g * 0.5) / sqrt(r->scale);
+    case V_HCFN: return (g * 0.5) / r->den;
     case V_HCBASE: return 0.5 * g;
     case V_HCSCALE: return 1.0 + 0.1 * g;
     case V_SINK: return g;
@@ -383,7 +381,7 @@ static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out
                     const double inv = ldexp(1.0, -e);
                     for (int64_t o = 0; o < nr; o++)
                         for (int64_t k = 0; k < nk; k++)
-                            q[(o0 + o) * in + k0 + k] = dsv4q_synth_e4m3(buf[o * in + k0 + k] * inv);
+                            q[(o0 + o) * in + k0 + k] = sy_e4m3(buf[o * in + k0 + k] * inv);
                 }
             }
             free(buf);
@@ -442,7 +440,7 @@ static int emit_fp4(sy_ctx *c, const char *wname, const char *sname, int64_t out
                     const double inv = ldexp(1.0, -e);   /* w * 2^-e == w / 2^e exactly */
                     uint8_t *p = q + o * nb + g * (G / 2);
                     for (int64_t k = 0; k < G; k += 2) {
-                        uint8_t lo = dsv4q_synth_e2m1(v[k] * inv), hi = dsv4q_synth_e2m1(v[k + 1] * inv);
+                        uint8_t lo = sy_e2m1(v[k] * inv), hi = sy_e2m1(v[k + 1] * inv);
                         p[k / 2] = (uint8_t)(lo | (hi << 4));
                     }
                 }
@@ -474,7 +472,7 @@ static int linear(sy_ctx *c, const char *prefix, int64_t out, int64_t in, storag
     char wn[256], sn[256];
     snprintf(wn, sizeof wn, "%s.weight", prefix);
     snprintf(sn, sizeof sn, "%s.scale", prefix);
-    rule r = {dsv4q_synth_key(c->seed, wn), V_LINEAR, (double)in, 1.0, NULL};
+    rule r = {dsv4q_synth_key(c->seed, wn), V_LINEAR, sqrt((double)in), 1.0, NULL};
     switch (st) {
     case S_FP8: return emit_fp8(c, wn, sn, out, in, &r);
     case S_FP4: return emit_fp4(c, wn, sn, out, in, &r);
@@ -483,9 +481,9 @@ static int linear(sy_ctx *c, const char *prefix, int64_t out, int64_t in, storag
 }
 
 /* An F32 tensor of rule kind (1-D when out == 0). */
-static int plain(sy_ctx *c, const char *name, int64_t out, int64_t in, vkind kind, double scale)
+static int plain(sy_ctx *c, const char *name, int64_t out, int64_t in, vkind kind, double fan_in)
 {
-    rule r = {dsv4q_synth_key(c->seed, name), kind, scale, 1.0, NULL};
+    rule r = {dsv4q_synth_key(c->seed, name), kind, sqrt(fan_in), 1.0, NULL};
     return emit_plain(c, name, out ? 2 : 1, out ? out : 1, in, &r, S_F32);
 }
 
@@ -671,7 +669,7 @@ static int embed(sy_ctx *c)
 static int tail(sy_ctx *c)
 {
     const dsv4q_config *g = c->cfg;
-    rule r = {dsv4q_synth_key(c->seed, "head.weight"), V_LINEAR, (double)g->dim, DSV4Q_SYNTH_HEAD_GAIN, NULL};
+    rule r = {dsv4q_synth_key(c->seed, "head.weight"), V_LINEAR, sqrt((double)g->dim), DSV4Q_SYNTH_HEAD_GAIN, NULL};
     if (emit_plain(c, "head.weight", 2, g->vocab_size, g->dim, &r, S_F32)) return -1;
     if (plain(c, "norm.weight", 0, g->dim, V_NORM, 0)) return -1;
     return hc_head(c, "");

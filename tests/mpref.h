@@ -301,4 +301,236 @@ static inline int mp_is_bf16(double v)
     return (u & 0xFFFFu) == 0;
 }
 
+/* ---- operator reference formulas (MPFR, from OPERATORS.md) ---------------- */
+
+/* silu(v) = v / (1 + e^-v) */
+static inline void mp_silu(mpfr_t out, mpfr_srcptr v)
+{
+    mpfr_t t;
+    mpfr_init2(t, MP_PREC);
+    mpfr_neg(t, v, MPFR_RNDN);
+    mpfr_exp(t, t, MPFR_RNDN);
+    mpfr_add_ui(t, t, 1, MPFR_RNDN);
+    mpfr_div(out, v, t, MPFR_RNDN);
+    mpfr_clear(t);
+}
+
+static inline void mp_silu_d(mpfr_t out, double v)
+{
+    mpfr_t t;
+    mpfr_init2(t, MP_PREC);
+    mpfr_set_d(t, v, MPFR_RNDN);
+    mp_silu(out, t);
+    mpfr_clear(t);
+}
+
+/* sigmoid(v) = 1 / (1 + e^-v) */
+static inline void mp_sigmoid(mpfr_t out, mpfr_srcptr v)
+{
+    mpfr_neg(out, v, MPFR_RNDN);
+    mpfr_exp(out, out, MPFR_RNDN);
+    mpfr_add_ui(out, out, 1, MPFR_RNDN);
+    mpfr_ui_div(out, 1, out, MPFR_RNDN);
+}
+
+/* sqrt(log1p(exp(z))) (no threshold: for z > 20 it differs from sqrt(z) by
+ * < 1e-9 relative, and by 1e-44 at z = 100). */
+static inline void mp_sqrtsoftplus(mpfr_t out, mpfr_srcptr z)
+{
+    mpfr_exp(out, z, MPFR_RNDN);
+    mpfr_log1p(out, out, MPFR_RNDN);
+    mpfr_sqrt(out, out, MPFR_RNDN);
+}
+
+/* RMSNorm of v [n] in place: v_i * (sum v^2 / n + eps)^-1/2 * (w ? w_i : 1). */
+static inline void mp_rmsnorm(mpfr_t *v, long n, const double *w, double eps)
+{
+    mpfr_t ms;
+    mpfr_init2(ms, MP_PREC);
+    mpfr_set_zero(ms, 1);
+    for (long j = 0; j < n; j++) mpfr_fma(ms, v[j], v[j], ms, MPFR_RNDN);
+    mpfr_div_si(ms, ms, n, MPFR_RNDN);
+    mpfr_add_d(ms, ms, eps, MPFR_RNDN);
+    mpfr_rec_sqrt(ms, ms, MPFR_RNDN);
+    for (long j = 0; j < n; j++) {
+        mpfr_mul(v[j], v[j], ms, MPFR_RNDN);
+        if (w) mpfr_mul_d(v[j], v[j], w[j], MPFR_RNDN);
+    }
+    mpfr_clear(ms);
+}
+
+/* Interleaved RoPE of the r dims at v[0..r) at integer position pos:
+ * (v[2i], v[2i+1]) *= e^{i pos f_i}, f_i from mp_rope_freq (beta 32 / 1). */
+static inline void mp_rope(mpfr_t *v, int r, long pos, double base, int osl, double factor)
+{
+    mpfr_t t, c, s, a0, a1;
+    mpfr_inits2(MP_PREC, t, c, s, a0, a1, (mpfr_ptr)0);
+    for (int i = 0; i < r / 2; i++) {
+        mp_rope_freq(t, i, r, base, osl, factor, 32.0, 1.0);
+        mpfr_mul_si(t, t, pos, MPFR_RNDN);
+        mpfr_sin_cos(s, c, t, MPFR_RNDN);
+        mpfr_mul(a0, v[2 * i], c, MPFR_RNDN);
+        mpfr_mul(t, v[2 * i + 1], s, MPFR_RNDN);
+        mpfr_sub(a0, a0, t, MPFR_RNDN);
+        mpfr_mul(a1, v[2 * i], s, MPFR_RNDN);
+        mpfr_mul(t, v[2 * i + 1], c, MPFR_RNDN);
+        mpfr_add(a1, a1, t, MPFR_RNDN);
+        mpfr_set(v[2 * i], a0, MPFR_RNDN);
+        mpfr_set(v[2 * i + 1], a1, MPFR_RNDN);
+    }
+    mpfr_clears(t, c, s, a0, a1, (mpfr_ptr)0);
+}
+
+/* Sparse attention of one query head (spec section 5) over the valid
+ * columns of idx (0 <= idx < N): o = sum_j e^{s_j} v_j / (sum_j e^{s_j} +
+ * e^{sink}), s_j = (q . k_j) * scale, V = K. scale is given in MPFR so a
+ * caller can use the exact D^-0.5. */
+static inline void mp_attn_ref(const double *q, int D, const double *kv, long N, const int32_t *idx, long ncols,
+                               double sink, mpfr_srcptr scale, mpfr_t *o)
+{
+    mpfr_t s, e, den, t;
+    mpfr_inits2(MP_PREC, s, e, den, t, (mpfr_ptr)0);
+    mpfr_set_d(den, sink, MPFR_RNDN);
+    mpfr_exp(den, den, MPFR_RNDN);
+    for (int d = 0; d < D; d++) mpfr_set_zero(o[d], 1);
+    for (long c = 0; c < ncols; c++) {
+        if (idx[c] < 0 || idx[c] >= N) continue;
+        const double *k = kv + (long)idx[c] * D;
+        mp_dot_d(s, q, k, D, 1, t);
+        mpfr_mul(s, s, scale, MPFR_RNDN);
+        mpfr_exp(e, s, MPFR_RNDN);
+        mpfr_add(den, den, e, MPFR_RNDN);
+        for (int d = 0; d < D; d++) {
+            mpfr_mul_d(t, e, k[d], MPFR_RNDN);
+            mpfr_add(o[d], o[d], t, MPFR_RNDN);
+        }
+    }
+    for (int d = 0; d < D; d++) mpfr_div(o[d], o[d], den, MPFR_RNDN);
+    mpfr_clears(s, e, den, t, (mpfr_ptr)0);
+}
+
+/* hc_pre of one token (spec section 8): X [hc, d], fn [(2+hc)*hc, hc*d],
+ * scale [3], base [(2+hc)*hc] -> y [d], post [hc], comb [hc*hc]:
+ *   mixes = (fn X) * (mean(X^2) + norm_eps)^-1/2
+ *   pre_j = sigmoid(mixes_j*scale0 + base_j) + hc_eps
+ *   post_j = 2*sigmoid(mixes_{hc+j}*scale1 + base_{hc+j})
+ *   C = softmax_row(mixes_C*scale2 + base_C) + hc_eps; C /= colsum + hc_eps;
+ *   (iters-1) x { C /= rowsum + hc_eps; C /= colsum + hc_eps }
+ *   y = sum_j pre_j X_j */
+static inline void mp_hc_pre_ref(const double *X, int hc, long d, const double *fn, const double *scale,
+                                 const double *base, double norm_eps, double hc_eps, int iters, mpfr_t *y,
+                                 mpfr_t *post, mpfr_t *comb)
+{
+    const long n = (long)hc * d;
+    const int nmix = (2 + hc) * hc;
+    mpfr_t *mix = mp_vec_new(nmix), *pre = mp_vec_new(hc);
+    mpfr_t rs, t, u;
+    mpfr_inits2(MP_PREC, rs, t, u, (mpfr_ptr)0);
+    mp_dot_d(rs, X, X, n, 1, t);
+    mpfr_div_si(rs, rs, n, MPFR_RNDN);
+    mpfr_add_d(rs, rs, norm_eps, MPFR_RNDN);
+    mpfr_rec_sqrt(rs, rs, MPFR_RNDN);
+    for (int m = 0; m < nmix; m++) {
+        mp_dot_d(mix[m], fn + (long)m * n, X, n, 1, t);
+        mpfr_mul(mix[m], mix[m], rs, MPFR_RNDN);
+    }
+    for (int j = 0; j < 2 * hc; j++) {
+        mpfr_mul_d(t, mix[j], scale[j < hc ? 0 : 1], MPFR_RNDN);
+        mpfr_add_d(t, t, base[j], MPFR_RNDN);
+        mp_sigmoid(t, t);
+        if (j < hc) mpfr_add_d(pre[j], t, hc_eps, MPFR_RNDN);
+        else mpfr_mul_ui(post[j - hc], t, 2, MPFR_RNDN);
+    }
+    for (int j = 0; j < hc; j++) { /* row softmax + eps */
+        mpfr_set_zero(u, 1);
+        for (int k = 0; k < hc; k++) {
+            mpfr_mul_d(t, mix[2 * hc + j * hc + k], scale[2], MPFR_RNDN);
+            mpfr_add_d(t, t, base[2 * hc + j * hc + k], MPFR_RNDN);
+            mpfr_exp(comb[j * hc + k], t, MPFR_RNDN);
+            mpfr_add(u, u, comb[j * hc + k], MPFR_RNDN);
+        }
+        for (int k = 0; k < hc; k++) {
+            mpfr_div(comb[j * hc + k], comb[j * hc + k], u, MPFR_RNDN);
+            mpfr_add_d(comb[j * hc + k], comb[j * hc + k], hc_eps, MPFR_RNDN);
+        }
+    }
+    for (int it = 0; it < iters; it++) {
+        if (it > 0)
+            for (int j = 0; j < hc; j++) {
+                mpfr_set_d(u, hc_eps, MPFR_RNDN);
+                for (int k = 0; k < hc; k++) mpfr_add(u, u, comb[j * hc + k], MPFR_RNDN);
+                for (int k = 0; k < hc; k++) mpfr_div(comb[j * hc + k], comb[j * hc + k], u, MPFR_RNDN);
+            }
+        for (int k = 0; k < hc; k++) {
+            mpfr_set_d(u, hc_eps, MPFR_RNDN);
+            for (int j = 0; j < hc; j++) mpfr_add(u, u, comb[j * hc + k], MPFR_RNDN);
+            for (int j = 0; j < hc; j++) mpfr_div(comb[j * hc + k], comb[j * hc + k], u, MPFR_RNDN);
+        }
+    }
+    for (long i = 0; i < d; i++) {
+        mpfr_set_zero(y[i], 1);
+        for (int j = 0; j < hc; j++) {
+            mpfr_mul_d(t, pre[j], X[j * d + i], MPFR_RNDN);
+            mpfr_add(y[i], y[i], t, MPFR_RNDN);
+        }
+    }
+    mp_vec_free(mix, nmix);
+    mp_vec_free(pre, hc);
+    mpfr_clears(rs, t, u, (mpfr_ptr)0);
+}
+
+/* One compressed row (spec section 6). */
+typedef struct {
+    int ratio, Dc, d, r;       /* r: RoPE dims, the last r of the row */
+    const double *wkv, *wgate; /* [coff*Dc, d], coff = 2 if ratio == 4 */
+    const double *ape;         /* [ratio, coff*Dc] */
+    const double *norm;        /* [Dc] */
+    double eps;
+    double rope_base, rope_factor;
+    int rope_osl;
+} mp_cmp_spec;
+
+/* Row b from the tokens x [.., d]: per dim j the candidates are (overlap and
+ * b > 0) block b-1 at column j, then block b at column off+j (off = Dc if
+ * overlap); gates include ape[pos % ratio]; softmax-weighted sum of kv;
+ * RMSNorm; RoPE at position b*ratio. absent_as_zero != 0 computes the BUG
+ * variant for b == 0: the absent previous block averaged in as kv 0, gate 0.
+ * The per-dim pooling runs on OpenMP threads (independent dims). */
+static inline void mp_cmp_row_ref(const mp_cmp_spec *c, const double *x, int b, int absent_as_zero, mpfr_t *out)
+{
+    const int ratio = c->ratio, ov = ratio == 4, W = (ov ? 2 : 1) * c->Dc, off = ov ? c->Dc : 0;
+    #pragma omp parallel
+    {
+        mpfr_t kv, g, e, num, den, t;
+        mpfr_inits2(MP_PREC, kv, g, e, num, den, t, (mpfr_ptr)0);
+        #pragma omp for schedule(dynamic, 8)
+        for (int j = 0; j < c->Dc; j++) {
+            mpfr_set_zero(num, 1);
+            mpfr_set_zero(den, 1);
+            for (int half = ov ? 0 : 1; half < 2; half++) {
+                long blk = half == 0 ? b - 1 : b;
+                int col = half == 0 ? j : off + j;
+                if (blk < 0) {
+                    if (absent_as_zero) mpfr_add_ui(den, den, (unsigned long)ratio, MPFR_RNDN);
+                    continue;
+                }
+                for (int p = 0; p < ratio; p++) {
+                    const double *xt = x + (blk * ratio + p) * c->d;
+                    mp_dot_d(kv, c->wkv + (long)col * c->d, xt, c->d, 1, t);
+                    mp_dot_d(g, c->wgate + (long)col * c->d, xt, c->d, 1, t);
+                    mpfr_add_d(g, g, c->ape[p * W + col], MPFR_RNDN);
+                    mpfr_exp(e, g, MPFR_RNDN);
+                    mpfr_add(den, den, e, MPFR_RNDN);
+                    mpfr_mul(e, e, kv, MPFR_RNDN);
+                    mpfr_add(num, num, e, MPFR_RNDN);
+                }
+            }
+            mpfr_div(out[j], num, den, MPFR_RNDN);
+        }
+        mpfr_clears(kv, g, e, num, den, t, (mpfr_ptr)0);
+    }
+    mp_rmsnorm(out, c->Dc, c->norm, c->eps);
+    mp_rope(out + c->Dc - c->r, c->r, (long)b * ratio, c->rope_base, c->rope_osl, c->rope_factor);
+}
+
 #endif

@@ -174,6 +174,58 @@ static void sensitivity_floor_and_receipt(void **state)
     assert_int_equal(stat(db, &sb), 0);
 }
 
+static json_t *find_toggle(json_t *arr, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *e = json_array_get(arr, i);
+        if (!strcmp(json_string_value(json_object_get(e, "boundary")), name)) return e;
+    }
+    return NULL;
+}
+
+static void ablate_table_json_svg(void **state)
+{
+    (void)state;
+    char json[400], svg[400], db[400];
+    snprintf(json, sizeof json, "%s/abl.json", root);
+    snprintf(svg, sizeof svg, "%s/abl.svg", root);
+    snprintf(db, sizeof db, "%s/r.db", root);
+    assert_int_equal(call(dsv4q_cmd_ablate, "ablate", "--model", tiny, "--prompt-len", "24", "--decode", "2", "--base",
+                          "exact", "--json", json, "--svg", svg, "--db", db, "--quiet", NULL), 0);
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    assert_non_null(j);
+    json_t *arr = json_object_get(j, "toggles");
+    assert_int_equal(json_array_size(arr), DSV4Q_B_COUNT + 3);
+    /* in `exact` the Hadamard is not applied, so its BF16 rounding alone
+     * cannot change anything; switching the KV FP8 simulation on must */
+    json_t *h = find_toggle(arr, "hadamard_bf16"), *kv = find_toggle(arr, "kv_fp8");
+    assert_non_null(h);
+    assert_non_null(kv);
+    assert_string_equal(json_string_value(json_object_get(kv, "toggled_to")), "on");
+    assert_true(json_real_value(json_object_get(h, "logit_nrms")) == 0);
+    assert_true(json_real_value(json_object_get(kv, "logit_nrms")) > 1e-6);
+    /* sorted by effect, largest first */
+    double prev = INFINITY;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        double v = json_real_value(json_object_get(json_array_get(arr, i), "logit_nrms"));
+        assert_true(v <= prev);
+        prev = v;
+    }
+    json_decref(j);
+    FILE *f = fopen(svg, "r");
+    assert_non_null(f);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    assert_true(strncmp(buf, "<svg ", 5) == 0);
+    assert_non_null(strstr(buf, "</svg>\n"));
+    int rects = 0;
+    for (char *p = buf; (p = strstr(p, "<rect ")); p++) rects++;
+    assert_int_equal(rects, DSV4Q_B_COUNT + 3);
+}
+
 static void bad_inputs_exit_2_and_write_nothing(void **state)
 {
     (void)state;
@@ -209,6 +261,7 @@ int main(void)
         cmocka_unit_test(hf_names_load_identically),
         cmocka_unit_test(run_writes_logits),
         cmocka_unit_test(sensitivity_floor_and_receipt),
+        cmocka_unit_test(ablate_table_json_svg),
         cmocka_unit_test(bad_inputs_exit_2_and_write_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -569,9 +569,9 @@ static void test_keygen(void **state)
     dsv4q_receipt r = sample(NULL);
     FILE *t;
     snprintf(path, sizeof path, "%s/sub/dir/new.key", f->dir);
-    umask(0);
+    mode_t old_umask = umask(0); /* the key must still come out 0600 */
     assert_int_equal(dsv4q_keygen(path, kid, err, sizeof err), 0);
-    umask(022);
+    umask(old_umask);
     assert_int_equal(strlen(kid), 16);
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);

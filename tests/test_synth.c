@@ -23,6 +23,7 @@
 #include "oracle/ops.h"
 
 #include <dirent.h>
+#include <omp.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,6 +221,50 @@ static void test_same_seed_same_bytes(void **state)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) assert_null(strstr(de->d_name, ".synth-"));
     closedir(d);
+}
+
+/* Tensors of >= 2^20 elements are generated in parallel: a config with
+ * such tensors in every storage path (BF16 embed, F32 head, FP8 shared
+ * experts, FP4 experts) gives the same bytes on 1 and 3 threads. */
+static void test_thread_independence(void **state)
+{
+    (void)state;
+    dsv4q_config cfg;
+    char err[1024], d1[256], d3[256];
+    assert_int_equal(dsv4q_config_builtin(&cfg, "tiny", err, sizeof err), 0);
+    snprintf(cfg.name, sizeof cfg.name, "%s", "");
+    cfg.dim = 1024;
+    cfg.moe_inter_dim = 1024;
+    cfg.n_layers = 1;
+    cfg.n_mtp_layers = 0;
+    cfg.n_hash_layers = 0;
+    cfg.n_routed_experts = 2;
+    cfg.n_activated_experts = 1;
+    cfg.compress_ratios[0] = 4;
+    cfg.n_compress_ratios = 1;
+    if (dsv4q_config_validate(&cfg, err, sizeof err)) fail_msg("%s", err);
+    snprintf(d1, sizeof d1, "%s/threads1", g_root);
+    snprintf(d3, sizeof d3, "%s/threads3", g_root);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double t0 = now_s();
+    int rc = dsv4q_synth_write(&cfg, 5, d1, 1, err, sizeof err);
+    double t1 = now_s();
+    omp_set_num_threads(3);
+    if (!rc) rc = dsv4q_synth_write(&cfg, 5, d3, 1, err, sizeof err);
+    double t2 = now_s();
+    omp_set_num_threads(saved);
+    if (rc) fail_msg("%s", err);
+    fprintf(stderr, "[ threads  ] 1 thread %.3f s, 3 threads %.3f s\n", t1 - t0, t2 - t1);
+    char h1[65], h3[65];
+    sha(d1, "model.safetensors", h1);
+    sha(d3, "model.safetensors", h3);
+    assert_string_equal(h1, h3);
+    dsv4q_model *m = open_ok(d3);
+    assert_int_equal(m->layers[0].experts[1].w2.fmt, DSV4Q_WF_FP4);
+    dsv4q_model_close(m);
+    rm_tree(d1);
+    rm_tree(d3);
 }
 
 static void test_sharded_equals_single(void **state)
@@ -779,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_tiny_loads),
         cmocka_unit_test(test_bf16_loads),
         cmocka_unit_test(test_same_seed_same_bytes),
+        cmocka_unit_test(test_thread_independence),
         cmocka_unit_test(test_sharded_equals_single),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_normal_generator),
