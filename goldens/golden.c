@@ -757,7 +757,9 @@ static int select_cases(const char *ops, unsigned char *sel, int *all, char *err
         }
         p = e;
     }
-    return 0;
+    for (int i = 0; i < NCASES; i++)
+        if (sel[i]) return 0;
+    return gfail(err, errlen, "no golden case named in '%s'", ops);
 }
 
 /* --- manifest -------------------------------------------------------------- */

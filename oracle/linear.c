@@ -102,30 +102,38 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
                 for (int64_t kb = 0; kb < nab; kb++) srow[kb] = (real)w_scale(W, (o / 128) * nab + kb);
             else if (W->fmt == DSV4Q_WF_FP4)
                 for (int64_t kb = 0; kb < K / 32; kb++) srow[kb] = (real)w_scale(W, o * (K / 32) + kb);
-            for (long t = 0; t < s; t++) {
-                const real *xt = xa + t * K;
-                real acc;
+            /* tokens in pairs: rdot2 loads the weight row once for both
+             * and gives each token exactly rdot's result */
+            for (long t = 0; t < s; t += 2) {
+                const int two = t + 1 < s;
+                const real *x0 = xa + t * K, *x1 = two ? xa + (t + 1) * K : x0;
+                real acc0 = 0, acc1 = 0;
                 if (W->fmt == DSV4Q_WF_FP8) {
-                    acc = 0;
                     for (int64_t kb = 0; kb * 128 < K; kb++) {
                         int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
-                        real d = rdot(wrow + k0, xt + k0, len);
-                        real sc = srow[kb];
-                        if (act_q) sc = xs[t * nab + kb] * sc;
-                        acc += d * sc;
+                        real d0, d1;
+                        rdot2(wrow + k0, x0 + k0, x1 + k0, len, &d0, &d1);
+                        real sc0 = srow[kb], sc1 = srow[kb];
+                        if (act_q) {
+                            sc0 = xs[t * nab + kb] * sc0;
+                            if (two) sc1 = xs[(t + 1) * nab + kb] * sc1;
+                        }
+                        acc0 += d0 * sc0;
+                        acc1 += d1 * sc1;
                     }
                 } else if (W->fmt == DSV4Q_WF_FP4) {
-                    acc = 0;
                     for (int64_t kb = 0; kb * 32 < K; kb++) {
                         int64_t k0 = kb * 32;
-                        real d = rdot(wrow + k0, xt + k0, 32);
-                        real sw = srow[kb];
-                        acc += act_q ? (d * xs[t * nab + kb / 4]) * sw : d * sw;
+                        real d0, d1, sw = srow[kb];
+                        rdot2(wrow + k0, x0 + k0, x1 + k0, 32, &d0, &d1);
+                        acc0 += act_q ? (d0 * xs[t * nab + kb / 4]) * sw : d0 * sw;
+                        if (two) acc1 += act_q ? (d1 * xs[(t + 1) * nab + kb / 4]) * sw : d1 * sw;
                     }
                 } else {
-                    acc = rdot(wrow, xt, K);
+                    rdot2(wrow, x0, x1, K, &acc0, &acc1);
                 }
-                y[t * N + o] = out_b >= 0 ? rb(bs, out_b, acc) : acc;
+                y[t * N + o] = out_b >= 0 ? rb(bs, out_b, acc0) : acc0;
+                if (two) y[(t + 1) * N + o] = out_b >= 0 ? rb(bs, out_b, acc1) : acc1;
             }
         }
         free(wrow);

@@ -69,19 +69,80 @@ static inline real rf32(real v) { return (real)(float)v; }
 /*
  * Dot product in a fixed order: 8 interleaved partial sums (lane l takes
  * elements i with i % 8 == l), combined as ((0+4)+(2+6))+((1+5)+(3+7)),
- * then the tail. The order is written out in C, so a compiler may put the
- * lanes in SIMD registers but may not reorder them (no -ffast-math): the
- * result is the same on every instruction set and thread count.
+ * then the tail. The lanes are GCC/Clang vector-extension types: every
+ * lane is an ordinary IEEE multiply and add (no FMA: -ffp-contract=off),
+ * lowered to SSE2/AVX on x86-64 and NEON on ARM, so the result is the same
+ * on every instruction set and thread count; only the speed differs.
  */
+typedef real rvec __attribute__((vector_size(16)));   /* 2 doubles or 4 floats */
+#define RV_L ((int)(16 / sizeof(real)))                 /* lanes per vector */
+#define RV_N (8 / RV_L)                                 /* vectors per 8-lane block */
+
+static inline rvec rvec_load(const real *p)
+{
+    rvec v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The fixed combine tree over the 8 lane sums. */
+static inline real rlanes_combine(const real *s)
+{
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* One 8-lane block step: acc[v] += a[v] * b[v] for the RV_N vectors of
+ * the block, written out so the accumulators stay in registers. */
+#if DSV4Q_WIDTH == 32
+#define RV_STEP(acc, a, b)                                                        \
+    do {                                                                          \
+        (acc)[0] += rvec_load(a) * rvec_load(b);                                  \
+        (acc)[1] += rvec_load((a) + 4) * rvec_load((b) + 4);                      \
+    } while (0)
+#else
+#define RV_STEP(acc, a, b)                                                        \
+    do {                                                                          \
+        (acc)[0] += rvec_load(a) * rvec_load(b);                                  \
+        (acc)[1] += rvec_load((a) + 2) * rvec_load((b) + 2);                      \
+        (acc)[2] += rvec_load((a) + 4) * rvec_load((b) + 4);                      \
+        (acc)[3] += rvec_load((a) + 6) * rvec_load((b) + 6);                      \
+    } while (0)
+#endif
+
 static inline real rdot(const real *a, const real *b, long n)
 {
-    real s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     const long nb = n / 8;
-    for (long blk = 0; blk < nb; blk++)
-        for (int l = 0; l < 8; l++) s[l] += a[blk * 8 + l] * b[blk * 8 + l];
-    real t = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    rvec acc[RV_N];
+    real s[8];
+    for (int v = 0; v < RV_N; v++) acc[v] = (rvec){0};
+    for (long blk = 0; blk < nb; blk++) RV_STEP(acc, a + blk * 8, b + blk * 8);
+    __builtin_memcpy(s, acc, sizeof s);
+    real t = rlanes_combine(s);
     for (long i = nb * 8; i < n; i++) t += a[i] * b[i];
     return t;
+}
+
+/* rdot of one row a against two vectors b0, b1: each result is computed
+ * with exactly the operations of rdot(a, bj, n). */
+static inline void rdot2(const real *a, const real *b0, const real *b1, long n, real *r0, real *r1)
+{
+    const long nb = n / 8;
+    rvec c0[RV_N], c1[RV_N];
+    real s0[8], s1[8];
+    for (int v = 0; v < RV_N; v++) c0[v] = c1[v] = (rvec){0};
+    for (long blk = 0; blk < nb; blk++) {
+        RV_STEP(c0, a + blk * 8, b0 + blk * 8);
+        RV_STEP(c1, a + blk * 8, b1 + blk * 8);
+    }
+    __builtin_memcpy(s0, c0, sizeof s0);
+    __builtin_memcpy(s1, c1, sizeof s1);
+    real t0 = rlanes_combine(s0), t1 = rlanes_combine(s1);
+    for (long i = nb * 8; i < n; i++) {
+        t0 += a[i] * b0[i];
+        t1 += a[i] * b1[i];
+    }
+    *r0 = t0;
+    *r1 = t1;
 }
 
 /* Sum of squares in the same fixed order. */
