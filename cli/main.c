@@ -24,6 +24,10 @@ static void usage(FILE *f)
             "         [--base PROFILE] [--json FILE] [--svg FILE]\n"
             "        toggle each boundary (and family) against the base profile: logit NRMS,\n"
             "        greedy agreement and share of the fp32 floor\n"
+            "  margins [--model DIR] [--tokens FILE | --prompt-len N] [--decode M] [--profile P]\n"
+            "          [--positions last|all|LIST] [--csv FILE] [--json FILE] [--svg FILE]\n"
+            "        the indexer's top-k cut per ratio-4 layer: margins in BF16 quanta, tie-runs,\n"
+            "        fp32/fp64 and source/model support flips and their attention-output effect\n"
             "  boundaries [--markdown]   list the named rounding points and profiles\n"
             "  golden record|check|list [--ops CASE,...] [--dir DIR]   bit-exact reference outputs (goldens/)\n"
             "  keygen [--out FILE]       make an Ed25519 signing key for receipts\n"
@@ -48,6 +52,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "keygen")) return dsv4q_cmd_keygen(argc, argv);
     if (!strcmp(c, "receipts")) return dsv4q_cmd_receipts(argc, argv);
     if (!strcmp(c, "golden")) return dsv4q_cmd_golden(argc, argv);
+    if (!strcmp(c, "margins")) return dsv4q_cmd_margins(argc, argv);
     fprintf(stderr, "dsv4q: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

@@ -30,6 +30,9 @@
  *   MISMATCH CASE TENSOR [FLAT INDEX]: golden %.17g got %.17g (...)
  *   CORRUPT CASE: why          (inflate / length / SHA-256 / not safetensors)
  *   MISSING CASE: why          (no manifest entry, file absent)
+ *   STALE CASE: ...            (manifest entry without a case; all cases only)
+ *   ERROR ...                  (unknown case name, computation failed)
+ *   CORRUPT manifest: why      (MANIFEST.json unreadable or malformed)
  * Result codes: DSV4Q_GOLDEN_OK 0, _MISMATCH 1, _ERROR 2 (corrupt, missing,
  * unknown case name, I/O); the worst over all cases.
  */

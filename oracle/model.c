@@ -48,7 +48,15 @@ struct X(dsv4q_runstate) {
     void *tap_user;
     real *lastX;                        /* hidden streams of the last call */
     long lasts;
+    dsv4q_pick_fn pick;                 /* optional override of indexer picks */
+    void *pick_user;
 };
+
+void X(dsv4q_run_set_pick_hook)(X(dsv4q_runstate) *r, dsv4q_pick_fn fn, void *user)
+{
+    r->pick = fn;
+    r->pick_user = user;
+}
 
 static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
 {
@@ -185,6 +193,7 @@ static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr,
     k = T < g->index_topk ? T : g->index_topk;
     ALLOC(pick, s * (k ? k : 1));
     if (X(dsv4q_topk)(score, s, T, (int)k, pick)) { k = -1; goto oom; }
+    if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
     tap_i32(r, li, "idx_topk", pick, s * k, s);
     for (long i = 0; i < s; i++)
         for (long j = 0; j < k; j++) {

@@ -17,6 +17,13 @@
  * as a progress signal. `data` is valid only during the call. */
 typedef void (*dsv4q_tap_fn)(void *user, int layer, const char *stage, const double *data, long n, long rows);
 
+/* Indexer pick hook: called at a ratio-4 layer after its top-k with the
+ * picks [rows, k] (compressed row indices, -1 = none; rows = tokens of
+ * the call starting at position pos0). It may rewrite them in place: the
+ * attention of that layer then uses the rewritten set (used by `margins`
+ * to measure what a flipped selection does to the layer output). */
+typedef void (*dsv4q_pick_fn)(void *user, int layer, long pos0, long rows, long k, int32_t *picks);
+
 typedef struct dsv4q_runstate_f32 dsv4q_runstate_f32;
 typedef struct dsv4q_runstate_f64 dsv4q_runstate_f64;
 dsv4q_runstate_f32 *dsv4q_run_new_f32(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
@@ -27,6 +34,8 @@ int dsv4q_run_mtp_f32(dsv4q_runstate_f32 *r, const int32_t *ids, double *logits)
 int dsv4q_run_mtp_f64(dsv4q_runstate_f64 *r, const int32_t *ids, double *logits);
 long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
 long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
+void dsv4q_run_set_pick_hook_f32(dsv4q_runstate_f32 *r, dsv4q_pick_fn fn, void *user);
+void dsv4q_run_set_pick_hook_f64(dsv4q_runstate_f64 *r, dsv4q_pick_fn fn, void *user);
 void dsv4q_run_free_f32(dsv4q_runstate_f32 *r);
 void dsv4q_run_free_f64(dsv4q_runstate_f64 *r);
 
@@ -45,6 +54,8 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 /* MTP logits from the last call's hidden streams and the given ids (one per
  * row of that call). -1 if the model has no MTP layer. */
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
+/* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */
+void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
 void dsv4q_run_close(dsv4q_run *r);
 
 #endif

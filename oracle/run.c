@@ -80,6 +80,12 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
     return rc;
 }
 
+void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
+{
+    if (r->width == 32) dsv4q_run_set_pick_hook_f32(r->r32, fn, user);
+    else dsv4q_run_set_pick_hook_f64(r->r64, fn, user);
+}
+
 void dsv4q_run_close(dsv4q_run *r)
 {
     if (!r) return;
