@@ -27,6 +27,8 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+PLUGIN_SRCS := $(wildcard tests/backends/*.c)
+PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
 
 .PHONY: all test demo bench deps clean check-deps golden-check docs
 all: $(BIN)
@@ -58,7 +60,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Runs every test binary; each prints cmocka's summary. The last line is the
 # plain "N passed, N failed" total that CI reads.
-test: $(BIN) $(TESTS)
+test: $(BIN) $(TESTS) $(PLUGINS)
 	@./tests/run_all.sh $(TESTS)
 
 demo: $(BIN)
@@ -83,3 +85,10 @@ clean:
 # Recompute every golden and compare bit-exactly with goldens/ (docs/goldens.md).
 golden-check: $(BIN)
 	./$(BIN) golden check
+
+# Test backend plugins (tests/backends/*.c -> build/plugins/*.so): loaded by
+# tests/test_qualify.c through dlopen, as a real engine's plugin would be.
+$(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness/dsv4q_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC $< -o $@ -lm
+plugins: $(PLUGINS)

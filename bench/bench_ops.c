@@ -11,15 +11,20 @@
  * at both widths, and the run checks the oracle (exact profile) against
  * dgemv/sgemv before timing.
  *
- * Timing: clock_gettime(CLOCK_MONOTONIC); one warm-up call, then repeat
- * until >= BENCH_MIN_S seconds (default 0.3) and report the mean. The same
- * buffers are reused across repetitions, so whatever fits in the last-level
- * cache stays there (see docs/bench.md). GB/s counts the weight (or main
- * operand) bytes in the form each implementation reads them: stored codes +
- * scales for the oracle linears, 8 (4) bytes per element for d (s) BLAS.
- * "vs BLAS" is t_blas / t_oracle at the same width and token count
- * (>= 1: the oracle is at least as fast); the target is oracle f64 vs dgemv
- * >= 1.0 for the quantized (FP8/FP4) linears at 1 token.
+ * Timing: clock_gettime(CLOCK_MONOTONIC); BENCH_SETTLE_MS of sleep (idle
+ * OpenBLAS / libgomp workers stop spinning), one warm-up call, then repeat
+ * until >= BENCH_MIN_S seconds (default 0.3), each call timed on its own.
+ * Reported: median wall time per call (used for GB/s, GFLOP/s and ratios),
+ * mean wall time, and median process CPU time per call (all threads;
+ * with OMP_NUM_THREADS=1 it does not count time lost to other processes on
+ * shared cores). The same buffers are reused across repetitions, so
+ * whatever fits in the last-level cache stays there (see docs/bench.md).
+ * GB/s counts the weight (or main operand) bytes in the form each
+ * implementation reads them: stored codes + scales for the oracle linears,
+ * 8 (4) bytes per element for d (s) BLAS. "vs BLAS" is t_blas / t_oracle
+ * at the same width and token count (>= 1: the oracle is at least as
+ * fast); the target is oracle f64 vs dgemv >= 1.0 for the quantized
+ * (FP8/FP4) linears at 1 token.
  *
  * Threads: the OpenMP default (omp_get_max_threads()) for the oracle, and
  * OpenBLAS set to the same count with openblas_set_num_threads. Environment
@@ -27,7 +32,8 @@
  * changed.
  *
  * Usage: build/bench/bench_ops [filter]   (filter: substring of the op name)
- * Env:   BENCH_MIN_S=<seconds per measurement> (default 0.3)
+ * Env:   BENCH_MIN_S=<seconds per measurement> (default 0.3),
+ *        BENCH_SETTLE_MS=<sleep before each measurement> (default 200)
  */
 #include <math.h>
 #include <omp.h>
@@ -47,7 +53,6 @@
 /* ---------------------------------------------------------------- utils */
 
 static double g_min_s = 0.3;
-static double g_last_mean;   /* mean of the last time_it */
 static const char *g_filter = NULL;
 
 static double now_s(void)
@@ -105,50 +110,69 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One warm-up call, then repeat until >= g_min_s (and at least 3 calls);
- * each call is timed on its own and the MEDIAN is returned: the 2 cores
- * are shared with other processes here, and a preempted OpenMP thread
- * stalls a whole parallel region, so the mean over-reports. The mean is
- * kept in g_last_mean for reference. */
-static double time_it(bench_fn fn, void *ctx)
+static double cpu_s(void)
 {
-    static double *v = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One measurement: per-call wall time (CLOCK_MONOTONIC) median and mean,
+ * and the median per-call process CPU time (CLOCK_PROCESS_CPUTIME_ID, all
+ * threads of this process). */
+typedef struct meas { double wall, mean, cpu; } meas;
+
+/* One warm-up call, then repeat until >= g_min_s (and at least 3 calls).
+ * Each call is timed on its own and the MEDIAN is reported: the 2 cores
+ * may be shared with other processes, and a preempted OpenMP thread stalls
+ * a whole parallel region, so the mean over-reports (it is printed too).
+ * Process CPU time does not count time spent preempted: with one thread
+ * (OMP_NUM_THREADS=1) it is a load-independent measure of the work. */
+static meas time_it(bench_fn fn, void *ctx)
+{
+    static double *v = NULL, *c = NULL;
     static size_t cap = 0;
     settle();
     fn(ctx);
     size_t n = 0;
-    double t0 = now_s(), total = 0;
+    double t0 = now_s(), total = 0, sum = 0;
     do {
-        double a = now_s();
+        double ca = cpu_s(), a = now_s();
         fn(ctx);
-        double b = now_s();
+        double b = now_s(), cb = cpu_s();
         if (n == cap) {
             cap = cap ? 2 * cap : 1024;
             v = realloc(v, cap * sizeof *v);
-            if (!v) {
+            c = realloc(c, cap * sizeof *c);
+            if (!v || !c) {
                 fprintf(stderr, "bench_ops: out of memory\n");
                 exit(1);
             }
         }
-        v[n++] = b - a;
+        v[n] = b - a;
+        c[n] = cb - ca;
+        sum += v[n++];
         total = b - t0;
     } while (total < g_min_s || n < 3);
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
-    g_last_mean = sum / (double)n;
-    qsort(v, n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    meas m = {median(v, n), sum / (double)n, median(c, n)};
+    return m;
 }
 
 /* ----------------------------------------------------------- reporting */
 
 static void print_header(void)
 {
-    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "op", "shape", "tok", "profile",
-           "impl", "median", "mean", "GB/s", "GFLOP/s", "vs BLAS");
-    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %9s %9s %8s\n", "------------------------",
+    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %11s %9s %9s %8s\n", "op", "shape", "tok", "profile",
+           "impl", "median", "mean", "cpu", "GB/s", "GFLOP/s", "vs BLAS");
+    printf("%-24s %-20s %3s %-7s %-11s %11s %11s %11s %9s %9s %8s\n", "------------------------",
            "--------------------", "---", "-------", "-----------", "-----------", "-----------",
-           "---------", "---------", "--------");
+           "-----------", "---------", "---------", "--------");
 }
 
 static void fmt_time(double s, char *buf, size_t n)
@@ -157,18 +181,21 @@ static void fmt_time(double s, char *buf, size_t n)
     else snprintf(buf, n, "%8.3f ms", s * 1e3);
 }
 
-/* sec: the median (GB/s, GFLOP/s and ratios use it); the mean of the same
- * calls is printed next to it. ratio < 0: no BLAS column. */
+/* GB/s, GFLOP/s and the ratio use the median wall time; the mean wall
+ * time and the median process CPU time of the same calls are printed next
+ * to it. ratio < 0: no BLAS column. */
 static void print_row(const char *op, const char *shape, long tok, const char *prof,
-                      const char *impl, double sec, double bytes, double flops, double ratio)
+                      const char *impl, meas m, double bytes, double flops, double ratio)
 {
-    char tb[32], mb[32], rb[16];
+    char tb[32], mb[32], cb[32], rb[16];
+    const double sec = m.wall;
     fmt_time(sec, tb, sizeof tb);
-    fmt_time(g_last_mean, mb, sizeof mb);
+    fmt_time(m.mean, mb, sizeof mb);
+    fmt_time(m.cpu, cb, sizeof cb);
     if (ratio >= 0) snprintf(rb, sizeof rb, "%8.2f", ratio);
     else snprintf(rb, sizeof rb, "%8s", "");
-    printf("%-24s %-20s %3ld %-7s %-11s %11s %11s %9.2f %9.2f %s\n", op, shape, tok, prof, impl, tb, mb,
-           bytes / sec * 1e-9, flops / sec * 1e-9, rb);
+    printf("%-24s %-20s %3ld %-7s %-11s %11s %11s %11s %9.2f %9.2f %s\n", op, shape, tok, prof, impl, tb, mb,
+           cb, bytes / sec * 1e-9, flops / sec * 1e-9, rb);
     fflush(stdout);
 }
 
@@ -407,22 +434,24 @@ static void bench_linear(const char *op, const char *fmtname, synth_w *S, int ou
         const double fl = 2.0 * (double)N * (double)K * (double)s;
         blas_ctx bd = {1, (int)N, (int)K, (int)s, S->wd, xd, yd2};
         blas_ctx bsg = {0, (int)N, (int)K, (int)s, S->wf, xf, yf2};
-        double t_d = time_it(run_blas, &bd);
+        meas t_d = time_it(run_blas, &bd);
         print_row(opn, shape, s, "-", s == 1 ? "dgemv f64" : "dgemm f64", t_d, wb_d, fl, -1);
-        double t_s = time_it(run_blas, &bsg);
+        meas t_s = time_it(run_blas, &bsg);
         print_row(opn, shape, s, "-", s == 1 ? "sgemv f32" : "sgemm f32", t_s, wb_s, fl, -1);
         const char *pn[2] = {"exact", "source"};
         const uint64_t pb[2] = {bs_exact, bs_source};
         for (int p = 0; p < 2; p++) {
             lin_ctx od = {1, pb[p], &S->w, xd, s, yd, out_b};
             lin_ctx of = {0, pb[p], &S->w, xf, s, yf, out_b};
-            double t64 = time_it(run_lin, &od);
-            print_row(opn, shape, s, pn[p], "oracle f64", t64, wb_or, fl, t_d / t64);
-            double t32 = time_it(run_lin, &of);
-            print_row(opn, shape, s, pn[p], "oracle f32", t32, wb_or, fl, t_s / t32);
-            summary_add("%-20s %-14s %2ld tok %-6s f64/%s %6.3f   f32/%s %6.3f%s", opn, shape, s, pn[p],
-                        s == 1 ? "dgemv" : "dgemm", t_d / t64, s == 1 ? "sgemv" : "sgemm", t_s / t32,
-                        (quant && s == 1) ? (t_d / t64 >= 1.0 ? "  target met" : "  BELOW TARGET") : "");
+            meas t64 = time_it(run_lin, &od);
+            print_row(opn, shape, s, pn[p], "oracle f64", t64, wb_or, fl, t_d.wall / t64.wall);
+            meas t32 = time_it(run_lin, &of);
+            print_row(opn, shape, s, pn[p], "oracle f32", t32, wb_or, fl, t_s.wall / t32.wall);
+            const double r64 = t_d.wall / t64.wall, r32 = t_s.wall / t32.wall;
+            summary_add("%-18s %-13s %2ld tok %-6s f64/%s %6.3f (cpu %6.3f)  f32/%s %6.3f (cpu %6.3f)%s", opn,
+                        shape, s, pn[p], s == 1 ? "dgemv" : "dgemm", r64, t_d.cpu / t64.cpu,
+                        s == 1 ? "sgemv" : "sgemm", r32, t_s.cpu / t32.cpu,
+                        (quant && s == 1) ? (r64 >= 1.0 ? "  target met" : "  BELOW TARGET") : "");
         }
     }
     free(xd); free(xf); free(yd); free(yd2); free(yf); free(yf2);
@@ -458,7 +487,7 @@ static void bench_rmsnorm(uint64_t bs)
     }
     const double fl = 5.0 * (double)d;
     norm_ctx cd = {1, bs, xd, wd, d, yd}, cf = {0, bs, xf, wf, d, yf};
-    double t = time_it(run_norm, &cd);
+    meas t = time_it(run_norm, &cd);
     print_row("rmsnorm", "d=4096", 1, "source", "oracle f64", t, 2.0 * 8 * d, fl, -1);
     t = time_it(run_norm, &cf);
     print_row("rmsnorm", "d=4096", 1, "source", "oracle f32", t, 2.0 * 4 * d, fl, -1);
@@ -509,7 +538,7 @@ static void bench_hc_pre(uint64_t bs)
     hc_ctx cd = {1, bs, Xd, hc, d, &S.w, scd, based, yd, postd, combd};
     hc_ctx cf = {0, bs, Xf, hc, d, &S.w, scf, basef, yf, postf, combf};
     const char *shape = "hc4 d4096 [24,16384]";
-    double t = time_it(run_hc, &cd);
+    meas t = time_it(run_hc, &cd);
     print_row("hc_pre (fn F32)", shape, 1, "source", "oracle f64", t, (double)S.stored_bytes + 8.0 * hcd, fl, -1);
     t = time_it(run_hc, &cf);
     print_row("hc_pre (fn F32)", shape, 1, "source", "oracle f32", t, (double)S.stored_bytes + 4.0 * hcd, fl, -1);
@@ -570,7 +599,7 @@ static void bench_attn(uint64_t bs)
     attn_ctx cd = {1, bs, qd, kvd, sinkd, H, D, N, idx, ncols, scale, od};
     attn_ctx cf = {0, bs, qf, kvf, sinkf, H, D, N, idx, ncols, scale, of};
     const char *shape = "64x512 640keys";
-    double t = time_it(run_attn, &cd);
+    meas t = time_it(run_attn, &cd);
     print_row("sparse_attn (128w+512c)", shape, 1, "source", "oracle f64", t, 8.0 * N * D, fl, -1);
     t = time_it(run_attn, &cf);
     print_row("sparse_attn (128w+512c)", shape, 1, "source", "oracle f32", t, 4.0 * N * D, fl, -1);
@@ -608,7 +637,7 @@ static void bench_indexer(uint64_t bs)
     const double fl = 2.0 * Hi * Di * T + 3.0 * Hi * T;
     idx_ctx cd = {1, bs, qd, wd, Kd, Hi, Di, T, sd}, cf = {0, bs, qf, wf, Kf, Hi, Di, T, sf};
     const char *shape = "64x128 T=4096";
-    double t = time_it(run_idx, &cd);
+    meas t = time_it(run_idx, &cd);
     print_row("indexer_scores", shape, 1, "source", "oracle f64", t, 8.0 * T * Di, fl, -1);
     t = time_it(run_idx, &cf);
     print_row("indexer_scores", shape, 1, "source", "oracle f32", t, 4.0 * T * Di, fl, -1);
@@ -638,7 +667,7 @@ static void bench_hadamard(uint64_t bs)
     synth_act(&r, rows * n, 1.0, xd, xf);
     const double fl = (double)rows * n * (7 + 1);   /* log2(128) butterfly stages + scale */
     had_ctx cd = {1, bs, xd, rows, n}, cf = {0, bs, xf, rows, n};
-    double t = time_it(run_had, &cd);
+    meas t = time_it(run_had, &cd);
     print_row("hadamard", "128 x 64 rows", 1, "source", "oracle f64", t, 8.0 * rows * n, fl, -1);
     t = time_it(run_had, &cf);
     print_row("hadamard", "128 x 64 rows", 1, "source", "oracle f32", t, 4.0 * rows * n, fl, -1);
@@ -668,7 +697,7 @@ static void bench_act_quant(void)
     synth_act(&r, n, 3.0, xd, xf);
     const double fl = 3.0 * n;   /* amax, divide, clamp (+ encode/decode) */
     aq_ctx cd = {1, xd, n, qd, sd}, cf = {0, xf, n, qf, sf};
-    double t = time_it(run_aq, &cd);
+    meas t = time_it(run_aq, &cd);
     print_row("act_quant (codes, b128)", "4096", 1, "source", "oracle f64", t, 8.0 * n, fl, -1);
     t = time_it(run_aq, &cf);
     print_row("act_quant (codes, b128)", "4096", 1, "source", "oracle f32", t, 4.0 * n, fl, -1);
@@ -704,10 +733,12 @@ int main(int argc, char **argv)
         const char *v = getenv(ev[i]);
         printf(" %s=%s", ev[i], v ? v : "(unset)");
     }
-    printf("\ntiming: CLOCK_MONOTONIC, 1 warm-up, repeat to >= %.2f s, median per call (mean shown); operands stay cache-resident across repeats\n",
-           g_min_s);
+    printf("\ntiming: CLOCK_MONOTONIC, %.0f ms settle + 1 warm-up, repeat to >= %.2f s; median wall per call (mean shown),\n"
+           "        cpu = median process CPU time per call (all threads; load-independent with OMP_NUM_THREADS=1);\n"
+           "        operands stay cache-resident across repeats\n",
+           g_settle_s * 1e3, g_min_s);
     printf("GB/s: weight bytes as read (oracle: stored codes+scales; dgemv 8 B, sgemv 4 B per element); "
-           "vs BLAS = t_BLAS / t_oracle, medians (>= 1: oracle faster)\n\n");
+           "vs BLAS = t_BLAS / t_oracle, median wall (>= 1: oracle faster)\n\n");
     printf("load average (1 min) at start: %.2f\n\n", loadavg1());
     print_header();
     const double t_start = now_s();
@@ -742,7 +773,8 @@ int main(int argc, char **argv)
     if (want("act_quant")) bench_act_quant();
 
     if (g_nsum) {
-        printf("\nratios t_BLAS / t_oracle (target: FP8/FP4 linears, 1 token, oracle f64 / dgemv >= 1.0):\n");
+        printf("\nratios t_BLAS / t_oracle, median wall (cpu: median process CPU time)\n"
+               "target: FP8/FP4 linears, 1 token, oracle f64 / dgemv >= 1.0\n");
         for (int i = 0; i < g_nsum; i++) printf("  %s\n", g_sum[i].line);
     }
     printf("\ntotal bench time %.1f s; load average (1 min) at end: %.2f\n", now_s() - t_start, loadavg1());

@@ -593,7 +593,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
            "to the k-th, in/out = of them inside/outside the cut; cut-in-tie = rows with out > 0; flips = picks\n"
            "of the f64 %s selection missing from the other; attn NRMS = layer attention output with the f32\n"
            "picks swapped in vs the f64 run, over the selected rows\n\n", o.profile);
-    printf("  %5s %5s %5s %5s %12s %12s %12s %12s %13s %10s %12s %12s %9s %10s\n", "layer", "width", "rows", "k",
+    printf("  %5s %5s %5s %5s %16s %12s %12s %12s %13s %10s %12s %12s %9s %10s\n", "layer", "width", "rows", "k",
            "margin", "tie-run", "in", "out", "distinct", "cut-in-tie", "flips32/64", "flips s/m", "rows-flip",
            "attn NRMS");
     jm = json_object();
@@ -624,7 +624,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
             for (long s = 0; s < c.nsel; s++) intie += c.rows[li * c.nsel + s].w[w].tie_outside > 0;
             json_object_set_new(jw, "rows_cut_in_tie", json_integer(intie));
             json_object_set_new(jlay, w ? "f32" : "f64", jw);
-            printf("  %5d %5s %5ld %5ld %12s %12s %12s %12s %13s %5ld/%-4ld", c.layers[li], w ? "f32" : "f64",
+            printf("  %5d %5s %5ld %5ld %16s %12s %12s %12s %13s %5ld/%-4ld", c.layers[li], w ? "f32" : "f64",
                    c.nsel, kmax, cell(b[0], 40, st[F_MARGIN]), cell(b[1], 40, st[F_TIE]), cell(b[2], 40, st[F_IN]),
                    cell(b[3], 40, st[F_OUT]), cell(b[4], 40, st[F_DISTINCT]), intie, c.nsel);
             if (!w) {

@@ -9,4 +9,5 @@ int dsv4q_cmd_boundaries(int argc, char **argv);
 int dsv4q_cmd_ablate(int argc, char **argv);
 int dsv4q_cmd_golden(int argc, char **argv);
 int dsv4q_cmd_margins(int argc, char **argv);
+int dsv4q_cmd_qualify(int argc, char **argv);
 #endif

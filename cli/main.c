@@ -28,6 +28,11 @@ static void usage(FILE *f)
             "          [--positions last|all|LIST] [--csv FILE] [--json FILE] [--svg FILE]\n"
             "        the indexer's top-k cut per ratio-4 layer: margins in BF16 quanta, tie-runs,\n"
             "        fp32/fp64 and source/model support flips and their attention-output effect\n"
+            "  qualify --backend B [--backend B2]... [--gates FILE] [--ops LIST] [--shapes flash|pro|all]\n"
+            "          [--case KEY]... [--timeout S] [--no-isolate] [--all-metrics] [--json FILE]\n"
+            "        qualify a kernel backend (built-in oracle-f32, cpu-ref, mutant:NAME, or a plugin .so)\n"
+            "        operator by operator against oracle-f64; exit 0 pass, 1 fail, 2 error\n"
+            "        (--list: case keys; --list-ops [--markdown]: the backend ABI's operator table)\n"
             "  boundaries [--markdown]   list the named rounding points and profiles\n"
             "  golden record|check|list [--ops CASE,...] [--dir DIR]   bit-exact reference outputs (goldens/)\n"
             "  keygen [--out FILE]       make an Ed25519 signing key for receipts\n"
@@ -53,6 +58,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "receipts")) return dsv4q_cmd_receipts(argc, argv);
     if (!strcmp(c, "golden")) return dsv4q_cmd_golden(argc, argv);
     if (!strcmp(c, "margins")) return dsv4q_cmd_margins(argc, argv);
+    if (!strcmp(c, "qualify")) return dsv4q_cmd_qualify(argc, argv);
     fprintf(stderr, "dsv4q: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

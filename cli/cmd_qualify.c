@@ -1,0 +1,172 @@
+/*
+ * cmd_qualify.c - `dsv4q qualify`: operator qualification of a backend.
+ *
+ *   dsv4q qualify --backend B [--backend B2 ...] [--gates FILE] [--ops LIST]
+ *                 [--shapes flash|pro|all] [--case KEY]... [--timeout S]
+ *                 [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
+ *   dsv4q qualify --list [--shapes ...]          the case keys
+ *   dsv4q qualify --list-ops [--markdown]        the operator contract
+ *
+ * B is a built-in name (oracle-f32, cpu-ref, mutant:NAME) or a path to a
+ * plugin .so (harness/dsv4q_backend.h). Several --backend share one pass
+ * over the cases (inputs and references are built once). Prints the table
+ * (case, metric, value, level, bound, verdict) per backend, writes one
+ * receipt per backend, and exits 0 (all pass), 1 (a case failed or the
+ * backend crashed / hung / errored), 2 (usage error, gate file error, or a
+ * backend that cannot be loaded: missing symbol, wrong ABI version, entry
+ * point crash).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "gates/gates.h"
+#include "harness/backend.h"
+#include "harness/qualify.h"
+#include "receipts/receipts.h"
+
+#define MAX_B 32
+#define MAX_K 64
+
+typedef struct qopts {
+    const char *backend[MAX_B];
+    int nb;
+    const char *keys[MAX_K + 1];
+    int nk;
+    const char *gates, *ops, *shapes;
+    double timeout;
+    int no_isolate, all_metrics, list, list_ops, markdown;
+} qopts;
+
+static int extra(void *ctx, int argc, char **argv, int i)
+{
+    qopts *q = ctx;
+    const char *a = argv[i];
+    int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
+                !strcmp(a, "--case") || !strcmp(a, "--timeout");
+    if (takes && i + 1 >= argc) {
+        fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
+        return -1;
+    }
+    const char *v = takes ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--backend")) {
+        if (q->nb == MAX_B) { fprintf(stderr, "dsv4q qualify: at most %d --backend\n", MAX_B); return -1; }
+        q->backend[q->nb++] = v;
+    } else if (!strcmp(a, "--case")) {
+        if (q->nk == MAX_K) { fprintf(stderr, "dsv4q qualify: at most %d --case\n", MAX_K); return -1; }
+        q->keys[q->nk++] = v;
+    } else if (!strcmp(a, "--gates")) q->gates = v;
+    else if (!strcmp(a, "--ops")) q->ops = v;
+    else if (!strcmp(a, "--shapes")) q->shapes = v;
+    else if (!strcmp(a, "--timeout")) {
+        char *e;
+        q->timeout = strtod(v, &e);
+        if (*e || !(q->timeout > 0)) { fprintf(stderr, "dsv4q qualify: --timeout needs seconds > 0\n"); return -1; }
+    } else if (!strcmp(a, "--no-isolate")) q->no_isolate = 1;
+    else if (!strcmp(a, "--all-metrics")) q->all_metrics = 1;
+    else if (!strcmp(a, "--list")) q->list = 1;
+    else if (!strcmp(a, "--list-ops")) q->list_ops = 1;
+    else if (!strcmp(a, "--markdown")) q->markdown = 1;
+    else return 0;
+    return takes ? 2 : 1;
+}
+
+static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv4q_gates *g, const char *gate_path,
+                          const char *metrics, int status, int argc, char **argv)
+{
+    char err[1024], so_sha[DSV4Q_SHA256_HEX + 1] = "", gate_sha[DSV4Q_SHA256_HEX + 1] = "";
+    if (q->desc.is_path && dsv4q_sha256_file(q->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
+    if (gate_path && dsv4q_sha256_file(gate_path, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
+    char *cmdline = dsv4q_command_line(argc, argv);
+    dsv4q_receipt r = {.kind = "qualify", .command_line = cmdline, .backend_id = q->desc.spec,
+                       .backend_version = q->desc.version, .backend_sha256 = so_sha, .profile = q->profile,
+                       .widths = "f32,f64", .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
+                       .verdict = status == 0 ? "pass" : status == 1 ? "fail" : "error"};
+    long long id = 0;
+    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
+    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err))
+        fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
+    else if (!o->quiet)
+        printf("receipt %lld written to %s\n", id, db);
+    free(cmdline);
+}
+
+int dsv4q_cmd_qualify(int argc, char **argv)
+{
+    dsv4q_cli_opts o;
+    qopts q;
+    memset(&q, 0, sizeof q);
+    char err[2048];
+    if (dsv4q_cli_parse(&o, argc, argv, extra, &q)) return 2;
+    if (q.list_ops) {
+        if (q.markdown) dsv4q_op_markdown(stdout);
+        else
+            for (int i = 0; i < DSV4Q_OP_COUNT; i++) {
+                const dsv4q_op_info *oi = dsv4q_op_get(i);
+                printf("%-14s in %d, out %d, params %d   %s\n", oi->name, oi->nin, oi->nout, oi->nparam, oi->oracle);
+            }
+        return 0;
+    }
+    unsigned sets = DSV4Q_CASE_SET_FLASH;
+    if (q.shapes) {
+        if (!strcmp(q.shapes, "flash")) sets = DSV4Q_CASE_SET_FLASH;
+        else if (!strcmp(q.shapes, "pro")) sets = DSV4Q_CASE_SET_PRO;
+        else if (!strcmp(q.shapes, "all")) sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO;
+        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro or all\n"); return 2; }
+    }
+    uint64_t ops = 0;
+    if (q.ops && dsv4q_qualify_parse_ops(q.ops, &ops, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    if (q.list) {
+        for (int i = 0; i < dsv4q_case_count(); i++) {
+            const dsv4q_case_entry *e = dsv4q_case_at(i);
+            char op[32];
+            snprintf(op, sizeof op, "%.*s", (int)strcspn(e->key, "("), e->key);
+            if ((e->sets & sets) && (!ops || (ops & DSV4Q_CAP(dsv4q_op_find(op))))) printf("%s\n", e->key);
+        }
+        return 0;
+    }
+    if (!q.nb) {
+        char list[1024];
+        dsv4q_backend_builtin_list(list, sizeof list);
+        fprintf(stderr, "dsv4q qualify: --backend B is required (built-ins: %s; or a path to a plugin .so)\n", list);
+        return 2;
+    }
+    dsv4q_gates g;
+    if ((q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err))) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = q.nk ? q.keys : NULL,
+                          .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet};
+    dsv4q_qual res[MAX_B];
+    dsv4q_cli_threads(&o);
+    if (dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    int worst = 0;
+    FILE *jf = NULL;
+    if (o.json && !(jf = fopen(o.json, "w"))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
+    if (jf && q.nb > 1) fputs("[", jf);
+    for (int b = 0; b < q.nb; b++) {
+        int st = dsv4q_qual_status(&res[b]);
+        if (st > worst) worst = st;
+        if (res[b].load_failed) fprintf(stderr, "dsv4q qualify: %s\n", res[b].msg);
+        dsv4q_qual_print(stdout, &res[b], &g, q.all_metrics);
+        char *metrics = dsv4q_qual_json(&res[b], &g);
+        if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
+        write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv);
+        free(metrics);
+        dsv4q_qual_free(&res[b]);
+        if (b + 1 < q.nb) printf("\n");
+    }
+    if (jf) {
+        if (q.nb > 1) fputs("]", jf);
+        fputs("\n", jf);
+        fclose(jf);
+    }
+    return worst;
+}

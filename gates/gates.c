@@ -1,0 +1,258 @@
+/*
+ * gates.c - gate file parser and the bound rule (see gates.h).
+ *
+ * Strict by design: a typo in a gate file (an op or metric name, "flor")
+ * must be an error, not a silently ungated metric, because an ungated
+ * metric is indistinguishable from a passing one in a summary.
+ */
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "gates/gates.h"
+#include "harness/backend.h"
+
+static const char *const mnames[DSV4Q_M_COUNT] = {
+    "nrms", "max_abs", "max_rel", "ulp_max", "cos_dist", "argmax_miss", "nonfinite", "jaccard_dist", "flips", "rerun",
+};
+
+const char *dsv4q_metric_name(int m) { return m >= 0 && m < DSV4Q_M_COUNT ? mnames[m] : NULL; }
+
+int dsv4q_metric_find(const char *name)
+{
+    for (int m = 0; m < DSV4Q_M_COUNT; m++)
+        if (!strcmp(mnames[m], name)) return m;
+    return -1;
+}
+
+static void metric_list(char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (int m = 0; m < DSV4Q_M_COUNT; m++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", m ? ", " : "", mnames[m]);
+}
+
+static int num(json_t *v, const char *origin, const char *path, const char *field, double *out, char *err,
+               size_t errlen)
+{
+    if (!json_is_number(v)) {
+        snprintf(err, errlen, "%s: %s.%s must be a number", origin, path, field);
+        return -1;
+    }
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < 0) {
+        snprintf(err, errlen, "%s: %s.%s = %g must be finite and >= 0", origin, path, field, d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* {"factor": F, "floor": G} or null */
+static int rule(json_t *v, const char *origin, const char *path, dsv4q_gate_rule *r, char *err, size_t errlen)
+{
+    if (json_is_null(v)) {
+        r->on = 0;
+        return 0;
+    }
+    if (!json_is_object(v)) {
+        snprintf(err, errlen, "%s: %s must be {\"factor\": F, \"floor\": G} or null", origin, path);
+        return -1;
+    }
+    const char *k;
+    json_t *x;
+    dsv4q_gate_rule n = {1, 0, 0};
+    int have_f = 0;
+    json_object_foreach(v, k, x) {
+        if (!strcmp(k, "factor")) {
+            if (num(x, origin, path, k, &n.factor, err, errlen)) return -1;
+            have_f = 1;
+        } else if (!strcmp(k, "floor")) {
+            if (num(x, origin, path, k, &n.floor, err, errlen)) return -1;
+        } else if (!strcmp(k, "why")) {
+            if (!json_is_string(x)) {
+                snprintf(err, errlen, "%s: %s.why must be a string", origin, path);
+                return -1;
+            }
+        } else {
+            snprintf(err, errlen, "%s: %s: unknown key '%s' (factor, floor, why)", origin, path, k);
+            return -1;
+        }
+    }
+    if (!have_f) {
+        snprintf(err, errlen, "%s: %s: missing \"factor\"", origin, path);
+        return -1;
+    }
+    *r = n;
+    return 0;
+}
+
+static int metric_set(json_t *obj, const char *origin, const char *path, dsv4q_gate_rule *rules, char *err,
+                      size_t errlen)
+{
+    if (!json_is_object(obj)) {
+        snprintf(err, errlen, "%s: %s must be an object of metrics", origin, path);
+        return -1;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(obj, k, x) {
+        if (!strcmp(k, "why")) continue;
+        int m = dsv4q_metric_find(k);
+        char p[256];
+        snprintf(p, sizeof p, "%s.%s", path, k);
+        if (m < 0) {
+            char list[256];
+            metric_list(list, sizeof list);
+            snprintf(err, errlen, "%s: %s: unknown metric '%s' (metrics: %s)", origin, path, k, list);
+            return -1;
+        }
+        if (rule(x, origin, p, &rules[m], err, errlen)) return -1;
+    }
+    return 0;
+}
+
+int dsv4q_gates_parse(dsv4q_gates *g, const char *text, const char *origin, char *err, size_t errlen)
+{
+    memset(g, 0, sizeof *g);
+    snprintf(g->origin, sizeof g->origin, "%s", origin);
+    g->greedy_min = -1;
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "%s:%d:%d: invalid JSON: %s", origin, je.line, je.column, je.text);
+        return -1;
+    }
+    int rc = -1;
+    dsv4q_gate_rule defaults[DSV4Q_M_COUNT];
+    memset(defaults, 0, sizeof defaults);
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "%s: the top level must be an object", origin);
+        goto out;
+    }
+    json_t *ver = json_object_get(root, "dsv4q_gates");
+    if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
+        snprintf(err, errlen, "%s: missing or unsupported \"dsv4q_gates\" version (this harness reads 1)", origin);
+        goto out;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(root, k, x) {
+        if (!strcmp(k, "dsv4q_gates")) continue;
+        if (!strcmp(k, "description")) {
+            if (!json_is_string(x)) { snprintf(err, errlen, "%s: description must be a string", origin); goto out; }
+            snprintf(g->description, sizeof g->description, "%s", json_string_value(x));
+        } else if (!strcmp(k, "defaults")) {
+            if (metric_set(x, origin, "defaults", defaults, err, errlen)) goto out;
+        } else if (!strcmp(k, "ops") || !strcmp(k, "model")) {
+            if (!json_is_object(x)) { snprintf(err, errlen, "%s: %s must be an object", origin, k); goto out; }
+        } else {
+            snprintf(err, errlen, "%s: unknown top-level key '%s' (dsv4q_gates, description, defaults, ops, model)",
+                     origin, k);
+            goto out;
+        }
+    }
+    for (int o = 0; o < DSV4Q_OP_COUNT; o++) memcpy(g->op[o], defaults, sizeof defaults);
+    json_t *ops = json_object_get(root, "ops");
+    if (ops) {
+        json_object_foreach(ops, k, x) {
+            int o = dsv4q_op_find(k);
+            if (o < 0) {
+                snprintf(err, errlen, "%s: ops: unknown operator '%s'", origin, k);
+                goto out;
+            }
+            char p[64];
+            snprintf(p, sizeof p, "ops.%s", k);
+            if (metric_set(x, origin, p, g->op[o], err, errlen)) goto out;
+        }
+    }
+    json_t *model = json_object_get(root, "model");
+    if (model) {
+        json_object_foreach(model, k, x) {
+            if (!strcmp(k, "nrms")) {
+                if (rule(x, origin, "model.nrms", &g->model_nrms, err, errlen)) goto out;
+            } else if (!strcmp(k, "greedy_agreement_min")) {
+                if (num(x, origin, "model", k, &g->greedy_min, err, errlen)) goto out;
+                if (g->greedy_min > 1) {
+                    snprintf(err, errlen, "%s: model.greedy_agreement_min = %g must be in [0, 1]", origin, g->greedy_min);
+                    goto out;
+                }
+            } else if (strcmp(k, "why")) {
+                snprintf(err, errlen, "%s: model: unknown key '%s' (nrms, greedy_agreement_min, why)", origin, k);
+                goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+int dsv4q_gates_load(dsv4q_gates *g, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open gate file %s", path);
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, errlen, "cannot read gate file %s", path);
+        return -1;
+    }
+    buf[n] = 0;
+    int rc = dsv4q_gates_parse(g, buf, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int dsv4q_gates_default(dsv4q_gates *g, char *err, size_t errlen)
+{
+    const char *env = getenv("DSV4Q_GATES");
+    if (env && *env) return dsv4q_gates_load(g, env, err, errlen);
+    if (access("gates/default.json", R_OK) == 0) return dsv4q_gates_load(g, "gates/default.json", err, errlen);
+    /* next to the binary: build/dsv4q -> gates/default.json */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 40);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            strcpy(slash, "/../gates/default.json");
+            if (access(exe, R_OK) == 0) return dsv4q_gates_load(g, exe, err, errlen);
+        }
+    }
+    snprintf(err, errlen, "no default gate file (gates/default.json here or beside the binary, or $DSV4Q_GATES); "
+                          "pass --gates FILE");
+    return -1;
+}
+
+double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level)
+{
+    if (isnan(level)) return NAN;
+    if (isinf(level)) return r->factor > 0 ? INFINITY : r->floor;
+    return r->factor * level + r->floor;
+}
+
+int dsv4q_gate_pass(double value, double bound)
+{
+    if (isnan(value) || isnan(bound)) return 0;
+    return value <= bound;
+}

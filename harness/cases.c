@@ -1,0 +1,997 @@
+/*
+ * cases.c - the case table, key parsing and deterministic input recipes
+ * (see cases.h for the key grammar, the recipes and invariants K1-K3).
+ *
+ * Shapes follow the published Flash and Pro configs
+ * (/work/shared/spec/configs): attention 64|128 heads x 512 with a
+ * 128-row window plus 512|1024 selected compressed rows; indexer 64 x 128
+ * over up to 16384 compressed rows; compressor and hc at d 4096|7168;
+ * experts 4096x2048 and 7168x3072 in FP4 (and the FP8 shared expert). Row
+ * counts are small (1-8 tokens, 128 for the ratio-128 compressor): the
+ * operators' inner dimensions are what qualify a kernel; many tokens only
+ * cost time. The Flash set is the CI suite.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness/cases.h"
+#include "harness/oracle_exec.h"
+#include "oracle/formats.h"
+#include "oracle/ops.h"
+
+/* ---- the table --------------------------------------------------------- */
+
+#define F DSV4Q_CASE_SET_FLASH
+#define P DSV4Q_CASE_SET_PRO
+static const dsv4q_case_entry table[] = {
+    /* linear: FP8 128x128 (wq_a, wkv), FP8 wide-in (wo_b), BF16 (wo_a), FP32 math */
+    {"linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)", F},
+    {"linear(s=2,N=512,K=4096,fmt=fp8,out=bf16,recipe=extreme,seed=1)", F},
+    {"linear(s=2,N=512,K=4096,fmt=fp8,out=bf16,recipe=nearzero,seed=1)", F},
+    {"linear(s=2,N=1024,K=4096,fmt=bf16,out=bf16,recipe=normal,seed=1)", F},
+    {"linear(s=2,N=1024,K=4096,fmt=f32,out=f32,recipe=normal,seed=1)", F},
+    {"linear(s=2,N=1536,K=7168,fmt=fp8,out=bf16,recipe=normal,seed=1)", P},
+    {"linear(s=2,N=7168,K=2048,fmt=fp8,out=bf16,recipe=extreme,seed=1)", P},
+    {"linear(s=2,N=1024,K=8192,fmt=bf16,out=bf16,recipe=normal,seed=1)", P},
+    /* norms */
+    {"rmsnorm(rows=2,d=4096,recipe=normal,seed=1)", F},
+    {"rmsnorm(rows=4,d=1024,recipe=extreme,seed=1)", F},
+    {"rmsnorm(rows=4,d=512,recipe=nearzero,seed=1)", F},
+    {"rmsnorm(rows=2,d=7168,recipe=normal,seed=1)", P},
+    {"rmsnorm(rows=4,d=1536,recipe=extreme,seed=1)", P},
+    {"qhead_norm(s=2,H=64,D=512,recipe=normal,seed=1)", F},
+    {"qhead_norm(s=1,H=64,D=512,recipe=nearzero,seed=1)", F},
+    {"qhead_norm(s=2,H=128,D=512,recipe=normal,seed=1)", P},
+    /* RoPE: both spectra (rope_theta plain; compress_rope_theta + YaRN),
+     * positions to 65536 and beyond, and the inverse (attention output) */
+    {"rope(rows=8,r=64,pos=65600,rope=yarn,inv=0,recipe=normal,seed=1)", F},
+    {"rope(rows=8,r=64,pos=65600,rope=plain,inv=0,recipe=normal,seed=1)", F},
+    {"rope(rows=8,r=64,pos=131072,rope=yarn,inv=1,recipe=normal,seed=1)", F},
+    {"rope(rows=8,r=64,pos=1048576,rope=yarn,inv=0,recipe=normal,seed=1)", P},
+    /* QAT simulations */
+    {"act_quant(rows=2,n=4096,block=128,recipe=normal,seed=1)", F},
+    {"act_quant(rows=4,n=448,block=64,recipe=extreme,seed=1)", F},
+    {"act_quant(rows=4,n=448,block=64,recipe=ties,seed=1)", F},
+    {"act_quant(rows=2,n=4096,block=128,recipe=nearzero,seed=1)", F},
+    {"act_quant(rows=2,n=7168,block=128,recipe=extreme,seed=1)", P},
+    {"fp4_quant(rows=64,n=128,recipe=normal,seed=1)", F},
+    {"fp4_quant(rows=8,n=128,recipe=ties,seed=1)", F},
+    {"fp4_quant(rows=8,n=128,recipe=nearzero,seed=1)", F},
+    {"hadamard(rows=64,n=128,recipe=normal,seed=1)", F},
+    {"hadamard(rows=8,n=128,recipe=extreme,seed=1)", F},
+    /* attention: window 128 + selected compressed rows */
+    {"sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=normal,seed=1)", F},
+    {"sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=masked,seed=1)", F},
+    {"sparse_attn(s=1,H=64,D=512,win=128,sel=512,recipe=extreme,seed=1)", F},
+    {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=normal,seed=1)", P},
+    {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=masked,seed=1)", P},
+    /* compressor: overlap ratio 4 (attention rows and rotated indexer
+     * keys) and ratio 128 */
+    {"compressor(s=8,d=4096,ratio=4,Dc=512,rotate=0,recipe=normal,seed=1)", F},
+    {"compressor(s=8,d=4096,ratio=4,Dc=128,rotate=1,recipe=normal,seed=1)", F},
+    {"compressor(s=128,d=4096,ratio=128,Dc=512,rotate=0,recipe=normal,seed=1)", F},
+    {"compressor(s=8,d=7168,ratio=4,Dc=512,rotate=0,recipe=extreme,seed=1)", P},
+    {"compressor(s=128,d=7168,ratio=128,Dc=512,rotate=0,recipe=normal,seed=1)", P},
+    /* indexer */
+    {"indexer_score(s=1,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", F},
+    {"indexer_score(s=16,Hi=64,Di=128,T=4,start=0,recipe=normal,seed=1)", F},
+    {"indexer_score(s=2,Hi=64,Di=128,T=2048,start=8192,recipe=ties,seed=1)", F},
+    {"indexer_score(s=2,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", P},
+    /* top-k: ties at the cut, fewer finite than k */
+    {"topk(rows=2,T=16384,k=512,recipe=normal,seed=1)", F},
+    {"topk(rows=4,T=4096,k=512,recipe=ties,seed=1)", F},
+    {"topk(rows=2,T=1024,k=512,recipe=masked,seed=1)", F},
+    {"topk(rows=2,T=16384,k=1024,recipe=ties,seed=1)", P},
+    /* hyper-connections */
+    {"hc_pre(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
+    {"hc_pre(s=2,hc=4,d=4096,recipe=extreme,seed=1)", F},
+    {"hc_pre(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    {"hc_post(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
+    {"hc_post(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    {"hc_head(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
+    {"hc_head(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    /* MoE */
+    {"moe_gate(s=4,d=4096,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=normal,seed=1)", F},
+    {"moe_gate(s=4,d=4096,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=ties,seed=1)", F},
+    {"moe_gate(s=4,d=4096,E=256,k=6,route=hash,func=sqrtsoftplus,recipe=normal,seed=1)", F},
+    {"moe_gate(s=4,d=7168,E=384,k=6,route=topk,func=sqrtsoftplus,recipe=normal,seed=1)", P},
+    {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=normal,seed=1)", F},
+    {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=extreme,seed=1)", F},
+    {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=normal,seed=1)", F},
+    {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=normal,seed=1)", P},
+    {"expert(n=2,d=7168,I=3072,fmt=fp8,recipe=extreme,seed=1)", P},
+};
+#undef F
+#undef P
+
+int dsv4q_case_count(void) { return (int)(sizeof table / sizeof table[0]); }
+const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_count() ? &table[i] : NULL; }
+
+/* ---- key grammar: op(name=value,...) ----------------------------------- */
+
+/* Parameters per op in canonical order, with defaults (Flash shapes);
+ * recipe and seed are appended to every op. */
+static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {
+    [DSV4Q_OP_LINEAR] = {{"s", "2"}, {"N", "1024"}, {"K", "4096"}, {"fmt", "fp8"}, {"out", "bf16"}},
+    [DSV4Q_OP_RMSNORM] = {{"rows", "2"}, {"d", "4096"}},
+    [DSV4Q_OP_QHEAD_NORM] = {{"s", "2"}, {"H", "64"}, {"D", "512"}},
+    [DSV4Q_OP_ROPE] = {{"rows", "8"}, {"r", "64"}, {"pos", "65600"}, {"rope", "yarn"}, {"inv", "0"}},
+    [DSV4Q_OP_ACT_QUANT] = {{"rows", "2"}, {"n", "4096"}, {"block", "128"}},
+    [DSV4Q_OP_FP4_QUANT] = {{"rows", "64"}, {"n", "128"}},
+    [DSV4Q_OP_HADAMARD] = {{"rows", "64"}, {"n", "128"}},
+    [DSV4Q_OP_SPARSE_ATTN] = {{"s", "2"}, {"H", "64"}, {"D", "512"}, {"win", "128"}, {"sel", "512"}},
+    [DSV4Q_OP_COMPRESSOR] = {{"s", "8"}, {"d", "4096"}, {"ratio", "4"}, {"Dc", "512"}, {"rotate", "0"}},
+    [DSV4Q_OP_INDEXER_SCORE] = {{"s", "1"}, {"Hi", "64"}, {"Di", "128"}, {"T", "16384"}, {"start", "65536"}},
+    [DSV4Q_OP_TOPK] = {{"rows", "2"}, {"T", "16384"}, {"k", "512"}},
+    [DSV4Q_OP_HC_PRE] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
+    [DSV4Q_OP_HC_POST] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
+    [DSV4Q_OP_HC_HEAD] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
+    [DSV4Q_OP_MOE_GATE] = {{"s", "4"}, {"d", "4096"}, {"E", "256"}, {"k", "6"}, {"route", "topk"},
+                           {"func", "sqrtsoftplus"}},
+    [DSV4Q_OP_EXPERT] = {{"n", "2"}, {"d", "4096"}, {"I", "2048"}, {"fmt", "fp4"}},
+};
+
+#define KV_MAX 10
+typedef struct {
+    int op, n;
+    char name[KV_MAX][16], val[KV_MAX][32];
+} kvset;
+
+static int nspec(int op)
+{
+    int n = 0;
+    while (n < 8 && pspec[op][n][0]) n++;
+    return n;
+}
+
+static int parse_key(const char *key, kvset *kv, char *err, size_t errlen)
+{
+    const char *lp = strchr(key, '(');
+    size_t klen = strlen(key);
+    char opname[32];
+    size_t on = lp ? (size_t)(lp - key) : klen;
+    if (on == 0 || on >= sizeof opname || (lp && key[klen - 1] != ')')) {
+        snprintf(err, errlen, "case key '%s': expected op(name=value,...)", key);
+        return -1;
+    }
+    memcpy(opname, key, on);
+    opname[on] = 0;
+    kv->op = dsv4q_op_find(opname);
+    if (kv->op < 0) {
+        snprintf(err, errlen, "case key '%s': unknown operator '%s'", key, opname);
+        return -1;
+    }
+    /* defaults */
+    int ns = nspec(kv->op);
+    kv->n = ns + 2;
+    for (int i = 0; i < ns; i++) {
+        snprintf(kv->name[i], sizeof kv->name[i], "%s", pspec[kv->op][i][0]);
+        snprintf(kv->val[i], sizeof kv->val[i], "%s", pspec[kv->op][i][1]);
+    }
+    snprintf(kv->name[ns], sizeof kv->name[0], "recipe");
+    snprintf(kv->val[ns], sizeof kv->val[0], "normal");
+    snprintf(kv->name[ns + 1], sizeof kv->name[0], "seed");
+    snprintf(kv->val[ns + 1], sizeof kv->val[0], "1");
+    if (!lp) return 0;
+    const char *p = lp + 1, *end = key + klen - 1;
+    while (p < end) {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        const char *cm = memchr(p, ',', (size_t)(end - p));
+        if (!cm) cm = end;
+        if (!eq || eq > cm) {
+            snprintf(err, errlen, "case key '%s': expected name=value at '%.*s'", key, (int)(cm - p), p);
+            return -1;
+        }
+        int found = -1;
+        for (int i = 0; i < kv->n; i++)
+            if (strlen(kv->name[i]) == (size_t)(eq - p) && !strncmp(kv->name[i], p, (size_t)(eq - p))) found = i;
+        if (found < 0) {
+            char names[256] = "";
+            for (int i = 0; i < kv->n; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", kv->name[i]);
+            snprintf(err, errlen, "case key '%s': %s has no parameter '%.*s' (parameters: %s)", key, opname,
+                     (int)(eq - p), p, names);
+            return -1;
+        }
+        size_t vl = (size_t)(cm - eq - 1);
+        if (vl == 0 || vl >= sizeof kv->val[0]) {
+            snprintf(err, errlen, "case key '%s': bad value for %s", key, kv->name[found]);
+            return -1;
+        }
+        memcpy(kv->val[found], eq + 1, vl);
+        kv->val[found][vl] = 0;
+        p = cm + 1;
+    }
+    return 0;
+}
+
+static void format_key(const kvset *kv, char *out, size_t len)
+{
+    size_t at = (size_t)snprintf(out, len, "%s(", dsv4q_op_get(kv->op)->name);
+    for (int i = 0; i < kv->n && at < len; i++)
+        at += (size_t)snprintf(out + at, len - at, "%s%s=%s", i ? "," : "", kv->name[i], kv->val[i]);
+    if (at < len) snprintf(out + at, len - at, ")");
+}
+
+int dsv4q_case_canon(const char *key, char *out, size_t outlen, char *err, size_t errlen)
+{
+    kvset kv;
+    if (parse_key(key, &kv, err, errlen)) return -1;
+    format_key(&kv, out, outlen);
+    return 0;
+}
+
+static const char *kv_str(const kvset *kv, const char *name)
+{
+    for (int i = 0; i < kv->n; i++)
+        if (!strcmp(kv->name[i], name)) return kv->val[i];
+    return "";
+}
+
+/* Integer parameter, or -1 (reported by the caller) when not a positive
+ * integer within [lo, hi]. */
+static long kv_int(const kvset *kv, const char *name, long lo, long hi, int *bad)
+{
+    const char *s = kv_str(kv, name);
+    char *e;
+    long v = strtol(s, &e, 10);
+    if (!*s || *e || v < lo || v > hi) {
+        *bad = 1;
+        return lo;
+    }
+    return v;
+}
+
+/* ---- deterministic generator ------------------------------------------- */
+
+typedef struct { uint64_t s; } rng;
+
+static uint64_t splitmix(rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double u01(rng *r) { return (double)(splitmix(r) >> 11) * 0x1p-53; }
+static long uint_below(rng *r, long n) { return (long)(splitmix(r) % (uint64_t)n); }
+
+/* Irwin-Hall(4) scaled to unit variance: arithmetic only, so bit-identical
+ * on every machine (no libm transcendental in input generation). */
+static double gauss(rng *r)
+{
+    double s = u01(r) + u01(r) + u01(r) + u01(r);
+    return (s - 2.0) * 1.7320508075688772;
+}
+
+static float bf(double v) { return dsv4q_bf16_to_f32(dsv4q_bf16_from_f32((float)v)); }
+
+/* ---- tensors ----------------------------------------------------------- */
+
+static void *own(dsv4q_case *c, size_t bytes)
+{
+    if (c->nbufs >= (int)(sizeof c->bufs / sizeof c->bufs[0])) return NULL;
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (p) c->bufs[c->nbufs++] = p;
+    return p;
+}
+
+static void set_shape(dsv4q_bt *t, const char *name, int ndim, const int64_t *d)
+{
+    t->name = name;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = d[i];
+}
+
+static void *in_t(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    const dsv4q_op_info *oi = dsv4q_op_get(c->op);
+    int64_t d[3] = {d0, d1, d2};
+    dsv4q_bt *t = &c->in[slot];
+    memset(t, 0, sizeof *t);
+    set_shape(t, oi->in[slot].name, ndim, d);
+    t->dtype = dtype;
+    if (ndim == 0) return NULL;
+    t->data = own(c, 4 * (size_t)dsv4q_bt_numel(t));
+    return t->data;
+}
+
+static void out_t(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    const dsv4q_op_info *oi = dsv4q_op_get(c->op);
+    int64_t d[3] = {d0, d1, d2};
+    dsv4q_bt *t = &c->out[slot];
+    memset(t, 0, sizeof *t);
+    set_shape(t, oi->out[slot].name, ndim, d);
+    t->dtype = dtype;
+}
+
+/* Activation fill by recipe, BF16-representable (K3). block: the quant
+ * block the consumer uses (nearzero/extreme act per block). */
+static void fill_act(rng *r, const char *recipe, float *x, long rows, long n, double scale, long block)
+{
+    int ex = !strcmp(recipe, "extreme"), nz = !strcmp(recipe, "nearzero");
+    for (long i = 0; i < rows; i++)
+        for (long b0 = 0; b0 < n; b0 += block) {
+            double m = scale;
+            long kind = (ex || nz) ? uint_below(r, 4) : 0;
+            if (ex && kind) m = scale * ldexp(1.0, (int)uint_below(r, 49) - 24);
+            if (nz && kind == 1) m = 0;                                        /* an all-zero block */
+            if (nz && kind == 2) m = scale * ldexp(1.0, -40 - (int)uint_below(r, 60)); /* below the amax floors */
+            for (long j = b0; j < b0 + block && j < n; j++) x[i * n + j] = bf(gauss(r) * m);
+            if (ex && kind == 3) x[i * n + b0] = bf(ldexp(450.0, (int)uint_below(r, 8) - 4)); /* just above 448*2^k */
+            if (ex && kind == 2) x[i * n + b0] = bf(ldexp(448.0, (int)uint_below(r, 8) - 4)); /* exactly 448*2^k */
+        }
+}
+
+/* A weight [N,K] in format fmt ("fp8", "fp4", "bf16", "f32"), decoded into
+ * the F32 data and stored raw. sigma: the value scale. */
+static int make_weight(dsv4q_case *c, int slot, rng *r, const char *fmt, long N, long K, double sigma,
+                       const char *recipe, char *err, size_t errlen)
+{
+    float *w = in_t(c, slot, DSV4Q_BT_F32, 2, N, K, 0);
+    dsv4q_bt *t = &c->in[slot];
+    if (!w) goto oom;
+    int nz = !strcmp(recipe, "nearzero");
+    for (long i = 0; i < N * K; i++) w[i] = (float)(gauss(r) * sigma);
+    if (!strcmp(fmt, "f32")) return 0;
+    if (!strcmp(fmt, "bf16")) {
+        uint16_t *raw = own(c, 2 * (size_t)(N * K));
+        if (!raw) goto oom;
+        for (long i = 0; i < N * K; i++) {
+            raw[i] = dsv4q_bf16_from_f32(w[i]);
+            w[i] = dsv4q_bf16_to_f32(raw[i]);
+        }
+        t->raw = raw;
+        t->raw_dtype = DSV4Q_BT_BF16;
+        t->raw_ndim = 2;
+        t->raw_shape[0] = N;
+        t->raw_shape[1] = K;
+        return 0;
+    }
+    if (!strcmp(fmt, "fp8")) {
+        long nb0 = (N + 127) / 128, nb1 = (K + 127) / 128;
+        uint8_t *raw = own(c, (size_t)(N * K)), *sc = own(c, (size_t)(nb0 * nb1));
+        if (!raw || !sc) goto oom;
+        for (long b0 = 0; b0 < nb0; b0++)
+            for (long b1 = 0; b1 < nb1; b1++) {
+                double amax = 0;
+                int zero = nz && uint_below(r, 8) == 0;
+                for (long i = b0 * 128; i < N && i < b0 * 128 + 128; i++)
+                    for (long k = b1 * 128; k < K && k < b1 * 128 + 128; k++) {
+                        if (zero) w[i * K + k] = 0;
+                        if (fabs(w[i * K + k]) > amax) amax = fabs(w[i * K + k]);
+                    }
+                int e = dsv4q_ceil_log2_ratio(amax > 0x1p-100 ? amax : 0x1p-100, 448.0);
+                sc[b0 * nb1 + b1] = (uint8_t)dsv4q_e8m0_encode_exp(e);
+                for (long i = b0 * 128; i < N && i < b0 * 128 + 128; i++)
+                    for (long k = b1 * 128; k < K && k < b1 * 128 + 128; k++) {
+                        uint8_t code = dsv4q_e4m3_encode(ldexp(w[i * K + k], -e), 1);
+                        raw[i * K + k] = code;
+                        w[i * K + k] = (float)ldexp(dsv4q_e4m3_decode(code), e);
+                    }
+            }
+        t->raw = raw;
+        t->raw_dtype = DSV4Q_BT_F8_E4M3;
+        t->raw_ndim = 2;
+        t->raw_shape[0] = N;
+        t->raw_shape[1] = K;
+        t->raw_scale = sc;
+        t->scale_dtype = DSV4Q_BT_F8_E8M0;
+        t->scale_shape[0] = nb0;
+        t->scale_shape[1] = nb1;
+        return 0;
+    }
+    if (!strcmp(fmt, "fp4")) {
+        if (K % 32) { snprintf(err, errlen, "%s: FP4 needs K %% 32 == 0", c->key); return -1; }
+        uint8_t *raw = own(c, (size_t)(N * K / 2)), *sc = own(c, (size_t)(N * K / 32));
+        if (!raw || !sc) goto oom;
+        for (long i = 0; i < N; i++)
+            for (long b = 0; b < K / 32; b++) {
+                float *v = w + i * K + b * 32;
+                double amax = 0;
+                for (int k = 0; k < 32; k++) if (fabs(v[k]) > amax) amax = fabs(v[k]);
+                int e = dsv4q_ceil_log2_ratio(amax > 0x1p-100 ? amax : 0x1p-100, 6.0);
+                if (e < -127) e = -127;
+                sc[i * (K / 32) + b] = (uint8_t)dsv4q_e8m0_encode_exp(e);
+                for (int k = 0; k < 32; k++) {
+                    uint8_t q = dsv4q_e2m1_encode(ldexp(v[k], -e)) & 0xF;
+                    long idx = i * K + b * 32 + k;
+                    if (idx & 1) raw[idx >> 1] |= (uint8_t)(q << 4);
+                    else raw[idx >> 1] = q;
+                    v[k] = (float)ldexp(dsv4q_e2m1_decode(q), e);
+                }
+            }
+        t->raw = raw;
+        t->raw_dtype = DSV4Q_BT_I8;
+        t->raw_ndim = 2;
+        t->raw_shape[0] = N;
+        t->raw_shape[1] = K / 2;
+        t->raw_scale = sc;
+        t->scale_dtype = DSV4Q_BT_F8_E8M0;
+        t->scale_shape[0] = N;
+        t->scale_shape[1] = K / 32;
+        return 0;
+    }
+    snprintf(err, errlen, "%s: unknown weight format '%s' (fp8, fp4, bf16, f32)", c->key, fmt);
+    return -1;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+/* ---- per-op builders --------------------------------------------------- */
+
+#define NEEDP(p) do { if (!(p)) goto oom; } while (0)
+#define RECIPES(...) do { static const char *const ok_[] = {__VA_ARGS__, NULL}; \
+        if (recipe_check(c, ok_, err, errlen)) return -1; } while (0)
+
+static int recipe_check(const dsv4q_case *c, const char *const *ok, char *err, size_t errlen)
+{
+    char list[128] = "";
+    for (int i = 0; ok[i]; i++) {
+        if (!strcmp(ok[i], c->recipe)) return 0;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", ok[i]);
+    }
+    snprintf(err, errlen, "%s: recipe '%s' is not defined for %s (%s)", c->key, c->recipe, dsv4q_op_get(c->op)->name,
+             list);
+    return -1;
+}
+
+static const double EPS = 1e-6;   /* norm_eps of both configs */
+
+static int b_linear(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), N = kv_int(kv, "N", 1, 1 << 20, &bad),
+         K = kv_int(kv, "K", 1, 1 << 20, &bad);
+    const char *outs = kv_str(kv, "out");
+    if (bad || (strcmp(outs, "bf16") && strcmp(outs, "f32"))) {
+        snprintf(err, errlen, "%s: bad s/N/K/out", c->key);
+        return -1;
+    }
+    RECIPES("normal", "extreme", "nearzero");
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, K, 0);
+    NEEDP(x);
+    fill_act(r, c->recipe, x, s, K, 1.0, 128);
+    if (make_weight(c, 1, r, kv_str(kv, "fmt"), N, K, 1.0 / sqrt((double)K), c->recipe, err, errlen)) return -1;
+    out_t(c, 0, DSV4Q_BT_F32, 2, s, N, 0);
+    c->param[0] = 1;
+    c->param[1] = !strcmp(outs, "bf16");
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_rmsnorm(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), d = kv_int(kv, "d", 1, 1 << 20, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad rows/d", c->key); return -1; }
+    RECIPES("normal", "extreme", "nearzero");
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, rows, d, 0), *w = in_t(c, 1, DSV4Q_BT_F32, 1, d, 0, 0);
+    NEEDP(x && w);
+    fill_act(r, c->recipe, x, rows, d, 1.0, d);   /* per row: the norm's unit */
+    if (!strcmp(c->recipe, "extreme")) {
+        for (long i = 0; i < d; i += 97) x[i] = bf(x[i] * 4096.0);   /* outlier features */
+    }
+    if (!strcmp(c->recipe, "nearzero")) {            /* rows where eps dominates */
+        for (long i = 0; i < d; i++) x[(rows - 1) * d + i] = bf(gauss(r) * 1e-4);
+    }
+    for (long i = 0; i < d; i++) w[i] = bf(1.0 + 0.25 * gauss(r));
+    out_t(c, 0, DSV4Q_BT_F32, 2, rows, d, 0);
+    c->param[0] = EPS;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_qhead_norm(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 1 << 16, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad s/H/D", c->key); return -1; }
+    RECIPES("normal", "nearzero");
+    float *q = in_t(c, 0, DSV4Q_BT_F32, 2, s * H, D, 0);
+    NEEDP(q);
+    for (long i = 0; i < s * H; i++) {
+        /* nearzero: mean(q^2) near and below 3e-4, where +eps is not lost */
+        double m = !strcmp(c->recipe, "nearzero") ? ldexp(1.0, -(int)uint_below(r, 14)) * 0.02 : 1.0 + 3 * u01(r);
+        for (long j = 0; j < D; j++) q[i * D + j] = bf(gauss(r) * m);
+    }
+    out_t(c, 0, DSV4Q_BT_F32, 2, s * H, D, 0);
+    c->param[0] = EPS;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_rope(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), rd = kv_int(kv, "r", 2, 512, &bad),
+         pmax = kv_int(kv, "pos", 0, 1L << 24, &bad), inv = kv_int(kv, "inv", 0, 1, &bad);
+    const char *sp = kv_str(kv, "rope");
+    if (bad || rd % 2 || (strcmp(sp, "yarn") && strcmp(sp, "plain"))) {
+        snprintf(err, errlen, "%s: bad rows/r/pos/inv/rope (rope=yarn|plain, r even)", c->key);
+        return -1;
+    }
+    RECIPES("normal");
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, rows, rd, 0);
+    int32_t *pos = in_t(c, 1, DSV4Q_BT_I32, 1, rows, 0, 0);
+    NEEDP(x && pos);
+    fill_act(r, c->recipe, x, rows, rd, 1.0, rd);
+    /* positions: 0, 1, then spread up to pmax, the last exactly pmax */
+    for (long i = 0; i < rows; i++)
+        pos[i] = (int32_t)(i == 0 ? 0 : i == rows - 1 ? pmax : (i == 1 ? 1 : (long)(u01(r) * (double)pmax)));
+    out_t(c, 0, DSV4Q_BT_F32, 2, rows, rd, 0);
+    int yarn = !strcmp(sp, "yarn");
+    c->param[0] = yarn ? 160000 : 10000;   /* compress_rope_theta | rope_theta */
+    c->param[1] = yarn ? 65536 : 0;
+    c->param[2] = 16;
+    c->param[3] = 32;
+    c->param[4] = 1;
+    c->param[5] = (double)inv;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+/* Midpoints of adjacent E4M3 magnitudes in [1/8, 448). */
+static double e4m3_mid(rng *r)
+{
+    for (;;) {
+        uint8_t c0 = (uint8_t)(8 + uint_below(r, 0x7E - 8));
+        double a = dsv4q_e4m3_decode(c0), b = dsv4q_e4m3_decode((uint8_t)(c0 + 1));
+        if (b <= 448) return (a + b) / 2 * (uint_below(r, 2) ? -1 : 1);
+    }
+}
+
+static int b_quant(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), n = kv_int(kv, "n", 1, 1 << 20, &bad);
+    long block = c->op == DSV4Q_OP_ACT_QUANT ? kv_int(kv, "block", 1, 4096, &bad) : 32;
+    if (bad) { snprintf(err, errlen, "%s: bad rows/n/block", c->key); return -1; }
+    if (c->op == DSV4Q_OP_HADAMARD && (n & (n - 1))) { snprintf(err, errlen, "%s: n must be a power of two", c->key); return -1; }
+    if (c->op == DSV4Q_OP_FP4_QUANT && n % 32) { snprintf(err, errlen, "%s: n must be a multiple of 32", c->key); return -1; }
+    if (c->op == DSV4Q_OP_HADAMARD) RECIPES("normal", "extreme");
+    else RECIPES("normal", "extreme", "nearzero", "ties");
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, rows, n, 0);
+    NEEDP(x);
+    if (!strcmp(c->recipe, "ties")) {
+        /* every block: one element at fmax*2^e (fixes s = 2^e), the rest on
+         * rounding midpoints of the grid (ties-to-even decides) */
+        static const double e2m1_mid[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5};
+        for (long i = 0; i < rows; i++)
+            for (long b0 = 0; b0 < n; b0 += block) {
+                int e = (int)uint_below(r, 16) - 8;
+                for (long j = b0; j < b0 + block && j < n; j++) {
+                    double v = c->op == DSV4Q_OP_ACT_QUANT ? e4m3_mid(r)
+                                                           : e2m1_mid[uint_below(r, 7)] * (uint_below(r, 2) ? -1 : 1);
+                    x[i * n + j] = bf(ldexp(v, e));
+                }
+                x[i * n + b0] = bf(ldexp(c->op == DSV4Q_OP_ACT_QUANT ? 448.0 : 6.0, e));
+            }
+    } else {
+        fill_act(r, c->recipe, x, rows, n, 1.0, block);
+    }
+    out_t(c, 0, DSV4Q_BT_F32, 2, rows, n, 0);
+    if (c->op == DSV4Q_OP_ACT_QUANT) {
+        c->param[0] = (double)block;
+        c->param[1] = 1;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_sparse_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad),
+         win = kv_int(kv, "win", 0, 1 << 16, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
+    if (bad || win + sel == 0) { snprintf(err, errlen, "%s: bad s/H/D/win/sel", c->key); return -1; }
+    RECIPES("normal", "masked", "extreme");
+    const long C = 2 * sel, N = win + C, ncols = win + sel;   /* kv = [window rows | compressed rows] */
+    float *q = in_t(c, 0, DSV4Q_BT_F32, 3, s, H, D), *k = in_t(c, 1, DSV4Q_BT_F32, 2, N, D, 0);
+    int32_t *idx = in_t(c, 2, DSV4Q_BT_I32, 2, s, ncols, 0);
+    float *sink = in_t(c, 3, DSV4Q_BT_F32, 1, H, 0, 0);
+    NEEDP(q && k && idx && sink);
+    int ex = !strcmp(c->recipe, "extreme");
+    fill_act(r, "normal", q, s * H, D, ex ? 6.0 : 1.0, D);
+    fill_act(r, "normal", k, N, D, 1.0, D);
+    if (ex)   /* a few dominant keys: probabilities near 0/1, large logits */
+        for (long i = 0; i < N; i += 37)
+            for (long j = 0; j < D; j++) k[i * D + j] = bf(k[i * D + j] * 4);
+    for (long h = 0; h < H; h++) sink[h] = bf(gauss(r));
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(C ? C : 1));
+    NEEDP(perm);
+    for (long i = 0; i < s; i++) {
+        int32_t *row = idx + i * ncols;
+        for (long j = 0; j < win; j++) row[j] = (int32_t)j;   /* window, ascending */
+        for (long j = 0; j < C; j++) perm[j] = (int32_t)(win + j);
+        for (long j = 0; j < sel; j++) {                      /* sel distinct compressed rows */
+            long t = j + uint_below(r, C - j);
+            int32_t tmp = perm[j];
+            perm[j] = perm[t];
+            perm[t] = tmp;
+            row[win + j] = perm[j];
+        }
+        if (!strcmp(c->recipe, "masked")) {
+            for (long j = 0; j < ncols; j++)
+                if (uint_below(r, 10) < 3) row[j] = uint_below(r, 4) ? -1 : (int32_t)(N + uint_below(r, 100));
+            if (i == s - 1 && s > 1)   /* a query with every column masked */
+                for (long j = 0; j < ncols; j++) row[j] = -1;
+        }
+    }
+    free(perm);
+    out_t(c, 0, DSV4Q_BT_F32, 3, s, H, D);
+    c->param[0] = 1.0 / sqrt((double)D);
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_compressor(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 1 << 16, &bad), d = kv_int(kv, "d", 1, 1 << 16, &bad),
+         ratio = kv_int(kv, "ratio", 1, 128, &bad), Dc = kv_int(kv, "Dc", 64, 128 * 4, &bad),
+         rot = kv_int(kv, "rotate", 0, 1, &bad);
+    if (bad || (ratio != 4 && ratio != 128) || s < ratio || (rot && (Dc & (Dc - 1)))) {
+        snprintf(err, errlen, "%s: bad s/d/ratio/Dc/rotate (ratio 4|128, s >= ratio, Dc <= 512)", c->key);
+        return -1;
+    }
+    RECIPES("normal", "extreme");
+    const long coff = ratio == 4 ? 2 : 1, W = coff * Dc;
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
+    NEEDP(x);
+    fill_act(r, c->recipe, x, s, d, 1.0, 128);
+    if (make_weight(c, 1, r, "f32", W, d, 1.0 / sqrt((double)d), "normal", err, errlen) ||
+        make_weight(c, 2, r, "f32", W, d, 1.0 / sqrt((double)d), "normal", err, errlen))
+        return -1;
+    float *ape = in_t(c, 3, DSV4Q_BT_F32, 2, ratio, W, 0), *nw = in_t(c, 4, DSV4Q_BT_F32, 1, Dc, 0, 0);
+    NEEDP(ape && nw);
+    for (long i = 0; i < ratio * W; i++) ape[i] = (float)(0.5 * gauss(r));
+    for (long i = 0; i < Dc; i++) nw[i] = bf(1.0 + 0.25 * gauss(r));
+    out_t(c, 0, DSV4Q_BT_F32, 2, s / ratio, Dc, 0);
+    double p[10] = {(double)ratio, (double)rot, EPS, 64, 160000, 65536, 16, 32, 1, 1};
+    memcpy(c->param, p, sizeof p);
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_indexer(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), Hi = kv_int(kv, "Hi", 1, 1024, &bad),
+         Di = kv_int(kv, "Di", 1, 4096, &bad), T = kv_int(kv, "T", 1, 1 << 20, &bad),
+         start = kv_int(kv, "start", 0, 1L << 30, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad s/Hi/Di/T/start", c->key); return -1; }
+    RECIPES("normal", "ties");
+    float *q = in_t(c, 0, DSV4Q_BT_F32, 3, s, Hi, Di), *w = in_t(c, 1, DSV4Q_BT_F32, 2, s, Hi, 0),
+          *K = in_t(c, 2, DSV4Q_BT_F32, 2, T, Di, 0);
+    NEEDP(q && w && K);
+    /* queries and keys as the FP4 simulation leaves them */
+    fill_act(r, "normal", q, s * Hi, Di, 1.0, Di);
+    dsv4q_fp4_act_quant_f32(q, s * Hi, Di);
+    fill_act(r, "normal", K, T, Di, 1.0, Di);
+    dsv4q_fp4_act_quant_f32(K, T, Di);
+    if (!strcmp(c->recipe, "ties"))   /* duplicate key rows: exactly equal scores */
+        for (long t = 1; t < T; t += 2)
+            if (uint_below(r, 2)) memcpy(K + t * Di, K + (t - 1) * Di, sizeof(float) * (size_t)Di);
+    double ws = 1.0 / sqrt((double)Di * (double)Hi);
+    for (long i = 0; i < s * Hi; i++) w[i] = bf(bf(gauss(r)) * ws);
+    out_t(c, 0, DSV4Q_BT_F32, 2, s, T, 0);
+    c->param[0] = (double)start;
+    c->param[1] = 4;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_topk(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), T = kv_int(kv, "T", 1, 1 << 22, &bad),
+         k = kv_int(kv, "k", 1, 1 << 16, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad rows/T/k", c->key); return -1; }
+    RECIPES("normal", "ties", "masked");
+    float *sc = in_t(c, 0, DSV4Q_BT_F32, 2, rows, T, 0);
+    NEEDP(sc);
+    for (long i = 0; i < rows; i++) {
+        float *v = sc + i * T;
+        for (long t = 0; t < T; t++) v[t] = bf(gauss(r) * 4);
+        if (!strcmp(c->recipe, "ties"))   /* coarse grid: ~100 distinct values, so the
+                                              cut falls inside a run of equal scores */
+            for (long t = 0; t < T; t++) v[t] = (float)(floor(v[t] * 4.0) / 4.0);
+        if (!strcmp(c->recipe, "masked"))   /* fewer finite scores than k in row 0 */
+            for (long t = 0; t < T; t++)
+                if (i == 0 ? t >= k / 2 : uint_below(r, 3) == 0) v[t] = -INFINITY;
+    }
+    out_t(c, 0, DSV4Q_BT_I32, 2, rows, k, 0);
+    c->param[0] = (double)k;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+/* hc params: fn [m, hc*d] F32 math, scale, base. */
+static int hc_params(dsv4q_case *c, rng *r, int slot, long m, long hcd, long nscale, char *err, size_t errlen)
+{
+    if (make_weight(c, slot, r, "f32", m, hcd, 1.0 / sqrt((double)hcd), "normal", err, errlen)) return -1;
+    float *scale = in_t(c, slot + 1, DSV4Q_BT_F32, 1, nscale, 0, 0), *base = in_t(c, slot + 2, DSV4Q_BT_F32, 1, m, 0, 0);
+    if (!scale || !base) {
+        snprintf(err, errlen, "%s: out of memory", c->key);
+        return -1;
+    }
+    for (long i = 0; i < nscale; i++) scale[i] = (float)(0.5 + u01(r));
+    for (long i = 0; i < m; i++) base[i] = (float)(0.5 * gauss(r));
+    return 0;
+}
+
+static int b_hc(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), hc = kv_int(kv, "hc", 1, 16, &bad), d = kv_int(kv, "d", 1, 1 << 16, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad s/hc/d", c->key); return -1; }
+    if (c->op == DSV4Q_OP_HC_PRE) RECIPES("normal", "extreme");
+    else RECIPES("normal");
+    int xs = c->op == DSV4Q_OP_HC_POST;   /* hc_post: X is input 1 */
+    float *X = in_t(c, xs, DSV4Q_BT_F32, 3, s, hc, d);
+    if (!X) goto oom;
+    fill_act(r, c->recipe, X, s * hc, d, 1.0, d);
+    if (c->op == DSV4Q_OP_HC_PRE) {
+        if (hc_params(c, r, 1, (2 + hc) * hc, hc * d, 3, err, errlen)) return -1;
+        out_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
+        out_t(c, 1, DSV4Q_BT_F32, 2, s, hc, 0);
+        out_t(c, 2, DSV4Q_BT_F32, 3, s, hc, hc);
+        c->param[0] = EPS;
+        c->param[1] = 1e-6;
+        c->param[2] = 20;
+    } else if (c->op == DSV4Q_OP_HC_HEAD) {
+        if (hc_params(c, r, 1, hc, hc * d, 1, err, errlen)) return -1;
+        out_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
+        c->param[0] = EPS;
+        c->param[1] = 1e-6;
+    } else {
+        float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0), *post = in_t(c, 2, DSV4Q_BT_F32, 2, s, hc, 0),
+              *comb = in_t(c, 3, DSV4Q_BT_F32, 3, s, hc, hc);
+        if (!x || !post || !comb) goto oom;
+        fill_act(r, "normal", x, s, d, 1.0, d);
+        for (long i = 0; i < s * hc; i++) post[i] = (float)(2 * u01(r));
+        for (long t = 0; t < s; t++)   /* roughly doubly stochastic, as Sinkhorn leaves it */
+            for (long j = 0; j < hc; j++) {
+                double sum = 0, v[16];
+                for (long k = 0; k < hc; k++) sum += v[k] = 0.1 + u01(r);
+                for (long k = 0; k < hc; k++) comb[(t * hc + j) * hc + k] = (float)(v[k] / sum);
+            }
+        out_t(c, 0, DSV4Q_BT_F32, 3, s, hc, d);
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_moe_gate(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long s = kv_int(kv, "s", 1, 4096, &bad), d = kv_int(kv, "d", 1, 1 << 16, &bad), E = kv_int(kv, "E", 1, 1024, &bad),
+         k = kv_int(kv, "k", 1, 64, &bad);
+    const char *route = kv_str(kv, "route"), *func = kv_str(kv, "func");
+    int f = !strcmp(func, "sqrtsoftplus") ? 0 : !strcmp(func, "sigmoid") ? 1 : !strcmp(func, "softmax") ? 2 : -1;
+    int hash = !strcmp(route, "hash");
+    if (bad || k > E || f < 0 || (!hash && strcmp(route, "topk"))) {
+        snprintf(err, errlen, "%s: bad s/d/E/k/route/func (route topk|hash; func sqrtsoftplus|sigmoid|softmax)", c->key);
+        return -1;
+    }
+    RECIPES("normal", "ties");
+    const long vocab = 129280;
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
+    if (!x) goto oom;
+    fill_act(r, "normal", x, s, d, 1.0, d);
+    if (make_weight(c, 1, r, "f32", E, d, 1.0 / sqrt((double)d), "normal", err, errlen)) return -1;
+    float *W = c->in[1].data;
+    int ties = !strcmp(c->recipe, "ties");
+    if (ties)   /* experts in groups of 8 identical rows: equal scores straddle the cut */
+        for (long e = 0; e < E; e++)
+            if (e % 8) memcpy(W + e * d, W + (e - e % 8) * d, sizeof(float) * (size_t)d);
+    float *bias = NULL;
+    if (!hash) {
+        bias = in_t(c, 2, DSV4Q_BT_F32, 1, E, 0, 0);
+        if (!bias) goto oom;
+        for (long e = 0; e < E; e++) bias[e] = ties ? (float)((e / 8) % 3) * 0.0625f : bf(0.1 * gauss(r));
+        in_t(c, 3, DSV4Q_BT_I32, 0, 0, 0, 0);
+    } else {
+        in_t(c, 2, DSV4Q_BT_F32, 0, 0, 0, 0);
+        int32_t *t2e = in_t(c, 3, DSV4Q_BT_I32, 2, vocab, k, 0);
+        if (!t2e) goto oom;
+        for (long v = 0; v < vocab; v++)
+            for (long j = 0; j < k; j++) {
+                int32_t e;
+                int dup;
+                do {   /* distinct experts per token */
+                    e = (int32_t)uint_below(r, E);
+                    dup = 0;
+                    for (long u = 0; u < j; u++) dup |= t2e[v * k + u] == e;
+                } while (dup);
+                t2e[v * k + j] = e;
+            }
+    }
+    int32_t *ids = in_t(c, 4, DSV4Q_BT_I32, 1, s, 0, 0);
+    if (!ids) goto oom;
+    for (long i = 0; i < s; i++) ids[i] = (int32_t)uint_below(r, vocab);
+    out_t(c, 0, DSV4Q_BT_F32, 2, s, k, 0);
+    out_t(c, 1, DSV4Q_BT_I32, 2, s, k, 0);
+    c->param[0] = (double)k;
+    c->param[1] = E > 256 ? 2.5 : 1.5;
+    c->param[2] = f;
+    if (!hash) {
+        /* the scores the selection is made from (sc + bias), in f64 */
+        double *z = own(c, sizeof(double) * (size_t)(s * E)), *xd = own(c, sizeof(double) * (size_t)(s * d));
+        if (!z || !xd) goto oom;
+        for (long i = 0; i < s * d; i++) xd[i] = x[i];
+        dsv4q_weight Wv = {"W", DSV4Q_WF_F32, E, d, W, NULL, DSV4Q_DT_INVALID};
+        if (dsv4q_linear_f64(0, 0, &Wv, xd, s, z, -1)) goto oom;
+        for (long i = 0; i < s; i++) {
+            double *v = z + i * E, m = v[0], sum = 0;
+            if (f == 2) {
+                for (long e = 1; e < E; e++) if (v[e] > m) m = v[e];
+                for (long e = 0; e < E; e++) sum += v[e] = exp(v[e] - m);
+                for (long e = 0; e < E; e++) v[e] /= sum;
+            } else {
+                for (long e = 0; e < E; e++)
+                    v[e] = f == 1 ? 1 / (1 + exp(-v[e])) : sqrt(v[e] > 20 ? v[e] : log1p(exp(v[e])));
+            }
+            for (long e = 0; e < E; e++) v[e] += bias[e];
+        }
+        c->sel_scores = z;
+        c->sel_rows = s;
+        c->sel_T = E;
+        c->sel_out = 1;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+static int b_expert(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long n = kv_int(kv, "n", 1, 4096, &bad), d = kv_int(kv, "d", 32, 1 << 16, &bad), I = kv_int(kv, "I", 32, 1 << 16, &bad);
+    const char *fmt = kv_str(kv, "fmt");
+    if (bad || (strcmp(fmt, "fp4") && strcmp(fmt, "fp8"))) {
+        snprintf(err, errlen, "%s: bad n/d/I/fmt (fmt fp4|fp8)", c->key);
+        return -1;
+    }
+    RECIPES("normal", "extreme");
+    float *x = in_t(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
+    if (!x) goto oom;
+    /* extreme: large inputs drive w1 x / w3 x into the swiglu clamp (10) */
+    fill_act(r, "normal", x, n, d, !strcmp(c->recipe, "extreme") ? 24.0 : 1.0, 128);
+    if (make_weight(c, 1, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen) ||
+        make_weight(c, 2, r, fmt, d, I, 1.0 / sqrt((double)I), "normal", err, errlen) ||
+        make_weight(c, 3, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen))
+        return -1;
+    float *w = in_t(c, 4, DSV4Q_BT_F32, 1, n, 0, 0);
+    if (!w) goto oom;
+    for (long i = 0; i < n; i++) w[i] = (float)(0.05 + 0.4 * u01(r));
+    out_t(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
+    c->param[0] = 10;
+    c->param[1] = 1;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen)
+{
+    kvset kv;
+    memset(c, 0, sizeof *c);
+    if (parse_key(key, &kv, err, errlen)) return -1;
+    format_key(&kv, c->key, sizeof c->key);
+    c->op = kv.op;
+    snprintf(c->recipe, sizeof c->recipe, "%s", kv_str(&kv, "recipe"));
+    const dsv4q_op_info *oi = dsv4q_op_get(c->op);
+    c->nin = oi->nin;
+    c->nout = oi->nout;
+    c->nparam = oi->nparam;
+    int bad = 0;
+    kv_int(&kv, "seed", 0, 0x7fffffffL, &bad);
+    if (bad) {
+        snprintf(err, errlen, "%s: seed must be a non-negative integer", c->key);
+        return -1;
+    }
+    rng r = {fnv1a(c->key)};   /* K2: seeded by the canonical key only */
+    int rc;
+    switch (c->op) {
+    case DSV4Q_OP_LINEAR: rc = b_linear(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_RMSNORM: rc = b_rmsnorm(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_QHEAD_NORM: rc = b_qhead_norm(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_ROPE: rc = b_rope(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_ACT_QUANT:
+    case DSV4Q_OP_FP4_QUANT:
+    case DSV4Q_OP_HADAMARD: rc = b_quant(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_SPARSE_ATTN: rc = b_sparse_attn(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_COMPRESSOR: rc = b_compressor(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_INDEXER_SCORE: rc = b_indexer(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_TOPK: rc = b_topk(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_HC_PRE:
+    case DSV4Q_OP_HC_POST:
+    case DSV4Q_OP_HC_HEAD: rc = b_hc(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_MOE_GATE: rc = b_moe_gate(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_EXPERT: rc = b_expert(c, &kv, &r, err, errlen); break;
+    default: rc = -1; snprintf(err, errlen, "%s: no builder", c->key);
+    }
+    if (!rc && c->op == DSV4Q_OP_TOPK) {
+        /* the selection is made from the input scores themselves */
+        long n = (long)dsv4q_bt_numel(&c->in[0]);
+        double *z = own(c, sizeof(double) * (size_t)n);
+        if (!z) { snprintf(err, errlen, "%s: out of memory", c->key); rc = -1; }
+        else {
+            for (long i = 0; i < n; i++) z[i] = ((const float *)c->in[0].data)[i];
+            c->sel_scores = z;
+            c->sel_rows = (long)c->in[0].shape[0];
+            c->sel_T = (long)c->in[0].shape[1];
+            c->sel_out = 0;
+        }
+    }
+    if (rc) dsv4q_case_free(c);
+    return rc;
+}
+
+void dsv4q_case_free(dsv4q_case *c)
+{
+    for (int i = 0; i < c->nbufs; i++) free(c->bufs[i]);
+    c->nbufs = 0;
+    c->sel_scores = NULL;
+}
+
+size_t dsv4q_case_out_bytes(const dsv4q_case *c, int i)
+{
+    return 4 * (size_t)dsv4q_bt_numel(&c->out[i]);
+}
+
+void dsv4q_case_call(const dsv4q_case *c, dsv4q_bt *out, uint64_t boundaries, dsv4q_bcall *call)
+{
+    for (int i = 0; i < c->nout; i++) {
+        void *keep = out[i].data;
+        out[i] = c->out[i];
+        out[i].data = keep;
+    }
+    memset(call, 0, sizeof *call);
+    call->op = c->op;
+    call->nin = c->nin;
+    call->nout = c->nout;
+    call->in = c->in;
+    call->out = out;
+    call->param = c->param;
+    call->nparam = c->nparam;
+    call->boundaries = boundaries;
+    call->case_key = c->key;
+}

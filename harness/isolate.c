@@ -1,0 +1,355 @@
+/*
+ * isolate.c - the fork()ed backend runner (see isolate.h for the lifecycle
+ * and invariants I1-I4).
+ *
+ * Why fork and not a thread or a signal handler: a crashing or hanging
+ * backend may have corrupted its address space, holds locks, or spins; only
+ * a separate process can be abandoned safely. Why fork without exec: the
+ * case inputs (up to a few hundred MB of decoded expert weights) are
+ * inherited copy-on-write for free; only outputs travel back, through a
+ * shared mapping created before the fork.
+ *
+ * The parent learns the child's end from a pipe: the child holds the write
+ * end, so poll() on the read end returns POLLHUP when the child exits for
+ * any reason, and times out when it hangs.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <omp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "harness/isolate.h"
+#include "harness/oracle_exec.h"
+
+#define GUARD 64
+#define GUARD_BYTE 0x5A
+#define SENTINEL 0x7FFFA5A5u   /* a NaN as F32; an out-of-range index as I32 */
+
+typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE } stage;
+static const char *const stage_name[] = {"startup", "loading", "dsv4q_backend_entry()", "init()", "run()",
+                                         "run() (second run)", "fini()", "exit"};
+
+typedef struct shared_hdr {
+    volatile int stage;
+    int status;                       /* dsv4q_iso_status */
+    char msg[1024];
+    int32_t dtype[2][DSV4Q_OPS_MAX_T];
+    /* probe */
+    char name[64], version[128], profile[16];
+    uint64_t caps;
+    uint32_t abi_version;
+} shared_hdr;
+
+const char *dsv4q_signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGABRT: return "SIGABRT";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGINT: return "SIGINT";
+    default: return NULL;
+    }
+}
+
+const char *dsv4q_iso_status_name(dsv4q_iso_status st)
+{
+    static const char *const n[] = {"ok", "unsupported", "backend error", "load error", "crash", "timeout",
+                                    "buffer overrun", "harness error"};
+    return (unsigned)st < sizeof n / sizeof n[0] ? n[st] : "?";
+}
+
+/* ---- child side -------------------------------------------------------- */
+
+static const dsv4q_backend_v1 *child_load(const char *spec, shared_hdr *h)
+{
+    h->stage = ST_LOAD;
+    if (!dsv4q_backend_is_path(spec)) {
+        const dsv4q_backend_v1 *b = dsv4q_backend_builtin(spec);
+        if (!b) {
+            char list[1024];
+            dsv4q_backend_builtin_list(list, sizeof list);
+            snprintf(h->msg, sizeof h->msg, "unknown backend '%s' (built-ins: %s; or a path to a .so)", spec, list);
+            h->status = DSV4Q_ISO_LOAD_ERROR;
+            return NULL;
+        }
+        return b;
+    }
+    void *so = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
+    if (!so) {
+        snprintf(h->msg, sizeof h->msg, "backend %s: cannot load: %s", spec, dlerror());
+        h->status = DSV4Q_ISO_LOAD_ERROR;
+        return NULL;
+    }
+    dlerror();
+    void *sym = dlsym(so, DSV4Q_BACKEND_ENTRY_SYMBOL);
+    if (!sym) {
+        snprintf(h->msg, sizeof h->msg, "backend %s: does not export %s (missing symbol; see docs/backends.md)", spec,
+                 DSV4Q_BACKEND_ENTRY_SYMBOL);
+        h->status = DSV4Q_ISO_LOAD_ERROR;
+        return NULL;
+    }
+    dsv4q_backend_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    h->stage = ST_ENTRY;
+    return entry();
+}
+
+static void child_main(const char *spec, const dsv4q_case *c, uint64_t bs, int nruns, shared_hdr *h,
+                       unsigned char *outs, int wfd)
+{
+    (void)wfd;
+    const dsv4q_backend_v1 *b = child_load(spec, h);
+    if (h->status) return;
+    char err[1024] = "";
+    if (dsv4q_backend_validate(b, spec, err, sizeof err)) {
+        snprintf(h->msg, sizeof h->msg, "%s", err);
+        h->status = DSV4Q_ISO_LOAD_ERROR;
+        return;
+    }
+    snprintf(h->name, sizeof h->name, "%s", b->name ? b->name : "?");
+    snprintf(h->version, sizeof h->version, "%s", b->version ? b->version : "");
+    snprintf(h->profile, sizeof h->profile, "%s", b->profile ? b->profile : "source");
+    h->caps = b->caps;
+    h->abi_version = b->abi_version;
+    if (!c) return;   /* probe */
+    void *ctx = NULL;
+    h->stage = ST_INIT;
+    if (b->init && b->init(&ctx, err, sizeof err)) {
+        snprintf(h->msg, sizeof h->msg, "backend %s: init failed: %s", spec, err[0] ? err : "(no message)");
+        h->status = DSV4Q_ISO_BACKEND_ERROR;
+        return;
+    }
+    size_t at = 0;
+    for (int r = 0; r < nruns; r++) {
+        dsv4q_bt out[DSV4Q_OPS_MAX_T];
+        dsv4q_bcall call;
+        for (int i = 0; i < c->nout; i++) {
+            out[i].data = outs + at;
+            at += dsv4q_case_out_bytes(c, i) + GUARD;
+        }
+        dsv4q_case_call(c, out, bs, &call);
+        h->stage = r == 0 ? ST_RUN1 : ST_RUN2;
+        err[0] = 0;
+        int rc = b->run(ctx, &call, err, sizeof err);
+        for (int i = 0; i < c->nout; i++) h->dtype[r][i] = out[i].dtype;
+        if (rc == DSV4Q_BACKEND_UNSUPPORTED) {
+            snprintf(h->msg, sizeof h->msg, "%s", err[0] ? err : "not supported by the backend");
+            h->status = DSV4Q_ISO_UNSUPPORTED;
+            break;
+        }
+        if (rc != DSV4Q_BACKEND_OK) {
+            snprintf(h->msg, sizeof h->msg, "backend %s: run failed (rc %d): %s", spec, rc,
+                     err[0] ? err : "(no message)");
+            h->status = DSV4Q_ISO_BACKEND_ERROR;
+            break;
+        }
+    }
+    h->stage = ST_FINI;
+    if (b->fini) b->fini(ctx);
+}
+
+/* The harness (or a test framework such as cmocka) may catch fatal signals
+ * and longjmp; in the child a crash must kill the child, so the parent can
+ * see the signal. */
+static void child_signals(void)
+{
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGTERM, SIGINT, SIGPIPE};
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+        signal(fatal[i], SIG_DFL);
+        sigaddset(&set, fatal[i]);
+    }
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* ---- parent side ------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static size_t region_bytes(const dsv4q_case *c, int nruns)
+{
+    size_t n = sizeof(shared_hdr);
+    if (c)
+        for (int r = 0; r < nruns; r++)
+            for (int i = 0; i < c->nout; i++) n += dsv4q_case_out_bytes(c, i) + GUARD;
+    return n;
+}
+
+static void fill_sentinels(const dsv4q_case *c, int nruns, unsigned char *outs)
+{
+    size_t at = 0;
+    for (int r = 0; r < nruns; r++)
+        for (int i = 0; i < c->nout; i++) {
+            size_t nb = dsv4q_case_out_bytes(c, i);
+            uint32_t s = SENTINEL;
+            for (size_t k = 0; k + 4 <= nb; k += 4) memcpy(outs + at + k, &s, 4);
+            memset(outs + at + nb, GUARD_BYTE, GUARD);
+            at += nb + GUARD;
+        }
+}
+
+/* The common fork/wait path. c == NULL: probe only. */
+static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
+                                int nruns, shared_hdr *hout, void *out[2][DSV4Q_OPS_MAX_T], char *msg, size_t msglen)
+{
+    const double timeout = o && o->timeout_s > 0 ? o->timeout_s : 600;
+    const char *what = c ? dsv4q_op_get(c->op)->name : NULL;
+    size_t bytes = region_bytes(c, nruns);
+    void *reg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (reg == MAP_FAILED) {
+        snprintf(msg, msglen, "cannot map %zu bytes for backend outputs: %s", bytes, strerror(errno));
+        return DSV4Q_ISO_HARNESS_ERROR;
+    }
+    shared_hdr *h = reg;
+    memset(h, 0, sizeof *h);
+    unsigned char *outs = (unsigned char *)reg + sizeof(shared_hdr);
+    if (c) fill_sentinels(c, nruns, outs);
+
+    dsv4q_iso_status st = DSV4Q_ISO_OK;
+    if (o && o->inprocess) {
+        child_main(spec, c, bs, nruns, h, outs, -1);
+        st = (dsv4q_iso_status)h->status;
+        if (st) snprintf(msg, msglen, "%s", h->msg);
+    } else {
+        int pfd[2];
+        if (pipe(pfd)) {
+            snprintf(msg, msglen, "pipe: %s", strerror(errno));
+            munmap(reg, bytes);
+            return DSV4Q_ISO_HARNESS_ERROR;
+        }
+        fflush(NULL);   /* no duplicated stdio buffers in the child */
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(msg, msglen, "fork: %s", strerror(errno));
+            close(pfd[0]);
+            close(pfd[1]);
+            munmap(reg, bytes);
+            return DSV4Q_ISO_HARNESS_ERROR;
+        }
+        if (pid == 0) {
+            close(pfd[0]);
+            setpgid(0, 0);
+            child_signals();
+            omp_set_num_threads(1);   /* I3 */
+            child_main(spec, c, bs, nruns, h, outs, pfd[1]);
+            h->stage = ST_DONE;
+            fflush(NULL);
+            _exit(0);
+        }
+        close(pfd[1]);
+        setpgid(pid, pid);   /* race-free: both sides set it */
+        double t0 = now_s();
+        int timed_out = 0;
+        for (;;) {
+            double left = timeout - (now_s() - t0);
+            if (left <= 0) { timed_out = 1; break; }
+            struct pollfd p = {pfd[0], POLLIN, 0};
+            int n = poll(&p, 1, (int)(left * 1000) + 1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n > 0) {
+                char buf[64];
+                if (read(pfd[0], buf, sizeof buf) <= 0) break;   /* EOF: the child is gone */
+                continue;
+            }
+        }
+        close(pfd[0]);
+        int ws = 0;
+        if (timed_out) {
+            kill(-pid, SIGKILL);   /* I4 */
+            kill(pid, SIGKILL);
+        }
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+        const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_DONE ? h->stage : 0];
+        char where[512];
+        if (c) snprintf(where, sizeof where, "in %s (op %s, case %s)", stg, what, c->key);
+        else snprintf(where, sizeof where, "in %s", stg);
+        if (timed_out) {
+            snprintf(msg, msglen, "backend %s timed out after %.3g s %s (killed)", spec, timeout, where);
+            st = DSV4Q_ISO_TIMEOUT;
+        } else if (WIFSIGNALED(ws)) {
+            int sig = WTERMSIG(ws);
+            const char *sn = dsv4q_signal_name(sig);
+            snprintf(msg, msglen, "backend %s crashed with signal %d (%s) %s", spec, sig, sn ? sn : "?", where);
+            st = DSV4Q_ISO_CRASH;
+        } else if (h->stage != ST_DONE) {
+            snprintf(msg, msglen, "backend %s exited with status %d %s", spec,
+                     WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, where);
+            st = DSV4Q_ISO_CRASH;
+        } else {
+            st = (dsv4q_iso_status)h->status;
+            if (st) snprintf(msg, msglen, "%s", h->msg);
+        }
+    }
+    if (st == DSV4Q_ISO_OK && c) {
+        size_t at = 0;
+        for (int r = 0; r < nruns && st == DSV4Q_ISO_OK; r++)
+            for (int i = 0; i < c->nout; i++) {
+                size_t nb = dsv4q_case_out_bytes(c, i);
+                for (int g = 0; g < GUARD; g++)
+                    if (outs[at + nb + g] != GUARD_BYTE) {   /* I2 */
+                        snprintf(msg, msglen, "backend %s wrote past the end of output %s (%zu bytes) in op %s, case %s",
+                                 spec, c->out[i].name, nb, what, c->key);
+                        st = DSV4Q_ISO_OVERRUN;
+                        break;
+                    }
+                if (st) break;
+                memcpy(out[r][i], outs + at, nb);
+                at += nb + GUARD;
+            }
+    }
+    if (hout) *hout = *h;
+    munmap(reg, bytes);
+    return st;
+}
+
+int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_desc *d, dsv4q_iso_status *stp,
+                    char *err, size_t errlen)
+{
+    shared_hdr h;
+    memset(d, 0, sizeof *d);
+    snprintf(d->spec, sizeof d->spec, "%s", spec);
+    d->is_path = dsv4q_backend_is_path(spec);
+    dsv4q_iso_status st = isolate(spec, o, NULL, 0, 0, &h, NULL, err, errlen);
+    if (stp) *stp = st;
+    if (st) return -1;
+    snprintf(d->name, sizeof d->name, "%s", h.name);
+    snprintf(d->version, sizeof d->version, "%s", h.version);
+    snprintf(d->profile, sizeof d->profile, "%s", h.profile);
+    d->caps = h.caps;
+    d->abi_version = h.abi_version;
+    return 0;
+}
+
+dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
+                               int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
+                               char *msg, size_t msglen)
+{
+    shared_hdr h;
+    if (nruns < 1) nruns = 1;
+    if (nruns > 2) nruns = 2;
+    dsv4q_iso_status st = isolate(spec, o, c, bs, nruns, &h, out, msg, msglen);
+    for (int r = 0; r < nruns; r++)
+        for (int i = 0; i < c->nout; i++) dtype[r][i] = h.dtype[r][i];
+    return st;
+}

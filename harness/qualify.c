@@ -1,0 +1,663 @@
+/*
+ * qualify.c - the qualification loop, the metric set per output and the
+ * gate verdicts (see qualify.h for the metric definitions).
+ *
+ * Order of checks per case (STYLE.md, after llama.cpp test-backend-ops):
+ * isolation status (crash / hang / error / overrun), then the sentinels
+ * and non-finite values, then the selection rule, then NRMS / max-abs /
+ * ULP against the gates. A case's inputs and its two references are built
+ * once and shared by every backend under test in the same call.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "harness/metrics.h"
+#include "harness/oracle_exec.h"
+#include "harness/qualify.h"
+#include "oracle/boundary.h"
+#include "oracle/formats.h"
+
+const char *dsv4q_verdict_name(dsv4q_verdict v)
+{
+    static const char *const n[] = {"pass", "FAIL", "ERROR", "skip"};
+    return (unsigned)v < 4 ? n[v] : "?";
+}
+
+int dsv4q_qualify_parse_ops(const char *list, uint64_t *bits, char *err, size_t errlen)
+{
+    *bits = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int op = dsv4q_op_find(t);
+        if (op < 0) {
+            char names[512] = "";
+            for (int i = 0; i < DSV4Q_OP_COUNT; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         dsv4q_op_get(i)->name);
+            snprintf(err, errlen, "unknown operator '%s' in --ops (operators: %s)", t, names);
+            return -1;
+        }
+        *bits |= DSV4Q_CAP(op);
+    }
+    if (!*bits) {
+        snprintf(err, errlen, "--ops: empty list");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- references -------------------------------------------------------- */
+
+typedef struct refs {
+    uint64_t bs;
+    void *f64[DSV4Q_OPS_MAX_T];   /* double or int32_t */
+    void *f32[DSV4Q_OPS_MAX_T];   /* float or int32_t */
+} refs;
+
+static int is_i32(const dsv4q_case *c, int i) { return c->out[i].dtype == DSV4Q_BT_I32; }
+
+static void refs_free(refs *r)
+{
+    for (int i = 0; i < DSV4Q_OPS_MAX_T; i++) {
+        free(r->f64[i]);
+        free(r->f32[i]);
+        r->f64[i] = r->f32[i] = NULL;
+    }
+}
+
+static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    r->bs = bs;
+    for (int i = 0; i < c->nout; i++) {
+        size_t n = (size_t)dsv4q_bt_numel(&c->out[i]);
+        r->f64[i] = malloc((is_i32(c, i) ? 4 : 8) * (n ? n : 1));
+        r->f32[i] = malloc(4 * (n ? n : 1));
+        if (!r->f64[i] || !r->f32[i]) {
+            refs_free(r);
+            snprintf(err, errlen, "%s: out of memory", c->key);
+            return -1;
+        }
+    }
+    dsv4q_bt out[DSV4Q_OPS_MAX_T];
+    dsv4q_bcall call;
+    dsv4q_case_call(c, out, bs, &call);
+    if (dsv4q_oracle_exec_f64(bs, &call, r->f64, err, errlen) || dsv4q_oracle_exec_f32(bs, &call, r->f32, err, errlen)) {
+        refs_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- metrics ----------------------------------------------------------- */
+
+static int64_t ord32(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+static int64_t ord16(uint16_t c)
+{
+    return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c;
+}
+
+/* ULP distance of a (a value of dtype dt) from the reference b, in dt. */
+static double ulp_in(int32_t dt, double a, double b)
+{
+    if (a == b) return 0;
+    if (isnan(a) || isnan(b)) return INFINITY;
+    if (dt == DSV4Q_BT_BF16) {
+        int64_t d = ord16(dsv4q_bf16_encode(a)) - ord16(dsv4q_bf16_encode(b));
+        return (double)(d < 0 ? -d : d);
+    }
+    if (dt == DSV4Q_BT_F16) {
+        int64_t d = ord16(dsv4q_f16_encode(a)) - ord16(dsv4q_f16_encode(b));
+        return (double)(d < 0 ? -d : d);
+    }
+    int64_t d = ord32((float)a) - ord32((float)b);
+    return (double)(d < 0 ? -d : d);
+}
+
+static int ulp_bucket(double u)
+{
+    static const double edge[DSV4Q_ULP_BUCKETS - 1] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+    for (int i = 0; i < DSV4Q_ULP_BUCKETS - 1; i++)
+        if (u <= edge[i]) return i;
+    return DSV4Q_ULP_BUCKETS - 1;
+}
+
+void dsv4q_mset_init(dsv4q_mset *m)
+{
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < DSV4Q_M_COUNT; i++) m->v[i] = NAN;
+}
+
+/* Float output: a (candidate, values of dtype dt) vs b (reference). */
+static void float_metrics(dsv4q_mset *m, const double *a, const double *b, long n, long last, int32_t dt)
+{
+    dsv4q_acc acc = {0};
+    dsv4q_acc_add(&acc, a, b, n);
+    m->n = n;
+    m->v[DSV4Q_M_NRMS] = dsv4q_acc_nrms(&acc);
+    m->v[DSV4Q_M_MAX_ABS] = acc.max_abs;
+    m->v[DSV4Q_M_MAX_REL] = acc.max_rel;
+    m->v[DSV4Q_M_COS_DIST] = 1 - dsv4q_acc_cosine(&acc);
+    if (m->v[DSV4Q_M_COS_DIST] < 0) m->v[DSV4Q_M_COS_DIST] = 0;
+    m->v[DSV4Q_M_NONFINITE] = (double)acc.nonfinite_a;
+    double umax = 0;
+    for (long i = 0; i < n; i++) {
+        double u = ulp_in(dt, a[i], b[i]);
+        if (u > umax) umax = u;
+        m->ulp_hist[ulp_bucket(u)]++;
+    }
+    m->v[DSV4Q_M_ULP_MAX] = umax;
+    long miss = 0;
+    if (last > 0)
+        for (long r = 0; r < n / last; r++) miss += dsv4q_argmax(a + r * last, last) != dsv4q_argmax(b + r * last, last);
+    m->v[DSV4Q_M_ARGMAX_MISS] = (double)miss;
+}
+
+/* Selection output: B (candidate) vs A (reference), [rows, k]; scores
+ * [rows, T] for the tie-run rule or NULL (every difference is a flip). */
+void dsv4q_qualify_sel_metrics(dsv4q_mset *m, const int32_t *B, const int32_t *A, long rows, long k, const double *scores,
+                        long T)
+{
+    double jsum = 0;
+    long flips = 0, ties = 0;
+    for (long r = 0; r < rows; r++) {
+        const int32_t *a = A + r * k, *b = B + r * k;
+        const double *sc = scores ? scores + r * T : NULL;
+        /* the cut value: the smallest reference score among its picks */
+        double cut = INFINITY;
+        long na = 0, nb = 0, inter = 0, b_out = 0, a_out = 0;
+        for (long j = 0; j < k; j++) {
+            if (a[j] >= 0) {
+                na++;
+                if (sc && a[j] < T && sc[a[j]] < cut) cut = sc[a[j]];
+            }
+        }
+        for (long j = 0; j < k; j++) {
+            if (b[j] < 0) continue;
+            int dup = 0;
+            for (long u = 0; u < j; u++) dup |= b[u] == b[j];
+            if (dup || b[j] >= (T > 0 ? T : INT32_MAX)) {   /* a duplicate or out-of-range pick */
+                nb++;
+                b_out++;
+                continue;
+            }
+            nb++;
+            int in = 0;
+            for (long u = 0; u < k; u++) in |= a[u] == b[j];
+            if (in) inter++;
+            else if (!sc || sc[b[j]] != cut) b_out++;   /* not a tie with the cut */
+        }
+        for (long j = 0; j < k; j++) {
+            if (a[j] < 0) continue;
+            int in = 0;
+            for (long u = 0; u < k; u++) in |= b[u] == a[j];
+            if (!in && (!sc || a[j] >= T || sc[a[j]] != cut)) a_out++;   /* a non-tie pick was dropped */
+        }
+        long uni = na + nb - inter;
+        jsum += uni ? (double)inter / (double)uni : 1.0;
+        long diff = nb - inter, bad = b_out > a_out ? b_out : a_out;
+        if (na != nb && bad < labs(na - nb)) bad = labs(na - nb);   /* picks added or missing */
+        if (bad > diff) diff = bad;
+        flips += bad;
+        ties += diff - bad;
+    }
+    m->n = rows * k;
+    m->v[DSV4Q_M_JACCARD_DIST] = rows ? 1 - jsum / (double)rows : 0;
+    m->v[DSV4Q_M_FLIPS] = (double)flips;
+    m->tie_flips = ties;
+}
+
+/* Candidate output buffer -> doubles, by the dtype the backend reported. */
+static int decode_out(const void *buf, int32_t dt, long n, double *dst)
+{
+    if (dt == DSV4Q_BT_F32) {
+        const float *f = buf;
+        for (long i = 0; i < n; i++) dst[i] = f[i];
+    } else if (dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16) {
+        const uint16_t *h = buf;
+        for (long i = 0; i < n; i++) dst[i] = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_decode(h[i]) : dsv4q_f16_decode(h[i]);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* moe_gate weights are compared per expert: reorder the weights w [rows,k]
+ * of selection idx to the order of the reference selection ref_idx. */
+static void align_weights(double *w, const int32_t *idx, const int32_t *ref_idx, long rows, long k)
+{
+    double tmp[256];
+    int used[256];
+    if (k > 256) return;
+    for (long r = 0; r < rows; r++) {
+        double *wr = w + r * k;
+        const int32_t *b = idx + r * k, *a = ref_idx + r * k;
+        for (long j = 0; j < k; j++) used[j] = 0;
+        for (long j = 0; j < k; j++) {
+            tmp[j] = NAN;
+            for (long u = 0; u < k; u++)
+                if (!used[u] && b[u] == a[j]) { tmp[j] = wr[u]; used[u] = 1; break; }
+        }
+        for (long j = 0, u = 0; j < k; j++) {   /* flipped experts: remaining weights in order */
+            if (!isnan(tmp[j])) continue;
+            while (u < k && used[u]) u++;
+            if (u < k) { tmp[j] = wr[u]; used[u] = 1; }
+        }
+        memcpy(wr, tmp, sizeof(double) * (size_t)k);
+    }
+}
+
+/* Metrics of output i for a candidate (buf, dt) against ref->f64. cand_idx
+ * and ref_idx: the selection outputs of the same call (moe_gate weights). */
+static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void *buf, int32_t dt, const refs *ref,
+                          const int32_t *cand_sel, char *err, size_t errlen)
+{
+    dsv4q_mset_init(m);
+    long n = (long)dsv4q_bt_numel(&c->out[i]);
+    const dsv4q_bt *t = &c->out[i];
+    long last = t->ndim > 0 ? (long)t->shape[t->ndim - 1] : 1;
+    if (is_i32(c, i)) {
+        if (dt != DSV4Q_BT_I32) {
+            snprintf(err, errlen, "output %s must stay I32 (the backend set dtype %d)", t->name, dt);
+            return -1;
+        }
+        int sel = c->sel_scores && c->sel_out == i;
+        dsv4q_qualify_sel_metrics(m, buf, ref->f64[i], n / last, last, sel ? c->sel_scores : NULL, sel ? c->sel_T : 0);
+        return 0;
+    }
+    double *a = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (decode_out(buf, dt, n, a)) {
+        free(a);
+        snprintf(err, errlen, "output %s: dtype %d is not allowed (F32, BF16 or F16)", t->name, dt);
+        return -1;
+    }
+    if (c->op == DSV4Q_OP_MOE_GATE && i == 0 && cand_sel) align_weights(a, cand_sel, ref->f64[1], n / last, last);
+    float_metrics(m, a, ref->f64[i], n, last, dt);
+    free(a);
+    return 0;
+}
+
+/* rerun metric between the two runs of output i. */
+static double rerun_metric(const dsv4q_case *c, int i, const void *r1, const void *r2, int32_t dt, const refs *ref)
+{
+    long n = (long)dsv4q_bt_numel(&c->out[i]);
+    if (is_i32(c, i)) {
+        long d = 0;
+        for (long k = 0; k < n; k++) d += ((const int32_t *)r1)[k] != ((const int32_t *)r2)[k];
+        return n ? (double)d / (double)n : 0;
+    }
+    size_t es = dt == DSV4Q_BT_F32 ? 4 : 2;
+    if (!memcmp(r1, r2, es * (size_t)n)) return 0;
+    double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
+    double v = INFINITY;
+    if (a && b && !decode_out(r1, dt, n, a) && !decode_out(r2, dt, n, b)) {
+        double mx = 0, rm = 0;
+        for (long k = 0; k < n; k++) {
+            double d = fabs(a[k] - b[k]);
+            if (isnan(d) && !(isnan(a[k]) && isnan(b[k]))) d = INFINITY;
+            if (d > mx) mx = d;
+            double rv = fabs(((const double *)ref->f64[i])[k]);
+            if (isfinite(rv) && rv > rm) rm = rv;
+        }
+        v = mx / (rm > 0 ? rm : 1);
+    }
+    free(a);
+    free(b);
+    return v;
+}
+
+/* The level: oracle-f32 vs oracle-f64, measured in the candidate's dtype. */
+static void level_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, int32_t dt, const refs *ref)
+{
+    char err[256];
+    long n = (long)dsv4q_bt_numel(&c->out[i]);
+    if (is_i32(c, i)) {
+        output_metrics(m, c, i, ref->f32[i], DSV4Q_BT_I32, ref, NULL, err, sizeof err);
+    } else if (dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16) {
+        /* the f32 oracle's values stored in the candidate's dtype */
+        uint16_t *h = malloc(2 * (size_t)(n ? n : 1));
+        if (!h) { dsv4q_mset_init(m); return; }
+        const float *f = ref->f32[i];
+        for (long k = 0; k < n; k++) h[k] = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_from_f32(f[k]) : dsv4q_f16_encode(f[k]);
+        output_metrics(m, c, i, h, dt, ref, c->op == DSV4Q_OP_MOE_GATE ? ref->f32[1] : NULL, err, sizeof err);
+        free(h);
+    } else {
+        output_metrics(m, c, i, ref->f32[i], DSV4Q_BT_F32, ref, c->op == DSV4Q_OP_MOE_GATE ? ref->f32[1] : NULL, err,
+                       sizeof err);
+    }
+    m->v[DSV4Q_M_RERUN] = 0;   /* the oracle is deterministic */
+}
+
+/* Verdict rows: per metric, the output with the worst value/bound. */
+static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
+{
+    r->verdict = DSV4Q_V_PASS;
+    for (int mi = 0; mi < DSV4Q_M_COUNT; mi++) {
+        const dsv4q_gate_rule *rule = &g->op[r->op][mi];
+        dsv4q_qrow best = {0, 1, -1, NAN, NAN, NAN};
+        double worst = -INFINITY;
+        for (int i = 0; i < r->nout; i++) {
+            double v = r->m[i].v[mi], l = r->lvl[i].v[mi];
+            if (isnan(v) && isnan(l)) continue;   /* n/a for this output */
+            double b = dsv4q_gate_bound(rule, l);
+            int pass = !rule->on || dsv4q_gate_pass(v, b);
+            double score = !pass ? INFINITY : (b > 0 ? v / b : (v > 0 ? 1e300 : 0));
+            if (isnan(score)) score = INFINITY;
+            if (best.out < 0 || score > worst) {
+                worst = score;
+                best = (dsv4q_qrow){rule->on, pass, i, v, l, b};
+            }
+        }
+        r->row[mi] = best;
+        if (best.out >= 0 && best.gated && !best.pass) r->verdict = DSV4Q_V_FAIL;
+    }
+}
+
+static void eval_backend(dsv4q_qcase *r, const dsv4q_case *c, const refs *ref, void *out[2][DSV4Q_OPS_MAX_T],
+                         int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g)
+{
+    char err[512];
+    const int32_t *cand_sel = c->op == DSV4Q_OP_MOE_GATE ? out[0][1] : NULL;
+    for (int i = 0; i < c->nout; i++) {
+        r->dtype[i] = dt[0][i];
+        if (output_metrics(&r->m[i], c, i, out[0][i], dt[0][i], ref, cand_sel, err, sizeof err)) {
+            r->verdict = DSV4Q_V_ERROR;
+            snprintf(r->msg, sizeof r->msg, "%s", err);
+            return;
+        }
+        r->m[i].v[DSV4Q_M_RERUN] = dt[1][i] != dt[0][i] ? INFINITY : rerun_metric(c, i, out[0][i], out[1][i], dt[0][i], ref);
+        level_metrics(&r->lvl[i], c, i, dt[0][i], ref);
+        r->tie_flips += r->m[i].tie_flips;
+    }
+    judge(r, g);
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+typedef struct sel_case {
+    char key[DSV4Q_CASE_KEY_MAX];
+} sel_case;
+
+static int select_cases(const dsv4q_qual_opts *o, sel_case **out, int *n, char *err, size_t errlen)
+{
+    unsigned sets = o->sets ? o->sets : DSV4Q_CASE_SET_FLASH;
+    int cap = dsv4q_case_count() + 64, k = 0;
+    sel_case *s = calloc((size_t)cap, sizeof *s);
+    if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (o->keys) {
+        for (int i = 0; o->keys[i]; i++) {
+            if (k == cap) break;
+            if (dsv4q_case_canon(o->keys[i], s[k].key, sizeof s[k].key, err, errlen)) { free(s); return -1; }
+            k++;
+        }
+    } else {
+        for (int i = 0; i < dsv4q_case_count(); i++) {
+            const dsv4q_case_entry *e = dsv4q_case_at(i);
+            if (!(e->sets & sets)) continue;
+            char op[32];
+            size_t on = strcspn(e->key, "(");
+            snprintf(op, sizeof op, "%.*s", (int)on, e->key);
+            if (o->ops && !(o->ops & DSV4Q_CAP(dsv4q_op_find(op)))) continue;
+            snprintf(s[k++].key, sizeof s[0].key, "%s", e->key);
+        }
+    }
+    if (!k) {
+        free(s);
+        snprintf(err, errlen, "no case selected (check --ops / --shapes / --case)");
+        return -1;
+    }
+    *out = s;
+    *n = k;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv4q_qual *q, char *err, size_t errlen)
+{
+    sel_case *sel = NULL;
+    int ns = 0, rc = -1;
+    memset(q, 0, sizeof *q * (size_t)n);
+    if (select_cases(o, &sel, &ns, err, errlen)) return -1;
+    for (int b = 0; b < n; b++) {
+        dsv4q_iso_status st;
+        if (dsv4q_iso_probe(specs[b], &o->iso, &q[b].desc, &st, q[b].msg, sizeof q[b].msg)) {
+            q[b].load_failed = 1;
+            snprintf(q[b].desc.spec, sizeof q[b].desc.spec, "%s", specs[b]);
+            continue;
+        }
+        snprintf(q[b].profile, sizeof q[b].profile, "%s", q[b].desc.profile[0] ? q[b].desc.profile : "source");
+        dsv4q_profile_set(q[b].profile, &q[b].bs);
+        q[b].cases = calloc((size_t)ns, sizeof(dsv4q_qcase));
+        if (!q[b].cases) { snprintf(err, errlen, "out of memory"); goto out; }
+        q[b].ncases = ns;
+    }
+    for (int ci = 0; ci < ns; ci++) {
+        dsv4q_case c;
+        if (dsv4q_case_build(&c, sel[ci].key, err, errlen)) goto out;
+        if (!o->quiet) fprintf(stderr, "[qualify] %d/%d %s\n", ci + 1, ns, c.key);
+        refs ref[4];
+        int nref = 0;
+        void *bufs[2][DSV4Q_OPS_MAX_T] = {{0}};
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < c.nout; i++)
+                if (!(bufs[r][i] = malloc(dsv4q_case_out_bytes(&c, i) + 4))) {
+                    snprintf(err, errlen, "out of memory");
+                    goto case_fail;
+                }
+        for (int b = 0; b < n; b++) {
+            if (q[b].load_failed) continue;
+            dsv4q_qcase *r = &q[b].cases[ci];
+            snprintf(r->key, sizeof r->key, "%s", c.key);
+            r->op = c.op;
+            r->nout = c.nout;
+            for (int i = 0; i < c.nout; i++) { dsv4q_mset_init(&r->m[i]); dsv4q_mset_init(&r->lvl[i]); }
+            for (int m = 0; m < DSV4Q_M_COUNT; m++) r->row[m] = (dsv4q_qrow){0, 1, -1, NAN, NAN, NAN};
+            if (!(q[b].desc.caps & DSV4Q_CAP(c.op))) {
+                r->verdict = DSV4Q_V_SKIP;
+                snprintf(r->msg, sizeof r->msg, "op not in the backend's caps");
+                continue;
+            }
+            const refs *rf = NULL;
+            for (int k = 0; k < nref; k++)
+                if (ref[k].bs == q[b].bs) rf = &ref[k];
+            if (!rf) {
+                if (nref == 4 || refs_make(&ref[nref], &c, q[b].bs, err, errlen)) goto case_fail;
+                rf = &ref[nref++];
+            }
+            int32_t dt[2][DSV4Q_OPS_MAX_T];
+            double t0 = now_s();
+            r->status = dsv4q_iso_run(specs[b], &o->iso, &c, q[b].bs, 2, bufs, dt, r->msg, sizeof r->msg);
+            r->seconds = now_s() - t0;
+            if (r->status == DSV4Q_ISO_HARNESS_ERROR) {
+                snprintf(err, errlen, "%s", r->msg);
+                goto case_fail;
+            }
+            if (r->status == DSV4Q_ISO_UNSUPPORTED) {
+                /* the op is in caps: declining it is a failure (dsv4q_backend.h) */
+                r->verdict = DSV4Q_V_ERROR;
+                char m2[1024];
+                snprintf(m2, sizeof m2, "run() returned UNSUPPORTED for an op in caps: %s", r->msg);
+                snprintf(r->msg, sizeof r->msg, "%s", m2);
+                continue;
+            }
+            if (r->status != DSV4Q_ISO_OK) {
+                r->verdict = DSV4Q_V_ERROR;
+                if (!o->quiet) fprintf(stderr, "[qualify] %s\n", r->msg);
+                continue;
+            }
+            eval_backend(r, &c, rf, bufs, dt, o->gates);
+        }
+        for (int k = 0; k < nref; k++) refs_free(&ref[k]);
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < c.nout; i++) free(bufs[r][i]);
+        dsv4q_case_free(&c);
+        continue;
+case_fail:
+        for (int k = 0; k < nref; k++) refs_free(&ref[k]);
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < c.nout; i++) free(bufs[r][i]);
+        dsv4q_case_free(&c);
+        goto out;
+    }
+    for (int b = 0; b < n; b++)
+        for (int i = 0; i < q[b].ncases; i++) {
+            dsv4q_verdict v = q[b].cases[i].verdict;
+            q[b].npass += v == DSV4Q_V_PASS;
+            q[b].nfail += v == DSV4Q_V_FAIL;
+            q[b].nerror += v == DSV4Q_V_ERROR;
+            q[b].nskip += v == DSV4Q_V_SKIP;
+        }
+    rc = 0;
+out:
+    free(sel);
+    return rc;
+}
+
+void dsv4q_qual_free(dsv4q_qual *q)
+{
+    free(q->cases);
+    q->cases = NULL;
+    q->ncases = 0;
+}
+
+int dsv4q_qual_status(const dsv4q_qual *q)
+{
+    if (q->load_failed) return 2;
+    if (q->nfail || q->nerror) return 1;
+    return q->npass ? 0 : 1;
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+static const char *dtype_name(int32_t dt)
+{
+    const char *n = dsv4q_dtype_name((dsv4q_dtype)dt);
+    return n ? n : "?";
+}
+
+void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all)
+{
+    if (q->load_failed) {
+        fprintf(f, "backend %s: NOT LOADED: %s\n", q->desc.spec, q->msg);
+        return;
+    }
+    fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
+            q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
+    fprintf(f, "gates %s; bound = factor * level + floor\n\n", g->origin);
+    fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
+    for (int i = 0; i < q->ncases; i++) {
+        const dsv4q_qcase *r = &q->cases[i];
+        if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR) {
+            fprintf(f, "%-78s %-12s %11s %11s %11s  %s%s%s\n", r->key, "-", "-", "-", "-", dsv4q_verdict_name(r->verdict),
+                    r->msg[0] ? ": " : "", r->msg);
+            continue;
+        }
+        int first = 1;
+        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+            const dsv4q_qrow *w = &r->row[m];
+            if (w->out < 0 || (!all && !w->gated)) continue;
+            char name[40];
+            if (r->nout > 1) snprintf(name, sizeof name, "%s[%s]", dsv4q_metric_name(m), dsv4q_op_get(r->op)->out[w->out].name);
+            else snprintf(name, sizeof name, "%s", dsv4q_metric_name(m));
+            char bound[32];
+            if (w->gated) snprintf(bound, sizeof bound, "%11.3e", w->bound);
+            else snprintf(bound, sizeof bound, "%11s", "-");
+            fprintf(f, "%-78s %-12s %11.3e %11.3e %s  %s\n", first ? r->key : "", name, w->value, w->level, bound,
+                    !w->gated ? "info" : w->pass ? "pass" : "FAIL");
+            first = 0;
+        }
+        if (r->tie_flips) fprintf(f, "%-78s %-12s %11ld %11s %11s  %s\n", "", "tie_flips", r->tie_flips, "", "", "legitimate (tie-run at the cut)");
+        for (int o = 0; o < r->nout; o++)
+            if (r->dtype[o] != DSV4Q_BT_F32 && r->dtype[o] != DSV4Q_BT_I32)
+                fprintf(f, "%-78s %-12s %11s  (ULPs counted in %s)\n", "", "storage", dtype_name(r->dtype[o]),
+                        dtype_name(r->dtype[o]));
+    }
+    fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped -> %s\n", q->ncases, q->npass, q->nfail, q->nerror,
+            q->nskip, dsv4q_qual_status(q) == 0 ? "PASS" : "FAIL");
+}
+
+static json_t *jnum(double v)
+{
+    if (isnan(v)) return json_null();
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "backend", json_string(q->desc.spec));
+    json_object_set_new(root, "backend_name", json_string(q->desc.name));
+    json_object_set_new(root, "backend_version", json_string(q->desc.version));
+    json_object_set_new(root, "profile", json_string(q->profile));
+    json_object_set_new(root, "gates", json_string(g->origin));
+    json_object_set_new(root, "load_error", q->load_failed ? json_string(q->msg) : json_null());
+    json_t *cases = json_array();
+    for (int i = 0; i < q->ncases; i++) {
+        const dsv4q_qcase *r = &q->cases[i];
+        json_t *c = json_object();
+        json_object_set_new(c, "case", json_string(r->key));
+        json_object_set_new(c, "op", json_string(dsv4q_op_get(r->op)->name));
+        json_object_set_new(c, "verdict", json_string(dsv4q_verdict_name(r->verdict)));
+        if (r->msg[0]) json_object_set_new(c, "message", json_string(r->msg));
+        if (r->verdict == DSV4Q_V_PASS || r->verdict == DSV4Q_V_FAIL) {
+            json_t *ms = json_object();
+            for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+                const dsv4q_qrow *w = &r->row[m];
+                if (w->out < 0) continue;
+                json_t *j = json_object();
+                json_object_set_new(j, "output", json_string(dsv4q_op_get(r->op)->out[w->out].name));
+                json_object_set_new(j, "value", jnum(w->value));
+                json_object_set_new(j, "level", jnum(w->level));
+                json_object_set_new(j, "bound", w->gated ? jnum(w->bound) : json_null());
+                json_object_set_new(j, "verdict", json_string(!w->gated ? "info" : w->pass ? "pass" : "fail"));
+                json_object_set_new(ms, dsv4q_metric_name(m), j);
+            }
+            json_object_set_new(c, "metrics", ms);
+            json_t *outs = json_array();
+            for (int o = 0; o < r->nout; o++) {
+                json_t *jo = json_object();
+                json_object_set_new(jo, "name", json_string(dsv4q_op_get(r->op)->out[o].name));
+                json_object_set_new(jo, "dtype", json_string(dtype_name(r->dtype[o])));
+                json_t *h = json_array();
+                for (int k = 0; k < DSV4Q_ULP_BUCKETS; k++) json_array_append_new(h, json_integer(r->m[o].ulp_hist[k]));
+                json_object_set_new(jo, "ulp_hist", h);
+                json_object_set_new(jo, "tie_flips", json_integer(r->m[o].tie_flips));
+                json_array_append_new(outs, jo);
+            }
+            json_object_set_new(c, "outputs", outs);
+            json_object_set_new(c, "seconds", json_real(r->seconds));
+        }
+        json_array_append_new(cases, c);
+    }
+    json_object_set_new(root, "cases", cases);
+    json_t *sum = json_object();
+    json_object_set_new(sum, "pass", json_integer(q->npass));
+    json_object_set_new(sum, "fail", json_integer(q->nfail));
+    json_object_set_new(sum, "error", json_integer(q->nerror));
+    json_object_set_new(sum, "skip", json_integer(q->nskip));
+    json_object_set_new(root, "summary", sum);
+    json_object_set_new(root, "ulp_buckets", json_string("0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>4096"));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,129 @@
+/*
+ * qualify.h - operator qualification of backends against the oracle.
+ *
+ * For every selected case: build the inputs (harness/cases.h), compute the
+ * reference (oracle-f64 of the backend's declared profile) and the rounding
+ * level (oracle-f32 of the same profile, same inputs), run the backend
+ * twice in an isolated child (harness/isolate.h), measure both pairs with
+ * the same metric code, and judge every gated metric as
+ *     value <= factor * level + floor          (gates/gates.h)
+ * Several backends can be qualified in one pass: a case's inputs and
+ * references are built once and reused for all of them (the CI suite runs
+ * cpu-ref and every mutant this way).
+ *
+ * Metric definitions (per output tensor; a case reports, per metric, the
+ * output with the worst value/bound):
+ *  nrms, max_abs, max_rel, cos_dist  harness/metrics.h over finite pairs
+ *  ulp_max      max ULP distance in the backend's storage dtype (F32, BF16
+ *               or F16): candidate vs reference rounded to that dtype; also
+ *               a histogram (buckets 0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>)
+ *  argmax_miss  rows (last dim) whose first argmax differs
+ *  nonfinite    candidate values that are NaN/inf where the reference is not
+ *               the same value (an unwritten output is NaN: isolate.h I2)
+ *  jaccard_dist selections: 1 - mean over rows of |A n B| / |A u B|
+ *  flips        selections: picks that differ from the reference's and are
+ *               NOT explained by the tie-run at the cut (reference scores
+ *               exactly equal to the k-th selected score); the explained
+ *               ones are counted in tie_flips, reported, never failed
+ *  rerun        run-to-run: max |run1 - run2| / max |ref| (floats), the
+ *               fraction of differing picks (selections)
+ * The level of every metric is oracle-f32 vs oracle-f64 on the same case.
+ */
+#ifndef DSV4Q_QUALIFY_H
+#define DSV4Q_QUALIFY_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "gates/gates.h"
+#include "harness/cases.h"
+#include "harness/isolate.h"
+
+#define DSV4Q_ULP_BUCKETS 10
+
+typedef enum dsv4q_verdict {
+    DSV4Q_V_PASS = 0,
+    DSV4Q_V_FAIL,        /* a gated metric exceeds its bound */
+    DSV4Q_V_ERROR,       /* the backend crashed, hung, errored, overran */
+    DSV4Q_V_SKIP         /* op not in the backend's caps */
+} dsv4q_verdict;
+
+/* Metrics of one output tensor, candidate vs reference. NaN = n/a. */
+typedef struct dsv4q_mset {
+    double v[DSV4Q_M_COUNT];
+    long ulp_hist[DSV4Q_ULP_BUCKETS];
+    long tie_flips;
+    long n;
+} dsv4q_mset;
+
+/* One row of the table: a case and a metric, at the output where the
+ * value is worst relative to its bound. */
+typedef struct dsv4q_qrow {
+    int gated, pass, out;
+    double value, level, bound;
+} dsv4q_qrow;
+
+typedef struct dsv4q_qcase {
+    char key[DSV4Q_CASE_KEY_MAX];
+    int op, nout;
+    dsv4q_verdict verdict;
+    dsv4q_iso_status status;
+    char msg[1024];
+    int32_t dtype[DSV4Q_OPS_MAX_T];
+    dsv4q_mset m[DSV4Q_OPS_MAX_T];     /* backend vs f64 */
+    dsv4q_mset lvl[DSV4Q_OPS_MAX_T];   /* oracle-f32 vs f64 */
+    dsv4q_qrow row[DSV4Q_M_COUNT];
+    long tie_flips;
+    double seconds;                    /* backend time (both runs, child) */
+} dsv4q_qcase;
+
+typedef struct dsv4q_qual {
+    dsv4q_backend_desc desc;
+    char profile[16];
+    uint64_t bs;
+    dsv4q_qcase *cases;
+    int ncases;
+    int npass, nfail, nerror, nskip;
+    int load_failed;                   /* the probe failed: msg says why */
+    char msg[1024];
+} dsv4q_qual;
+
+typedef struct dsv4q_qual_opts {
+    const dsv4q_gates *gates;
+    unsigned sets;                     /* DSV4Q_CASE_SET_* (0 = flash) */
+    uint64_t ops;                      /* DSV4Q_CAP bits to run (0 = all) */
+    const char *const *keys;           /* explicit case keys (NULL-terminated) instead of the table */
+    dsv4q_iso_opts iso;
+    int quiet;                         /* no progress on stderr */
+} dsv4q_qual_opts;
+
+/* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */
+int dsv4q_qualify_parse_ops(const char *list, uint64_t *bits, char *err, size_t errlen);
+
+/* Qualify n backends (specs) over the selected cases; q[i] receives the
+ * results of backend i (free with dsv4q_qual_free). Returns 0 when the
+ * harness worked (whatever the verdicts), -1 with a message when it could
+ * not (bad case key, out of memory). */
+int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv4q_qual *q, char *err, size_t errlen);
+void dsv4q_qual_free(dsv4q_qual *q);
+
+/* Exit status of one backend: 0 every case passed or skipped (and at least
+ * one ran), 1 a case failed or errored, 2 the backend could not be loaded. */
+int dsv4q_qual_status(const dsv4q_qual *q);
+
+/* Human table (case, metric, value, level, bound, verdict). all = every
+ * measured metric, not only the gated ones. */
+void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all);
+/* Machine form (malloc'd JSON text). */
+char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g);
+
+const char *dsv4q_verdict_name(dsv4q_verdict v);
+
+/* The selection rule on its own (exposed for tests): candidate picks B vs
+ * reference picks A, both [rows, k] (-1 = none), judged with the
+ * reference scores [rows, T] (NULL: every difference is a flip). Fills
+ * v[DSV4Q_M_JACCARD_DIST], v[DSV4Q_M_FLIPS] and tie_flips. */
+void dsv4q_mset_init(dsv4q_mset *m);
+void dsv4q_qualify_sel_metrics(dsv4q_mset *m, const int32_t *B, const int32_t *A, long rows, long k,
+                               const double *scores, long T);
+
+#endif
