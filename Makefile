@@ -14,7 +14,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-f
            -fno-fast-math -fopenmp -MMD -MP -I.
 LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
 
-ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c
+ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
 COMMON_SRCS   := $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
@@ -92,3 +92,77 @@ $(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)
+
+# --- CUDA backend (backends/cuda/, docs/cuda.md) ---------------------------
+# `make cuda` builds build/plugins/libdsv4q_cuda.so with nvcc (found on PATH
+# or in /usr/local/cuda/bin; override with NVCC=...), and skips it with a
+# message when there is none. The CUDA runtime is linked statically, so the
+# plugin loads on a machine without a GPU driver (init() then reports "no
+# CUDA device"). `make cuda-emu` builds the same kernel sources for the CPU
+# fiber emulator (backends/cuda/dqc_emu.h) with a C++ compiler: CI checks
+# the kernels' logic with it. Both are prerequisites of
+# tests/test_cuda_plugin.c when their compiler exists. `make cuda-bench`
+# builds the per-operator GPU timings (scripts/gpu-check.sh runs them).
+ifndef NVCC
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+endif
+EMU_CXX := $(shell command -v g++ 2>/dev/null || command -v c++ 2>/dev/null)
+
+CUDA_SRCS   := $(filter-out backends/cuda/bench_cuda.cu,$(wildcard backends/cuda/*.cu))
+CUDA_OBJS   := $(CUDA_SRCS:backends/cuda/%.cu=$(BUILD)/cuda/%.o)
+CUDA_PLUGIN := $(BUILD)/plugins/libdsv4q_cuda.so
+CUDA_BENCH  := $(BUILD)/cuda/bench_cuda
+# sm_90 machine code for Hopper (H100/H200) + compute_80 PTX the driver can
+# compile for any later GPU.
+CUDA_ARCH   ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+# --fmad=false: no implicit FMA contraction (a*b+c rounds twice, as in the
+# oracle's -ffp-contract=off); the GEMM block dots use explicit fma().
+NVCCFLAGS   ?= -O3
+NVCC_ALL    := $(NVCCFLAGS) -std=c++17 --fmad=false $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
+               -I. -MMD -MP
+# The emulation build is C++ (g++ is not pinned by scripts/deps.sh): warnings
+# are shown, not fatal.
+CUDA_EMU_PLUGIN := $(BUILD)/plugins/libdsv4q_cuda_emu.so
+CUDA_EMU_OBJS   := $(CUDA_SRCS:backends/cuda/%.cu=$(BUILD)/cuda-emu/%.o) $(BUILD)/cuda-emu/dqc_emu.o
+EMU_CXXFLAGS    := -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-fast-math -DDQC_EMU \
+                   -Wall -Wextra -I. -MMD -MP
+
+.PHONY: cuda cuda-emu cuda-bench
+$(BUILD)/cuda/%.o: backends/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_ALL) -c $< -o $@
+$(CUDA_PLUGIN): $(CUDA_OBJS) backends/cuda/exports.map
+	@mkdir -p $(dir $@)
+	$(NVCC) -shared -cudart static -o $@ $(CUDA_OBJS) -Xlinker --version-script=backends/cuda/exports.map \
+	    -Xlinker --exclude-libs,ALL -lpthread -ldl -lrt
+$(CUDA_BENCH): backends/cuda/bench_cuda.cu $(filter-out $(BUILD)/cuda/plugin.o,$(CUDA_OBJS))
+	$(NVCC) $(NVCC_ALL) -o $@ $^ -cudart static -lpthread -ldl -lrt
+$(BUILD)/cuda-emu/%.o: backends/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -x c++ $(EMU_CXXFLAGS) -c $< -o $@
+$(BUILD)/cuda-emu/dqc_emu.o: backends/cuda/dqc_emu.cpp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(CUDA_EMU_PLUGIN): $(CUDA_EMU_OBJS) backends/cuda/exports.map
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -shared -o $@ $(CUDA_EMU_OBJS) -Wl,--version-script=backends/cuda/exports.map
+
+ifneq ($(NVCC),)
+cuda: $(CUDA_PLUGIN)
+cuda-bench: $(CUDA_BENCH)
+$(BUILD)/tests/test_cuda_plugin: $(CUDA_PLUGIN)
+else
+cuda:
+	@echo "cuda: nvcc not found (PATH, /usr/local/cuda/bin): skipping the CUDA plugin (backends/cuda/); set NVCC=/path/to/nvcc to build it"
+cuda-bench:
+	@echo "cuda-bench: nvcc not found: skipping the CUDA benchmark"
+endif
+ifneq ($(EMU_CXX),)
+cuda-emu: $(CUDA_EMU_PLUGIN)
+$(BUILD)/tests/test_cuda_plugin: $(CUDA_EMU_PLUGIN)
+else
+cuda-emu:
+	@echo "cuda-emu: no C++ compiler (g++/c++): skipping the CPU emulation build of backends/cuda/"
+endif
+$(BUILD)/tests/test_cuda_plugin: backends/cuda/dsv4q_cuda_debug.h backends/cuda/dqc_bits.h
+test: cuda cuda-emu

@@ -471,6 +471,43 @@ static json_t *jrow(const mrow *r)
     return j;
 }
 
+/* Every selected row of every indexed layer got a selection in this run. */
+static int check_rows(const ctx *c, int run, char *err, size_t errlen)
+{
+    for (long i = 0; i < c->nidx * c->nsel; i++)
+        if (c->rows[i].k[run] < 0) {
+            snprintf(err, errlen, "no indexer selection recorded at layer %d position %ld", c->rows[i].layer,
+                     c->rows[i].pos);
+            return -1;
+        }
+    return 0;
+}
+
+/* Progress with numbers: what is known after run (a) (stage 0), (b) (1)
+ * and (c) (2), on stderr, so a long run shows its figures early. */
+static void partial(const ctx *c, int stage, double *v, double *tmp)
+{
+    if (c->quiet) return;
+    for (int li = 0; li < c->nidx; li++) {
+        char b[4][40];
+        if (stage < 2) {
+            long intie = 0;
+            for (long s = 0; s < c->nsel; s++) intie += c->rows[li * c->nsel + s].w[stage].tie_outside > 0;
+            fprintf(stderr, "[margins] %s layer %d: margin %s, tie-run %s, out %s, distinct %s, cut-in-tie %ld/%ld",
+                    stage ? "f32" : "f64", c->layers[li], cell(b[0], 40, layer_stat(c, li, stage, F_MARGIN, v, tmp)),
+                    cell(b[1], 40, layer_stat(c, li, stage, F_TIE, v, tmp)),
+                    cell(b[2], 40, layer_stat(c, li, stage, F_OUT, v, tmp)),
+                    cell(b[3], 40, layer_stat(c, li, stage, F_DISTINCT, v, tmp)), intie, c->nsel);
+            if (stage == 1)
+                fprintf(stderr, ", flips f32/f64 %s", cell(b[0], 40, layer_stat(c, li, 0, F_FLIPS_W, v, tmp)));
+        } else {
+            fprintf(stderr, "[margins] layer %d: flips between the profiles %s",  c->layers[li],
+                    cell(b[0], 40, layer_stat(c, li, 0, F_FLIPS_P, v, tmp)));
+        }
+        fprintf(stderr, "\n");
+    }
+}
+
 typedef struct xopts { const char *positions, *csv, *svg; } xopts;
 
 static int extra(void *vx, int argc, char **argv, int i)
@@ -559,23 +596,29 @@ int dsv4q_cmd_margins(int argc, char **argv)
 
     char lab[64];
     snprintf(lab, sizeof lab, "f64 %s", o.profile);
-    if (run_one(&c, 64, bs, &t, RUN_F64, -1, lab, err, sizeof err)) goto fail;
+    if (run_one(&c, 64, bs, &t, RUN_F64, -1, lab, err, sizeof err) || check_rows(&c, RUN_F64, err, sizeof err))
+        goto fail;
+    partial(&c, 0, v, tmp);
     snprintf(lab, sizeof lab, "f32 %s", o.profile);
-    if (run_one(&c, 32, bs, &t, RUN_F32, -1, lab, err, sizeof err)) goto fail;
-    snprintf(lab, sizeof lab, "f64 %s", oc.profile);
-    if (run_one(&c, 64, bsc, &t, RUN_CMP, -1, lab, err, sizeof err)) goto fail;
+    if (run_one(&c, 32, bs, &t, RUN_F32, -1, lab, err, sizeof err) || check_rows(&c, RUN_F32, err, sizeof err))
+        goto fail;
     for (long i = 0; i < nrows; i++) {
         mrow *r = &c.rows[i];
-        for (int k = 0; k < RUN_NPICK; k++)
-            if (r->k[k] < 0) {
-                snprintf(err, sizeof err, "no indexer selection recorded at layer %d position %ld", r->layer, r->pos);
-                goto fail;
-            }
-        const int32_t *a = c.picks[RUN_F64] + i * c.kmax;
-        r->flips_w = dsv4q_pick_flips(a, r->k[RUN_F64], c.picks[RUN_F32] + i * c.kmax, r->k[RUN_F32]);
-        r->flips_p = dsv4q_pick_flips(a, r->k[RUN_F64], c.picks[RUN_CMP] + i * c.kmax, r->k[RUN_CMP]);
-        if (r->flips_w < 0 || r->flips_p < 0) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+        r->flips_w = dsv4q_pick_flips(c.picks[RUN_F64] + i * c.kmax, r->k[RUN_F64], c.picks[RUN_F32] + i * c.kmax,
+                                      r->k[RUN_F32]);
+        if (r->flips_w < 0) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     }
+    partial(&c, 1, v, tmp);
+    snprintf(lab, sizeof lab, "f64 %s", oc.profile);
+    if (run_one(&c, 64, bsc, &t, RUN_CMP, -1, lab, err, sizeof err) || check_rows(&c, RUN_CMP, err, sizeof err))
+        goto fail;
+    for (long i = 0; i < nrows; i++) {
+        mrow *r = &c.rows[i];
+        r->flips_p = dsv4q_pick_flips(c.picks[RUN_F64] + i * c.kmax, r->k[RUN_F64], c.picks[RUN_CMP] + i * c.kmax,
+                                      r->k[RUN_CMP]);
+        if (r->flips_p < 0) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+    }
+    partial(&c, 2, v, tmp);
     for (int li = 0; li < c.nidx; li++) {
         long flipped = 0;
         for (long s = 0; s < c.nsel; s++) flipped += c.rows[li * c.nsel + s].flips_w > 0;

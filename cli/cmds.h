@@ -10,4 +10,7 @@ int dsv4q_cmd_ablate(int argc, char **argv);
 int dsv4q_cmd_golden(int argc, char **argv);
 int dsv4q_cmd_margins(int argc, char **argv);
 int dsv4q_cmd_qualify(int argc, char **argv);
+int dsv4q_cmd_stages(int argc, char **argv);
+int dsv4q_cmd_capture(int argc, char **argv);
+int dsv4q_cmd_replay(int argc, char **argv);
 #endif

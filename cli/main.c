@@ -33,6 +33,15 @@ static void usage(FILE *f)
             "        qualify a kernel backend (built-in oracle-f32, cpu-ref, mutant:NAME, or a plugin .so)\n"
             "        operator by operator against oracle-f64; exit 0 pass, 1 fail, 2 error\n"
             "        (--list: case keys; --list-ops [--markdown]: the backend ABI's operator table)\n"
+            "  stages [--model DIR | --config NAME] [--markdown] [--names]\n"
+            "        the stage table: what an engine capture holds (tensor names, shapes, boundaries)\n"
+            "  capture --model DIR [--tokens FILE | --prompt-len N] [--decode M] --out DIR [--width f64|f32]\n"
+            "          [--profile P] [--dtype f64|f32|storage] [--engine NAME] [--backend cpu-ref|mutant:NAME]\n"
+            "        the oracle writes a capture of its own run in the engine capture format (--backend:\n"
+            "        a built-in backend computes the stages it has operators for)\n"
+            "  replay --model DIR --capture FILE|DIR [--gates FILE] [--no-model] [--all-metrics] [--json FILE]\n"
+            "        qualify an engine from its capture, stage by stage on its own inputs; exit 0 pass,\n"
+            "        1 fail, 2 error (docs/captures.md)\n"
             "  boundaries [--markdown]   list the named rounding points and profiles\n"
             "  golden record|check|list [--ops CASE,...] [--dir DIR]   bit-exact reference outputs (goldens/)\n"
             "  keygen [--out FILE]       make an Ed25519 signing key for receipts\n"
@@ -59,6 +68,9 @@ int main(int argc, char **argv)
     if (!strcmp(c, "golden")) return dsv4q_cmd_golden(argc, argv);
     if (!strcmp(c, "margins")) return dsv4q_cmd_margins(argc, argv);
     if (!strcmp(c, "qualify")) return dsv4q_cmd_qualify(argc, argv);
+    if (!strcmp(c, "stages")) return dsv4q_cmd_stages(argc, argv);
+    if (!strcmp(c, "capture")) return dsv4q_cmd_capture(argc, argv);
+    if (!strcmp(c, "replay")) return dsv4q_cmd_replay(argc, argv);
     fprintf(stderr, "dsv4q: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

@@ -64,7 +64,7 @@ static int rule(json_t *v, const char *origin, const char *path, dsv4q_gate_rule
     }
     const char *k;
     json_t *x;
-    dsv4q_gate_rule n = {1, 0, 0};
+    dsv4q_gate_rule n = {1, 0, 0, {0, 0, 0}};
     int have_f = 0;
     json_object_foreach(v, k, x) {
         if (!strcmp(k, "factor")) {
@@ -72,13 +72,34 @@ static int rule(json_t *v, const char *origin, const char *path, dsv4q_gate_rule
             have_f = 1;
         } else if (!strcmp(k, "floor")) {
             if (num(x, origin, path, k, &n.floor, err, errlen)) return -1;
+        } else if (!strcmp(k, "floor_u")) {
+            if (json_is_object(x)) {
+                static const char *const dn[3] = {"BF16", "F16", "F32"};
+                const char *dk;
+                json_t *dv;
+                char p2[256];
+                snprintf(p2, sizeof p2, "%s.floor_u", path);
+                json_object_foreach(x, dk, dv) {
+                    int di = -1;
+                    for (int q = 0; q < 3; q++) if (!strcmp(dk, dn[q])) di = q;
+                    if (di < 0) {
+                        snprintf(err, errlen, "%s: %s: unknown storage dtype '%s' (BF16, F16, F32)", origin, p2, dk);
+                        return -1;
+                    }
+                    if (num(dv, origin, p2, dk, &n.floor_u[di], err, errlen)) return -1;
+                }
+            } else {
+                double u;
+                if (num(x, origin, path, k, &u, err, errlen)) return -1;
+                n.floor_u[0] = n.floor_u[1] = n.floor_u[2] = u;
+            }
         } else if (!strcmp(k, "why")) {
             if (!json_is_string(x)) {
                 snprintf(err, errlen, "%s: %s.why must be a string", origin, path);
                 return -1;
             }
         } else {
-            snprintf(err, errlen, "%s: %s: unknown key '%s' (factor, floor, why)", origin, path, k);
+            snprintf(err, errlen, "%s: %s: unknown key '%s' (factor, floor, floor_u, why)", origin, path, k);
             return -1;
         }
     }
@@ -244,11 +265,24 @@ int dsv4q_gates_default(dsv4q_gates *g, char *err, size_t errlen)
     return -1;
 }
 
-double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level)
+double dsv4q_dtype_unit(int dtype)
+{
+    switch (dtype) {
+    case DSV4Q_BT_BF16: return 0x1p-8;
+    case DSV4Q_BT_F16: return 0x1p-11;
+    case DSV4Q_BT_F32: return 0x1p-24;
+    case DSV4Q_BT_F64: return 0x1p-53;
+    default: return 0;
+    }
+}
+
+double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level, int dtype)
 {
     if (isnan(level)) return NAN;
-    if (isinf(level)) return r->factor > 0 ? INFINITY : r->floor;
-    return r->factor * level + r->floor;
+    int di = dtype == DSV4Q_BT_BF16 ? 0 : dtype == DSV4Q_BT_F16 ? 1 : dtype == DSV4Q_BT_F32 ? 2 : -1;
+    double fl = r->floor + (di >= 0 ? r->floor_u[di] * dsv4q_dtype_unit(dtype) : 0);
+    if (isinf(level)) return r->factor > 0 ? INFINITY : fl;
+    return r->factor * level + fl;
 }
 
 int dsv4q_gate_pass(double value, double bound)

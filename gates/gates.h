@@ -9,15 +9,19 @@
  * level: what an honest FP32 implementation of the same contract gets),
  * `factor` allows a different but legitimate order of operations, and
  * `floor` covers metrics whose level is 0 (exact operators, ties) by a
- * stated amount. Whole-model gates say logit NRMS <= factor * sensitivity
+ * stated amount (absolute, and/or floor_u units of the storage precision,
+ * so one rule means the same for BF16 and F32 outputs). Whole-model gates say logit NRMS <= factor * sensitivity
  * floor + floor, and greedy agreement >= a minimum. docs/gates.md explains
  * each number of gates/default.json.
  *
  * File format (JSON, duplicate keys rejected):
  *   { "dsv4q_gates": 1,
  *     "description": "...",
- *     "defaults": { METRIC: {"factor": F, "floor": G}, ... },
- *     "ops": { OP: { METRIC: {"factor": F, "floor": G} | null, ... }, ... },
+ *     "defaults": { METRIC: RULE, ... },
+ *     "ops": { OP: { METRIC: RULE | null, ... }, ... },
+ *     where RULE = {"factor": F, "floor": G, "floor_u": U | {"BF16": U1,
+ *                   "F16": U2, "F32": U3}, "why": "..."} (floor, floor_u
+ *                   optional, 0 by default)
  *     "model": { "nrms": {"factor": F, "floor": G}, "greedy_agreement_min": A } }
  * An op inherits every default metric it does not name; `null` removes a
  * metric from that op (reported, not gated). Unknown ops, metrics or keys,
@@ -50,6 +54,10 @@ typedef enum dsv4q_metric {
 typedef struct dsv4q_gate_rule {
     int on;                  /* 1: gated */
     double factor, floor;
+    double floor_u[3];       /* floor in units u of the output's storage
+                                precision, per storage dtype: [0] BF16
+                                (u = 2^-8), [1] F16 (2^-11), [2] F32
+                                (2^-24); I32 outputs: none */
 } dsv4q_gate_rule;
 
 typedef struct dsv4q_gates {
@@ -72,8 +80,12 @@ int dsv4q_gates_load(dsv4q_gates *g, const char *path, char *err, size_t errlen)
  * next to the working directory, else the copy compiled into the binary. */
 int dsv4q_gates_default(dsv4q_gates *g, char *err, size_t errlen);
 
-/* bound = factor * level + floor (NaN if either is NaN). */
-double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level);
+/* bound = factor * level + floor + floor_u[dtype] * u(dtype) (NaN if level
+ * is NaN); dtype is the output's storage dtype (dsv4q_bt_dtype). */
+double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level, int dtype);
+/* Unit roundoff of a storage dtype (dsv4q_bt_dtype): 2^-8 BF16, 2^-11 F16,
+ * 2^-24 F32, 2^-53 F64, 0 otherwise. */
+double dsv4q_dtype_unit(int dtype);
 /* 1 pass, 0 fail (G2: NaN fails). */
 int dsv4q_gate_pass(double value, double bound);
 

@@ -169,10 +169,24 @@ int dsv4q_op_find(const char *name)
     return -1;
 }
 
+/* A table cell: '|' escaped. */
+static void cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
 static void md_tensors(FILE *f, const char *what, const dsv4q_op_tensor *t, int n)
 {
-    for (int i = 0; i < n; i++)
-        fprintf(f, "| %s %d | `%s` | `%s` | %s | %s |\n", what, i, t[i].name, t[i].shape, t[i].dtype, t[i].doc);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "| %s %d | `%s` | `%s` | ", what, i, t[i].name, t[i].shape);
+        cell(f, t[i].dtype);
+        fprintf(f, " | ");
+        cell(f, t[i].doc);
+        fprintf(f, " |\n");
+    }
 }
 
 void dsv4q_op_markdown(FILE *f)
@@ -188,7 +202,11 @@ void dsv4q_op_markdown(FILE *f)
         fprintf(f, "| slot | name | shape | dtype | meaning |\n|---|---|---|---|---|\n");
         md_tensors(f, "in", o->in, o->nin);
         md_tensors(f, "out", o->out, o->nout);
-        for (int p = 0; p < o->nparam; p++) fprintf(f, "| param %d | | | double | %s |\n", p, o->param[p]);
+        for (int p = 0; p < o->nparam; p++) {
+            fprintf(f, "| param %d | | | double | ", p);
+            cell(f, o->param[p]);
+            fprintf(f, " |\n");
+        }
         fprintf(f, "\n- oracle: `%s`\n- reference: %s\n", o->oracle, o->reference);
         if (o->boundaries[0]) fprintf(f, "- rounding points (decided by the declared profile): %s\n", o->boundaries);
         if (o->notes[0]) fprintf(f, "- %s\n", o->notes);

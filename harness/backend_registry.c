@@ -69,6 +69,8 @@ void dsv4q_backend_builtin_list(char *buf, size_t len)
 #undef ADD
 }
 
+const char *const *dsv4q_backend_mutants(void) { return mutants_or_null(); }
+
 int dsv4q_backend_is_path(const char *spec)
 {
     size_t n = strlen(spec);

@@ -6,7 +6,8 @@
  * rescale factor, e = exp(s - m) whose FP32 row sum goes to the
  * denominator while a BF16 copy multiplies V (= the key row) into an FP32
  * accumulator O[H][D]. After the last block: denominator += exp(sink - m),
- * o = BF16(O / denominator). A query with every column masked gets o = 0
+ * o = BF16(O / denominator) (one division, not a reciprocal product: the
+ * output is rounded to BF16 right after, every extra rounding adds flips). A query with every column masked gets o = 0
  * (the oracle's documented choice; the kernel would produce NaN).
  *
  * Mutant attn_sink_missing: the sink term is not added.
@@ -76,9 +77,8 @@ int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, lo
             }
             float den = l[h];
             if (mut != CPUREF_M_ATTN_SINK_MISSING) den += expf(sink[h] - m[h]);
-            const float inv = 1.0f / den;
             const float *Oh = O + (long)h * D;
-            for (int d = 0; d < D; d++) oh[d] = cpuref_bf16(Oh[d] * inv);
+            for (int d = 0; d < D; d++) oh[d] = cpuref_bf16(Oh[d] / den);
         }
     }
     rc = 0;

@@ -3,8 +3,10 @@
  * the QAT simulations (FP8 act-quant, FP4 act-quant, Hadamard).
  *
  * Production choices (deliberately not the oracle's):
- *  - dot: 16 FP32 lanes (four 4-wide vectors, lane l takes i % 16 == l),
- *    lanes folded pairwise (v0+v1)+(v2+v3) then (l0+l1)+(l2+l3), tail last;
+ *  - dot: two-level FP32 accumulation: per 256-wide chunk 16 lanes (four
+ *    4-wide vectors, lane l takes i % 16 == l) folded pairwise
+ *    (v0+v1)+(v2+v3) then (l0+l1)+(l2+l3), tail last; chunk sums added in
+ *    order into a second accumulator (split-K style promotion);
  *  - weights decoded a row at a time from the stored bytes through lookup
  *    tables (E4M3 256-entry, E2M1 256-entry pair table), never dequantized
  *    as a whole;
@@ -27,7 +29,8 @@ static inline v4 ld4(const float *p)
     return v;
 }
 
-float cpuref_dot(const float *a, const float *b, long n)
+/* One chunk (n <= CHUNK): 16 lanes, folded pairwise, tail last. */
+static inline float dot_chunk(const float *a, const float *b, long n)
 {
     v4 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
     long i = 0;
@@ -41,6 +44,18 @@ float cpuref_dot(const float *a, const float *b, long n)
     float t = (c[0] + c[1]) + (c[2] + c[3]);
     for (; i < n; i++) t += a[i] * b[i];
     return t;
+}
+
+/* Two-level FP32 accumulation, as split-K GEMMs promote per K block: each
+ * 256-wide chunk is reduced on 16 lanes, the chunk sums are added in
+ * order into a second accumulator. */
+#define CHUNK 256
+float cpuref_dot(const float *a, const float *b, long n)
+{
+    if (n <= CHUNK) return dot_chunk(a, b, n);
+    float acc = 0;
+    for (long k0 = 0; k0 < n; k0 += CHUNK) acc += dot_chunk(a + k0, b + k0, n - k0 < CHUNK ? n - k0 : CHUNK);
+    return acc;
 }
 
 static float scale_at(const cpuref_w *W, long i)

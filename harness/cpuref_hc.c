@@ -2,8 +2,9 @@
  * cpuref_hc.c - cpu-ref's hyper-connection kernels.
  *
  * hc_pre is one fused pass per token over the hc*d stream values: each
- * 4-wide chunk of X is loaded once and feeds the sum of squares and all
- * (2+hc)*hc mixing dots (4 lanes each); then the RMS scale, the split into
+ * 4-wide piece of X is loaded once and feeds the sum of squares and all
+ * (2+hc)*hc mixing dots (4 lanes each, folded into FP32 totals every 256
+ * values); then the RMS scale, the split into
  * pre / post / comb, Sinkhorn, and the weighted stream reduction (BF16).
  * hc_post: Y_k = BF16(post_k x + sum_j C[j][k] X_j), the stream sum on two
  * partial sums (even / odd j). hc_head: the same fused mixes pass with hc
@@ -29,23 +30,35 @@ static inline float hsum4(v4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 
 static inline float sigmoidf(float z) { return 1.0f / (1.0f + expf(-z)); }
 
-/* mixes [nmix] = (fn Xt) * rsqrt(mean(Xt^2) + eps), one pass over Xt. */
+/* mixes [nmix] = (fn Xt) * rsqrt(mean(Xt^2) + eps), one pass over Xt:
+ * 4-lane partial sums per 256-wide chunk, folded into FP32 totals per
+ * chunk (two-level accumulation). */
+#define HC_CHUNK 256
 static int fused_mixes(const float *Xt, long hd, const float *fn, int nmix, float eps, float *mixes)
 {
-    v4 *acc = calloc((size_t)nmix, sizeof(v4));
+    v4 *acc = malloc(sizeof(v4) * (size_t)nmix);
     if (!acc) return -1;
-    v4 sq = {0};
-    long i = 0;
-    for (; i + 4 <= hd; i += 4) {
-        v4 xv = ld4(Xt + i);
-        sq += xv * xv;
-        for (int m = 0; m < nmix; m++) acc[m] += ld4(fn + m * hd + i) * xv;
-    }
-    float ssq = hsum4(sq);
-    for (int m = 0; m < nmix; m++) mixes[m] = hsum4(acc[m]);
-    for (; i < hd; i++) {
-        ssq += Xt[i] * Xt[i];
-        for (int m = 0; m < nmix; m++) mixes[m] += fn[m * hd + i] * Xt[i];
+    float ssq = 0;
+    for (int m = 0; m < nmix; m++) mixes[m] = 0;
+    for (long c0 = 0; c0 < hd; c0 += HC_CHUNK) {
+        const long c1 = hd - c0 < HC_CHUNK ? hd : c0 + HC_CHUNK;
+        v4 sq = {0};
+        for (int m = 0; m < nmix; m++) acc[m] = (v4){0};
+        long i = c0;
+        for (; i + 4 <= c1; i += 4) {
+            v4 xv = ld4(Xt + i);
+            sq += xv * xv;
+            for (int m = 0; m < nmix; m++) acc[m] += ld4(fn + m * hd + i) * xv;
+        }
+        float sc = hsum4(sq);
+        float part[(2 + 16) * 16];
+        for (int m = 0; m < nmix; m++) part[m] = hsum4(acc[m]);
+        for (; i < c1; i++) {
+            sc += Xt[i] * Xt[i];
+            for (int m = 0; m < nmix; m++) part[m] += fn[m * hd + i] * Xt[i];
+        }
+        ssq += sc;
+        for (int m = 0; m < nmix; m++) mixes[m] += part[m];
     }
     const float rs = 1.0f / sqrtf(ssq / (float)hd + eps);
     for (int m = 0; m < nmix; m++) mixes[m] *= rs;

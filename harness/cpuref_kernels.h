@@ -69,7 +69,8 @@ float cpuref_fp8_scale(float amax, int ue8m0, int mut);
 
 /* ---- dots / GEMM / QAT (cpuref_gemm.c) --------------------------------- */
 
-/* 16-lane FP32 dot (lane l takes i % 16 == l, lanes summed pairwise). */
+/* FP32 dot: 256-wide chunks on 16 lanes (lane l takes i % 16 == l, folded
+ * pairwise), chunk sums accumulated in order. */
 float cpuref_dot(const float *a, const float *b, long n);
 
 /* A weight as the backend sees it: either raw bytes (BF16 / FP8 + scales /

@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -250,6 +253,9 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
         if (pid == 0) {
             close(pfd[0]);
             setpgid(0, 0);
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the harness */
+#endif
             child_signals();
             omp_set_num_threads(1);   /* I3 */
             child_main(spec, c, bs, nruns, h, outs, pfd[1]);

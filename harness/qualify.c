@@ -295,8 +295,17 @@ static double rerun_metric(const dsv4q_case *c, int i, const void *r1, const voi
 {
     long n = (long)dsv4q_bt_numel(&c->out[i]);
     if (is_i32(c, i)) {
-        long d = 0;
-        for (long k = 0; k < n; k++) d += ((const int32_t *)r1)[k] != ((const int32_t *)r2)[k];
+        /* selections are sets: the fraction of run-2 picks (per row) that
+         * run 1 did not make; order within a row is not compared */
+        const dsv4q_bt *t = &c->out[i];
+        long k = t->ndim > 0 ? (long)t->shape[t->ndim - 1] : 1, d = 0;
+        const int32_t *a = r1, *b = r2;
+        for (long r = 0; r < n / k; r++)
+            for (long j = 0; j < k; j++) {
+                int in = 0;
+                for (long u = 0; u < k && !in; u++) in = a[r * k + u] == b[r * k + j];
+                d += !in;
+            }
         return n ? (double)d / (double)n : 0;
     }
     size_t es = dt == DSV4Q_BT_F32 ? 4 : 2;
@@ -352,7 +361,7 @@ static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
         for (int i = 0; i < r->nout; i++) {
             double v = r->m[i].v[mi], l = r->lvl[i].v[mi];
             if (isnan(v) && isnan(l)) continue;   /* n/a for this output */
-            double b = dsv4q_gate_bound(rule, l);
+            double b = dsv4q_gate_bound(rule, l, r->dtype[i]);
             int pass = !rule->on || dsv4q_gate_pass(v, b);
             double score = !pass ? INFINITY : (b > 0 ? v / b : (v > 0 ? 1e300 : 0));
             if (isnan(score)) score = INFINITY;
@@ -450,7 +459,9 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
         if (!q[b].cases) { snprintf(err, errlen, "out of memory"); goto out; }
         q[b].ncases = ns;
     }
-    for (int ci = 0; ci < ns; ci++) {
+    int nloaded = 0;
+    for (int b = 0; b < n; b++) nloaded += !q[b].load_failed;
+    for (int ci = 0; ci < ns && nloaded; ci++) {
         dsv4q_case c;
         if (dsv4q_case_build(&c, sel[ci].key, err, errlen)) goto out;
         if (!o->quiet) fprintf(stderr, "[qualify] %d/%d %s\n", ci + 1, ns, c.key);
@@ -562,7 +573,7 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
     }
     fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
             q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
-    fprintf(f, "gates %s; bound = factor * level + floor\n\n", g->origin);
+    fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
     fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];

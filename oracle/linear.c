@@ -111,8 +111,9 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
                 if (W->fmt == DSV4Q_WF_FP8) {
                     for (int64_t kb = 0; kb * 128 < K; kb++) {
                         int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
-                        real d0, d1;
-                        rdot2(wrow + k0, x0 + k0, x1 + k0, len, &d0, &d1);
+                        real d0, d1 = 0;
+                        if (two) rdot2(wrow + k0, x0 + k0, x1 + k0, len, &d0, &d1);
+                        else d0 = rdot(wrow + k0, x0 + k0, len);
                         real sc0 = srow[kb], sc1 = srow[kb];
                         if (act_q) {
                             sc0 = xs[t * nab + kb] * sc0;
@@ -124,13 +125,16 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
                 } else if (W->fmt == DSV4Q_WF_FP4) {
                     for (int64_t kb = 0; kb * 32 < K; kb++) {
                         int64_t k0 = kb * 32;
-                        real d0, d1, sw = srow[kb];
-                        rdot2(wrow + k0, x0 + k0, x1 + k0, 32, &d0, &d1);
+                        real d0, d1 = 0, sw = srow[kb];
+                        if (two) rdot2(wrow + k0, x0 + k0, x1 + k0, 32, &d0, &d1);
+                        else d0 = rdot(wrow + k0, x0 + k0, 32);
                         acc0 += act_q ? (d0 * xs[t * nab + kb / 4]) * sw : d0 * sw;
                         if (two) acc1 += act_q ? (d1 * xs[(t + 1) * nab + kb / 4]) * sw : d1 * sw;
                     }
-                } else {
+                } else if (two) {
                     rdot2(wrow, x0, x1, K, &acc0, &acc1);
+                } else {
+                    acc0 = rdot(wrow, x0, K);
                 }
                 y[t * N + o] = out_b >= 0 ? rb(bs, out_b, acc0) : acc0;
                 if (two) y[(t + 1) * N + o] = out_b >= 0 ? rb(bs, out_b, acc1) : acc1;

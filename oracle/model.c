@@ -14,6 +14,10 @@
  *  M1. A call is a prefill (pos 0, s >= 1 tokens) or a decode (s == 1);
  *      the reference has no chunked prefill and neither does the oracle.
  *  M2. Stage taps see the values the next stage consumes (after rounding).
+ *  M3. Every stage of the stage table (oracle/stages.h) is one st_* function
+ *      (or attention / head) used by BOTH the forward pass and
+ *      dsv4q_stage_exec, so a stage replayed on the inputs the forward pass
+ *      gave it reproduces its output bit for bit (tests/test_capture.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +54,15 @@ struct X(dsv4q_runstate) {
     long lasts;
     dsv4q_pick_fn pick;                 /* optional override of indexer picks */
     void *pick_user;
+    dsv4q_stage_fn stage_fn;            /* optional stage hook (capture) */
+    void *stage_user;
 };
+
+void X(dsv4q_run_set_stage_hook)(X(dsv4q_runstate) *r, dsv4q_stage_fn fn, void *user)
+{
+    r->stage_fn = fn;
+    r->stage_user = user;
+}
 
 void X(dsv4q_run_set_pick_hook)(X(dsv4q_runstate) *r, dsv4q_pick_fn fn, void *user)
 {
@@ -314,50 +326,163 @@ oom:
     return rc;
 }
 
-/* One block: Xs [s, hc, d] in, out. */
-static int block(X(dsv4q_runstate) *r, int li, real *Xs, long s, long p0, const int32_t *ids)
+/* ---- stages (oracle/stages.h, M3) ------------------------------------ */
+
+/* Report a stage to the stage hook (main-model layers and model-level
+ * stages only; MTP layers are not in the stage table). in/out are the
+ * stage's tensors in table order; the hook may rewrite the outputs, which
+ * then flow on (at f32 rounded back to float). 0, or -1 on allocation. */
+static int report(X(dsv4q_runstate) *r, int st, int li, long s, long p0, const int32_t *ids,
+                  const real *const *in, real *const *out)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(st);
+    if (!r->stage_fn || (si->per_layer && li >= r->m->cfg.n_layers)) return 0;
+    dsv4q_stage_io io = {st, si->per_layer ? li : -1, s, p0, ids, {0}, {0}};
+#if DSV4Q_WIDTH == 64
+    for (int t = 0; t < si->nin; t++) io.in[t] = in[t];
+    for (int t = 0; t < si->nout; t++) io.out[t] = out[t];
+    r->stage_fn(r->stage_user, &io);
+    return 0;
+#else
+    double *buf[2 * DSV4Q_STAGE_MAX_T] = {0};
+    int rc = -1;
+    for (int side = 0; side < 2; side++)
+        for (int t = 0; t < (side ? si->nout : si->nin); t++) {
+            const dsv4q_stage_tensor *ts = side ? &si->out[t] : &si->in[t];
+            const real *src = side ? out[t] : in[t];
+            long n = (long)dsv4q_stage_numel(ts, &r->m->cfg, s);
+            double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+            if (!d) goto oom;
+            for (long i = 0; i < n; i++) d[i] = src[i];
+            buf[side * DSV4Q_STAGE_MAX_T + t] = d;
+            if (side) io.out[t] = d;
+            else io.in[t] = d;
+        }
+    if (r->stage_fn(r->stage_user, &io))
+        for (int t = 0; t < si->nout; t++) {
+            long n = (long)dsv4q_stage_numel(&si->out[t], &r->m->cfg, s);
+            for (long i = 0; i < n; i++) out[t][i] = (real)io.out[t][i];
+        }
+    rc = 0;
+oom:
+    for (int i = 0; i < 2 * DSV4Q_STAGE_MAX_T; i++) free(buf[i]);
+    return rc;
+#endif
+}
+
+#define REPORT(st, ins, outs)                                                                           \
+    do {                                                                                                \
+        const real *in_[] = {ins};                                                                      \
+        real *out_[] = {outs};                                                                          \
+        if (report(r, st, li, s, p0, ids, in_, out_)) goto oom;                                         \
+    } while (0)
+#define L2(a, b) a, b
+#define L3(a, b, c) a, b, c
+#define L4(a, b, c, d) a, b, c, d
+
+/* embed: the embedding row of each token, copied to the hc streams. */
+static void st_embed(X(dsv4q_runstate) *r, const int32_t *ids, long s, real *Xs)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const int hc = g->hc_mult;
+    const long d = g->dim;
+    for (long t = 0; t < s; t++) {
+        real *row = Xs + t * hc * d;
+        for (long i = 0; i < d; i++) row[i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
+        for (int j = 1; j < hc; j++) memcpy(Xs + (t * hc + j) * d, row, sizeof(real) * (size_t)d);
+    }
+}
+
+/* hc_attn_pre (ffn = 0) / hc_ffn_pre (ffn = 1). */
+static int st_hc_pre(X(dsv4q_runstate) *r, int li, int ffn, const real *Xs, long s, real *y, real *post, real *comb)
 {
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    const uint64_t bs = r->bs;
-    const int hc = g->hc_mult, k = g->n_activated_experts;
+    return X(dsv4q_hc_pre)(r->bs, Xs, s, g->hc_mult, g->dim, ffn ? &L->hc_ffn_fn : &L->hc_attn_fn,
+                           V(ffn ? L->hc_ffn_scale : L->hc_attn_scale), V(ffn ? L->hc_ffn_base : L->hc_attn_base),
+                           g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb);
+}
+
+/* attn_norm (ffn = 0) / ffn_norm (ffn = 1); y may alias x. */
+static void st_norm(X(dsv4q_runstate) *r, int li, int ffn, const real *x, long s, real *y)
+{
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    X(dsv4q_rmsnorm)(r->bs, x, s, r->m->cfg.dim, V(ffn ? L->ffn_norm : L->attn_norm), r->m->cfg.norm_eps, y);
+}
+
+/* hc_attn_post / hc_ffn_post; out must not alias X. */
+static void st_hc_post(X(dsv4q_runstate) *r, const real *x, const real *Xs, const real *post, const real *comb,
+                       long s, real *out)
+{
+    X(dsv4q_hc_post)(r->bs, x, Xs, post, comb, s, r->m->cfg.hc_mult, r->m->cfg.dim, out);
+}
+
+/* moe: gate (hash routing by the token ids on hash layers) + experts. */
+static int st_moe(X(dsv4q_runstate) *r, int li, const real *x, long s, const int32_t *ids, real *out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    const int k = g->n_activated_experts;
     const long d = g->dim;
-    real *y = NULL, *post = NULL, *comb = NULL, *a = NULL, *X2 = NULL, *wts = NULL;
+    real *wts = NULL;
     int32_t *ix = NULL;
     int rc = -1;
+    ALLOC(wts, s * k);
+    ALLOC(ix, s * k);
+    if (X(dsv4q_moe_gate)(x, s, d, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
+                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) goto oom;
+    tap(r, li, "moe_weights", wts, s * k, s);
+    tap_i32(r, li, "moe_idx", ix, s * k, s);
+    if (X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, x, s, d, wts, ix, k,
+                     g->swiglu_limit, out)) goto oom;
+    rc = 0;
+oom:
+    free(wts);
+    free(ix);
+    return rc;
+}
+
+/* One block: Xs [s, hc, d] in, out. The stages in table order (S2). */
+static int block(X(dsv4q_runstate) *r, int li, real *Xs, long s, long p0, const int32_t *ids)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const int hc = g->hc_mult;
+    const long d = g->dim;
+    real *y = NULL, *n = NULL, *post = NULL, *comb = NULL, *a = NULL, *X2 = NULL;
+    int rc = -1;
     ALLOC(y, s * d);
+    ALLOC(n, s * d);
     ALLOC(post, s * hc);
     ALLOC(comb, s * hc * hc);
     ALLOC(a, s * d);
     ALLOC(X2, s * hc * d);
-    ALLOC(wts, s * k);
-    ALLOC(ix, s * k);
-    if (X(dsv4q_hc_pre)(bs, Xs, s, hc, d, &L->hc_attn_fn, V(L->hc_attn_scale), V(L->hc_attn_base),
-                        g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb)) goto oom;
+    if (st_hc_pre(r, li, 0, Xs, s, y, post, comb)) goto oom;
     tap(r, li, "hc_attn_pre", y, s * d, s);
-    X(dsv4q_rmsnorm)(bs, y, s, d, V(L->attn_norm), g->norm_eps, y);
-    tap(r, li, "attn_norm", y, s * d, s);
-    if (attention(r, li, y, s, p0, a)) goto oom;
+    REPORT(DSV4Q_STAGE_HC_ATTN_PRE, Xs, L3(y, post, comb));
+    st_norm(r, li, 0, y, s, n);
+    tap(r, li, "attn_norm", n, s * d, s);
+    REPORT(DSV4Q_STAGE_ATTN_NORM, y, n);
+    if (attention(r, li, n, s, p0, a)) goto oom;
     tap(r, li, "attn", a, s * d, s);
-    X(dsv4q_hc_post)(bs, a, Xs, post, comb, s, hc, d, X2);
+    REPORT(DSV4Q_STAGE_ATTN, n, a);
+    st_hc_post(r, a, Xs, post, comb, s, X2);
     tap(r, li, "hc_attn_post", X2, s * hc * d, s);
-    if (X(dsv4q_hc_pre)(bs, X2, s, hc, d, &L->hc_ffn_fn, V(L->hc_ffn_scale), V(L->hc_ffn_base),
-                        g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb)) goto oom;
+    REPORT(DSV4Q_STAGE_HC_ATTN_POST, L4(a, Xs, post, comb), X2);
+    if (st_hc_pre(r, li, 1, X2, s, y, post, comb)) goto oom;
     tap(r, li, "hc_ffn_pre", y, s * d, s);
-    X(dsv4q_rmsnorm)(bs, y, s, d, V(L->ffn_norm), g->norm_eps, y);
-    tap(r, li, "ffn_norm", y, s * d, s);
-    if (X(dsv4q_moe_gate)(y, s, d, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
-                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) goto oom;
-    tap(r, li, "moe_weights", wts, s * k, s);
-    tap_i32(r, li, "moe_idx", ix, s * k, s);
-    if (X(dsv4q_moe)(bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, y, s, d, wts, ix, k,
-                     g->swiglu_limit, a)) goto oom;
+    REPORT(DSV4Q_STAGE_HC_FFN_PRE, X2, L3(y, post, comb));
+    st_norm(r, li, 1, y, s, n);
+    tap(r, li, "ffn_norm", n, s * d, s);
+    REPORT(DSV4Q_STAGE_FFN_NORM, y, n);
+    if (st_moe(r, li, n, s, ids, a)) goto oom;
     tap(r, li, "moe_out", a, s * d, s);
-    X(dsv4q_hc_post)(bs, a, X2, post, comb, s, hc, d, Xs);
+    REPORT(DSV4Q_STAGE_MOE, n, a);
+    st_hc_post(r, a, X2, post, comb, s, Xs);
     tap(r, li, "block_out", Xs, s * hc * d, s);
+    REPORT(DSV4Q_STAGE_HC_FFN_POST, L4(a, X2, post, comb), Xs);
     rc = 0;
 oom:
-    free(y); free(post); free(comb); free(a); free(X2); free(wts); free(ix);
+    free(y); free(n); free(post); free(comb); free(a); free(X2);
     return rc;
 }
 
@@ -385,22 +510,21 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
     const dsv4q_config *g = &r->m->cfg;
     const int hc = g->hc_mult;
     const long d = g->dim, p0 = r->pos;
-    real *Xs = NULL, *logits = NULL, *row = NULL;
-    int rc = -1;
+    real *Xs = NULL, *logits = NULL;
+    int rc = -1, li = -1;
     ALLOC(Xs, s * hc * d);
     ALLOC(logits, g->vocab_size);
-    ALLOC(row, d);
-    for (long t = 0; t < s; t++) {
-        for (long i = 0; i < d; i++) row[i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
-        for (int j = 0; j < hc; j++) memcpy(Xs + (t * hc + j) * d, row, sizeof(real) * (size_t)d);
-    }
+    st_embed(r, ids, s, Xs);
     tap(r, -1, "embed", Xs, s * hc * d, s);
-    for (int li = 0; li < g->n_layers; li++) {
+    REPORT(DSV4Q_STAGE_EMBED, NULL, Xs);
+    for (li = 0; li < g->n_layers; li++) {
         if (block(r, li, Xs, s, p0, ids)) goto oom;
         if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0);   /* progress */
     }
+    li = -1;
     if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base),
              V(r->m->norm), logits)) goto oom;
+    REPORT(DSV4Q_STAGE_HEAD, Xs + (s - 1) * hc * d, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     free(r->lastX);
     r->lastX = Xs;
@@ -409,11 +533,69 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
     r->pos += s;
     rc = 0;
 oom:
-    free(Xs); free(logits); free(row);
+    free(Xs); free(logits);
     return rc;
 }
 
 long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
+
+/*
+ * One stage on given inputs (replay of a capture, M3). The inputs arrive as
+ * double and are converted to the working width (exact at f64); outputs go
+ * back as double. `attn` uses and advances the layer's caches in r, so the
+ * caller feeds a layer's calls in order (run.c checks it). The wrapper in
+ * run.c has validated stage, layer, s, pos0 and the ids.
+ */
+int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
+    const dsv4q_config *g = &r->m->cfg;
+    const long s = io->s, p0 = io->pos0;
+    const int li = io->layer;
+    real *in[DSV4Q_STAGE_MAX_T] = {0}, *out[DSV4Q_STAGE_MAX_T] = {0};
+    int rc = -1;
+    if (!si) return -1;
+    for (int t = 0; t < si->nin; t++) {
+        long n = (long)dsv4q_stage_numel(&si->in[t], g, s);
+        ALLOC(in[t], n ? n : 1);
+        for (long i = 0; i < n; i++) in[t][i] = (real)io->in[t][i];
+    }
+    for (int t = 0; t < si->nout; t++) {
+        long n = (long)dsv4q_stage_numel(&si->out[t], g, s);
+        ALLOC(out[t], n ? n : 1);
+    }
+    switch (io->stage) {
+    case DSV4Q_STAGE_EMBED: st_embed(r, io->ids, s, out[0]); rc = 0; break;
+    case DSV4Q_STAGE_HC_ATTN_PRE:
+    case DSV4Q_STAGE_HC_FFN_PRE:
+        rc = st_hc_pre(r, li, io->stage == DSV4Q_STAGE_HC_FFN_PRE, in[0], s, out[0], out[1], out[2]);
+        break;
+    case DSV4Q_STAGE_ATTN_NORM:
+    case DSV4Q_STAGE_FFN_NORM:
+        st_norm(r, li, io->stage == DSV4Q_STAGE_FFN_NORM, in[0], s, out[0]);
+        rc = 0;
+        break;
+    case DSV4Q_STAGE_ATTN: rc = attention(r, li, in[0], s, p0, out[0]); break;
+    case DSV4Q_STAGE_HC_ATTN_POST:
+    case DSV4Q_STAGE_HC_FFN_POST: st_hc_post(r, in[0], in[1], in[2], in[3], s, out[0]); rc = 0; break;
+    case DSV4Q_STAGE_MOE: rc = st_moe(r, li, in[0], s, io->ids, out[0]); break;
+    case DSV4Q_STAGE_HEAD:
+        rc = head(r, in[0], &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base), V(r->m->norm), out[0]);
+        break;
+    default: break;
+    }
+    if (!rc)
+        for (int t = 0; t < si->nout; t++) {
+            long n = (long)dsv4q_stage_numel(&si->out[t], g, s);
+            for (long i = 0; i < n; i++) io->out[t][i] = (double)out[t][i];
+        }
+oom:
+    for (int t = 0; t < DSV4Q_STAGE_MAX_T; t++) {
+        free(in[t]);
+        free(out[t]);
+    }
+    return rc;
+}
 
 /*
  * MTP block (model.py MTPBlock.forward): e = enorm(embed(ids)), h = hnorm(X)

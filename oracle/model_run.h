@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include "io/model.h"
+#include "oracle/stages.h"
 
 /* Tap callback: stage output of `layer` (-1: outside the blocks) with n
  * values in `rows` token rows. Called with stage == NULL after each layer
@@ -24,6 +25,27 @@ typedef void (*dsv4q_tap_fn)(void *user, int layer, const char *stage, const dou
  * to measure what a flipped selection does to the layer output). */
 typedef void (*dsv4q_pick_fn)(void *user, int layer, long pos0, long rows, long k, int32_t *picks);
 
+/* One stage of the stage table (oracle/stages.h) at one call: its inputs
+ * and outputs as double arrays in the table's order and shapes. Used both
+ * to REPORT stages from a forward pass (the stage hook) and to RUN one
+ * stage on given inputs (dsv4q_run_stage, for replaying a capture). */
+typedef struct dsv4q_stage_io {
+    int stage;                 /* dsv4q_stage */
+    int layer;                 /* -1 for model-level stages */
+    long s, pos0;              /* tokens of the call and its start position */
+    const int32_t *ids;        /* the call's token ids [s] */
+    const double *in[DSV4Q_STAGE_MAX_T];
+    double *out[DSV4Q_STAGE_MAX_T];
+} dsv4q_stage_io;
+
+/* Stage hook: called after every stage of the main forward pass (not MTP)
+ * with its inputs and outputs. It may rewrite the outputs in place and
+ * return nonzero: the forward pass then continues from the rewritten values
+ * (rounded to the run's width), which is how `dsv4q capture --backend`
+ * splices another implementation's stage into an oracle run. Return 0 to
+ * leave them. The arrays are valid only during the call. */
+typedef int (*dsv4q_stage_fn)(void *user, const dsv4q_stage_io *io);
+
 typedef struct dsv4q_runstate_f32 dsv4q_runstate_f32;
 typedef struct dsv4q_runstate_f64 dsv4q_runstate_f64;
 dsv4q_runstate_f32 *dsv4q_run_new_f32(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
@@ -36,6 +58,10 @@ long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
 long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
 void dsv4q_run_set_pick_hook_f32(dsv4q_runstate_f32 *r, dsv4q_pick_fn fn, void *user);
 void dsv4q_run_set_pick_hook_f64(dsv4q_runstate_f64 *r, dsv4q_pick_fn fn, void *user);
+void dsv4q_run_set_stage_hook_f32(dsv4q_runstate_f32 *r, dsv4q_stage_fn fn, void *user);
+void dsv4q_run_set_stage_hook_f64(dsv4q_runstate_f64 *r, dsv4q_stage_fn fn, void *user);
+int dsv4q_stage_exec_f32(dsv4q_runstate_f32 *r, const dsv4q_stage_io *io);
+int dsv4q_stage_exec_f64(dsv4q_runstate_f64 *r, const dsv4q_stage_io *io);
 void dsv4q_run_free_f32(dsv4q_runstate_f32 *r);
 void dsv4q_run_free_f64(dsv4q_runstate_f64 *r);
 
@@ -56,6 +82,18 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
 /* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */
 void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
+/* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
+void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
+/* Run ONE stage on the given inputs instead of a whole call (replay of a
+ * capture). io->in holds the stage's inputs, io->out receives its outputs
+ * (shapes from the stage table for io->s). Stateless stages may come in any
+ * order. The stateful `attn` stage of a layer must be fed that layer's
+ * calls in order from position 0 (prefill, then one-token decodes): it
+ * keeps the layer's caches in this run, exactly as the forward pass does.
+ * A run used for stages must not also be fed whole calls. Errors (-1 +
+ * message): unknown stage or layer, s/pos0 out of order or past max_pos, a
+ * token id outside the vocabulary, allocation failure. */
+int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen);
 void dsv4q_run_close(dsv4q_run *r);
 
 #endif

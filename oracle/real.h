@@ -46,6 +46,22 @@ static inline real rbf16(real v)
 #if DSV4Q_WIDTH == 32
     return dsv4q_bf16_to_f32(dsv4q_bf16_from_f32(v));
 #else
+    /* Fast path for normal BF16 magnitudes [2^-126, 2^127]: RNE on the
+     * binary64 pattern keeps 7 fraction bits (bit 45 up); a carry moves
+     * into the exponent as it should. One rounding, like the slow path,
+     * which handles subnormals, overflow, inf and NaN. */
+    uint64_t u;
+    __builtin_memcpy(&u, &v, 8);
+    uint64_t e = (u >> 52) & 0x7FF;
+    if (e >= 1023 - 126 && e <= 1023 + 127) {
+        u += 0xFFFFFFFFFFFull + ((u >> 45) & 1);   /* half - 1 + lsb */
+        u &= ~0x1FFFFFFFFFFFull;
+        if (((u >> 52) & 0x7FF) <= 1023 + 127) {
+            double r;
+            __builtin_memcpy(&r, &u, 8);
+            return r;
+        }
+    }
     return (real)dsv4q_bf16_to_f32(dsv4q_bf16_encode(v));
 #endif
 }

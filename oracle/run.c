@@ -12,6 +12,7 @@ struct dsv4q_run {
     long max_pos, pos;
     dsv4q_runstate_f32 *r32;
     dsv4q_runstate_f64 *r64;
+    long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
 };
 
 int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
@@ -86,9 +87,68 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
     else dsv4q_run_set_pick_hook_f64(r->r64, fn, user);
 }
 
+void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)
+{
+    if (r->width == 32) dsv4q_run_set_stage_hook_f32(r->r32, fn, user);
+    else dsv4q_run_set_stage_hook_f64(r->r64, fn, user);
+}
+
+int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
+    const dsv4q_config *g = &r->m->cfg;
+    if (!si) {
+        snprintf(err, errlen, "unknown stage id %d", io->stage);
+        return -1;
+    }
+    if (si->per_layer && (io->layer < 0 || io->layer >= g->n_layers)) {
+        snprintf(err, errlen, "stage %s: layer %d is outside [0, %d)", si->name, io->layer, g->n_layers);
+        return -1;
+    }
+    if (io->s < 1 || io->pos0 < 0 || (io->pos0 > 0 && io->s != 1)) {
+        snprintf(err, errlen, "stage %s: a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
+                 "(got %ld tokens at position %ld)", si->name, io->s, io->pos0);
+        return -1;
+    }
+    if (io->pos0 + io->s > r->max_pos) {
+        snprintf(err, errlen, "stage %s: position %ld is past the run's %ld positions", si->name,
+                 io->pos0 + io->s - 1, r->max_pos);
+        return -1;
+    }
+    for (long i = 0; io->ids && i < io->s; i++)
+        if (io->ids[i] < 0 || io->ids[i] >= g->vocab_size) {
+            snprintf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", i, io->ids[i], g->vocab_size);
+            return -1;
+        }
+    if (si->uses_ids && !io->ids) {
+        snprintf(err, errlen, "stage %s needs the call's token ids", si->name);
+        return -1;
+    }
+    if (si->stateful) {
+        if (!r->attn_next && !(r->attn_next = calloc((size_t)g->n_layers, sizeof(long)))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (io->pos0 != r->attn_next[io->layer]) {
+            snprintf(err, errlen, "stage %s of layer %d: call at position %ld, but this layer's caches are at "
+                     "position %ld (calls must come in order from position 0)", si->name, io->layer, io->pos0,
+                     r->attn_next[io->layer]);
+            return -1;
+        }
+    }
+    int rc = r->width == 32 ? dsv4q_stage_exec_f32(r->r32, io) : dsv4q_stage_exec_f64(r->r64, io);
+    if (rc) {
+        snprintf(err, errlen, "out of memory in stage %s at position %ld", si->name, io->pos0);
+        return -1;
+    }
+    if (si->stateful) r->attn_next[io->layer] = io->pos0 + io->s;
+    return 0;
+}
+
 void dsv4q_run_close(dsv4q_run *r)
 {
     if (!r) return;
+    free(r->attn_next);
     dsv4q_run_free_f32(r->r32);
     dsv4q_run_free_f64(r->r64);
     free(r);

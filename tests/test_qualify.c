@@ -339,9 +339,20 @@ static void test_gates_parse(void **state)
     assert_false(g.op[DSV4Q_OP_LINEAR][DSV4Q_M_MAX_ABS].on);   /* G1: not gated, still measured */
     assert_true(g.greedy_min == 0.9);
     /* bound rule and G2 */
-    dsv4q_gate_rule r = {1, 4, 1e-6};
-    assert_true(dsv4q_gate_bound(&r, 1e-3) == 4e-3 + 1e-6);
-    assert_true(dsv4q_gate_pass(4e-3, dsv4q_gate_bound(&r, 1e-3)));
+    dsv4q_gate_rule r = {1, 4, 1e-6, {0, 0, 0}};
+    assert_true(dsv4q_gate_bound(&r, 1e-3, DSV4Q_BT_BF16) == 4e-3 + 1e-6);
+    assert_true(dsv4q_gate_pass(4e-3, dsv4q_gate_bound(&r, 1e-3, DSV4Q_BT_BF16)));
+    dsv4q_gate_rule ru = {1, 2, 0, {0.5, 0.5, 8}};   /* floor in storage units */
+    assert_true(dsv4q_gate_bound(&ru, 0, DSV4Q_BT_BF16) == 0x1p-9);
+    assert_true(dsv4q_gate_bound(&ru, 0, DSV4Q_BT_F32) == 0x1p-21);
+    assert_true(dsv4q_gate_bound(&ru, 0, DSV4Q_BT_I32) == 0);
+    const char *ok2 = "{\"dsv4q_gates\": 1, \"defaults\": {\"nrms\": {\"factor\": 4, \"floor_u\": {\"BF16\": 0.1, \"F32\": 4}}}}";
+    assert_int_equal(dsv4q_gates_parse(&g, ok2, "t.json", err, sizeof err), 0);
+    assert_true(g.op[DSV4Q_OP_RMSNORM][DSV4Q_M_NRMS].floor_u[0] == 0.1);
+    assert_true(g.op[DSV4Q_OP_RMSNORM][DSV4Q_M_NRMS].floor_u[1] == 0);
+    assert_true(g.op[DSV4Q_OP_RMSNORM][DSV4Q_M_NRMS].floor_u[2] == 4);
+    expect_gate_error("{\"dsv4q_gates\": 1, \"defaults\": {\"nrms\": {\"factor\": 1, \"floor_u\": {\"FP8\": 1}}}}",
+                      "unknown storage dtype 'FP8'");
     assert_false(dsv4q_gate_pass(NAN, 1));
     assert_false(dsv4q_gate_pass(0, NAN));
 
@@ -360,6 +371,29 @@ static void test_gates_parse(void **state)
     expect_gate_error("{\"dsv4q_gates\": 1, \"extra\": 1}", "unknown top-level key 'extra'");
     assert_int_equal(dsv4q_gates_load(&g, "no/such/gates.json", err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot open gate file no/such/gates.json"));
+}
+
+/* docs/backends.md's operator section is generated from the op table. */
+static void test_docs_current(void **state)
+{
+    (void)state;
+    FILE *f = fopen("docs/backends.md", "rb");
+    assert_non_null(f);
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *mark = strstr(doc, "<!-- generated -->\n");
+    assert_non_null(mark);
+    char *gen = NULL;
+    size_t glen = 0;
+    FILE *m = open_memstream(&gen, &glen);
+    dsv4q_op_markdown(m);
+    fclose(m);
+    if (strcmp(mark + strlen("<!-- generated -->\n"), gen))
+        fail_msg("docs/backends.md is stale: regenerate the section after <!-- generated --> with "
+                 "`dsv4q qualify --list-ops --markdown`");
+    free(gen);
 }
 
 /* ---- the CLI ----------------------------------------------------------- */
@@ -398,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_every_case_builds),
         cmocka_unit_test(test_selection_tie_rule),
         cmocka_unit_test(test_gates_parse),
+        cmocka_unit_test(test_docs_current),
         cmocka_unit_test(test_plugin_good),
         cmocka_unit_test(test_plugin_off_by_one_fails_on_rmsnorm_only),
         cmocka_unit_test(test_malformed_plugins),

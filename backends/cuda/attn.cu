@@ -12,10 +12,10 @@
  * A query whose columns are all masked gets o = 0 (the oracle's documented
  * choice; the reference kernel would produce NaN).
  *
- * indexer_score: a block per (query, 64 keys), a warp per key; the sum over
- * heads runs in head order on every lane of the warp, with the source's
- * BF16 roundings (idx_partial_bf16 on each head dot and each weighted
- * product, idx_score_bf16 on the sum).
+ * indexer_score: a block per (query, 64 keys), a warp per key, a lane per
+ * head; the head products are summed in head order, with the source's BF16
+ * roundings (idx_partial_bf16 on each head dot and each weighted product,
+ * idx_score_bf16 on the sum).
  *
  * topk: the rank of each finite score among its row (score descending,
  * equal scores: lower index first - the oracle's documented tie rule) is
@@ -118,6 +118,11 @@ int dqc_sparse_attn(dqc_ctx *c, uint64_t bs, const float *q, long s, int H, int 
 
 #define IDX_KEYS 64
 
+/* Shared memory: q of this query [Hi][Di+1] (padded: lane h reads row h
+ * without bank conflicts), w [Hi], then per warp one key row [Di] and the
+ * Hi head products. A lane owns heads lane, lane+32, ...: it forms the
+ * whole head dot, so the only warp traffic per key is one exchange of the
+ * products, which lane 0 sums in head order (the oracle's order). */
 __global__ void __launch_bounds__(256)
     indexer_kernel(const float *__restrict__ q, const float *__restrict__ w, int Hi, int Di,
                    const float *__restrict__ K, long T, long start_pos, int ratio, uint64_t bs,
@@ -127,9 +132,9 @@ __global__ void __launch_bounds__(256)
     const long ntile = (T + IDX_KEYS - 1) / IDX_KEYS;
     const long i = (long)blockIdx.x / ntile, t0 = ((long)blockIdx.x % ntile) * IDX_KEYS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarp = blockDim.x >> 5;
-    const int pb = DQC_B_IDX_PARTIAL_BF16;
-    float *qs = sm, *ws = sm + (long)Hi * Di;
-    for (long e = tid; e < (long)Hi * Di; e += blockDim.x) qs[e] = q[i * Hi * Di + e];
+    const int pb = DQC_B_IDX_PARTIAL_BF16, LD = Di + 1;
+    float *qs = sm, *ws = qs + (long)Hi * LD, *ks = ws + Hi + (long)warp * (Di + Hi), *prod = ks + Di;
+    for (long e = tid; e < (long)Hi * Di; e += blockDim.x) qs[(e / Di) * LD + e % Di] = q[i * Hi * Di + e];
     for (int h = tid; h < Hi; h += blockDim.x) ws[h] = w[i * Hi + h];
     __syncthreads();
     for (int kk = warp; kk < IDX_KEYS; kk += nwarp) {   /* warp-uniform key */
@@ -139,16 +144,23 @@ __global__ void __launch_bounds__(256)
             if (lane == 0) score[i * T + t] = -INFINITY;
             continue;
         }
-        const float *kr = K + t * Di;
-        float acc = 0.0f;
-        for (int h = 0; h < Hi; h++) {
+        for (int k = lane; k < Di; k += 32) ks[k] = K[t * Di + k];
+        __syncwarp();
+        for (int h = lane; h < Hi; h += 32) {
+            const float *qh = qs + (long)h * LD;
             float dsum = 0.0f;
-            for (int k = lane; k < Di; k += 32) dsum += qs[h * Di + k] * kr[k];
-            float d = dqc_rb(bs, pb, dqc_warp_sum(dsum));
+            for (int k = 0; k < Di; k++) dsum += qh[k] * ks[k];
+            float d = dqc_rb(bs, pb, dsum);
             if (d < 0.0f) d = 0.0f;
-            acc += dqc_rb(bs, pb, d * ws[h]);
+            prod[h] = dqc_rb(bs, pb, d * ws[h]);
         }
-        if (lane == 0) score[i * T + t] = dqc_rb(bs, DQC_B_IDX_SCORE_BF16, acc);
+        __syncwarp();
+        if (lane == 0) {
+            float acc = 0.0f;
+            for (int h = 0; h < Hi; h++) acc += prod[h];
+            score[i * T + t] = dqc_rb(bs, DQC_B_IDX_SCORE_BF16, acc);
+        }
+        __syncwarp();   /* ks and prod are rewritten for the next key */
     }
 }
 
@@ -157,7 +169,7 @@ int dqc_indexer_score(dqc_ctx *c, uint64_t bs, const float *q, const float *w, l
 {
     if (s <= 0 || T <= 0) return 0;
     if (ratio <= 0) return dqc_fail(c, "indexer_score: ratio %d", ratio);
-    const size_t smem = sizeof(float) * ((size_t)Hi * Di + (size_t)Hi);
+    const size_t smem = sizeof(float) * ((size_t)Hi * (Di + 1) + (size_t)Hi + 8 * ((size_t)Di + Hi));
     if (dqc_smem_limit(c, (const void *)indexer_kernel, smem, "indexer_score")) return -1;
     const long blocks = s * ((T + IDX_KEYS - 1) / IDX_KEYS);
     if (blocks > 0x7fffffffL) return dqc_fail(c, "indexer_score: grid too large");

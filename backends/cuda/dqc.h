@@ -25,32 +25,7 @@
 
 #include "backends/cuda/dqc_rt.h"
 
-/* Boundary bit numbers: identical to enum dsv4q_boundary of
- * oracle/boundary.h (stable by its invariant B1; tests/test_cuda_plugin.c
- * checks them). Repeated here so the plugin needs only the ABI header. */
-enum {
-    DQC_B_GEMM_ACT_FP8 = 0,
-    DQC_B_KV_FP8,
-    DQC_B_CKV_FP8,
-    DQC_B_IDX_Q_FP4,
-    DQC_B_IDX_K_FP4,
-    DQC_B_IDX_SCORE_BF16,
-    DQC_B_ATTN_P_BF16,
-    DQC_B_RESID_BF16,
-    DQC_B_NORM_BF16,
-    DQC_B_LINEAR_BF16,
-    DQC_B_QNORM_BF16,
-    DQC_B_ROPE_BF16,
-    DQC_B_ROPE_TABLE_F32,
-    DQC_B_ATTN_OUT_BF16,
-    DQC_B_HADAMARD_BF16,
-    DQC_B_CMP_BF16,
-    DQC_B_IDX_PARTIAL_BF16,
-    DQC_B_MOE_BF16,
-    DQC_B_COUNT
-};
-#define DQC_BIT(b) ((uint64_t)1 << (b))
-#define DQC_SOURCE_SET (DQC_BIT(DQC_B_COUNT) - 1)
+#include "backends/cuda/dqc_bits.h"
 
 /* Weight formats on the device. */
 enum { DQC_WF_F32 = 1, DQC_WF_BF16, DQC_WF_FP8, DQC_WF_FP4 };

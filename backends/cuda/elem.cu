@@ -7,8 +7,9 @@
  * reduction (norms, Hadamard, hc per token), a warp per quantization block,
  * a thread per element otherwise. The small serial pieces (Sinkhorn on a
  * 4x4 matrix, the gate's top-k over 256 experts) run on one thread per
- * token in exactly the oracle's operation order: they are a few hundred
- * flops, and order is what decides a tie.
+ * token in the oracle's operation order: they are a few hundred flops, and
+ * order is what decides a tie. The gate's scores and weights are evaluated
+ * in FP64 (see moe_gate_kernel).
  */
 #define DQC_DEVICE_HELPERS
 #include <stdio.h>
@@ -338,29 +339,32 @@ int dqc_hc_post(dqc_ctx *c, uint64_t bs, const float *x, const float *X, const f
 
 #define GATE_MAX_EXP 4096
 
-/* One thread per token, the oracle's dsv4q_moe_gate order: scores in place
- * on z, selection (hash table or top-k of sc + bias, ties to the lower
- * expert id), weights normalised in pick order. */
-__global__ void moe_gate_kernel(float *__restrict__ z, long s, int n_exp, int k, const float *__restrict__ bias,
-                                const int32_t *__restrict__ tid2eid, const int32_t *__restrict__ ids, int score_func,
-                                float route_scale, float *__restrict__ weights, int32_t *__restrict__ indices)
+/* One thread per token, the oracle's dsv4q_moe_gate order: scores,
+ * selection (hash table or top-k of sc + bias, ties to the lower expert id),
+ * weights normalised in pick order. The scores and the normalisation are
+ * evaluated in FP64 from the FP32 logits z (the reference: FP32): never less
+ * accurate, and k equal scores normalise to exactly 1/k. */
+__global__ void moe_gate_kernel(const float *__restrict__ z, double *__restrict__ scd, long s, int n_exp, int k,
+                                const float *__restrict__ bias, const int32_t *__restrict__ tid2eid,
+                                const int32_t *__restrict__ ids, int score_func, double route_scale,
+                                float *__restrict__ weights, int32_t *__restrict__ indices)
 {
     const long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= s) return;
-    float *sc = z + t * n_exp;
+    const float *zt = z + t * n_exp;
+    double *sc = scd + t * n_exp;
     const bool softmax = score_func == 2;
     if (softmax) {
-        float m = sc[0], sum = 0.0f;
-        for (int e = 1; e < n_exp; e++) if (sc[e] > m) m = sc[e];
-        for (int e = 0; e < n_exp; e++) { sc[e] = dqc_expf(sc[e] - m); sum += sc[e]; }
+        double m = zt[0], sum = 0.0;
+        for (int e = 1; e < n_exp; e++) if (zt[e] > m) m = zt[e];
+        for (int e = 0; e < n_exp; e++) { sc[e] = exp((double)zt[e] - m); sum += sc[e]; }
         for (int e = 0; e < n_exp; e++) sc[e] /= sum;
     } else if (score_func == 1) {
-        for (int e = 0; e < n_exp; e++) sc[e] = dqc_sigmoid(sc[e]);
+        for (int e = 0; e < n_exp; e++) sc[e] = 1.0 / (1.0 + exp(-(double)zt[e]));
     } else {
         for (int e = 0; e < n_exp; e++) {
-            const float zv = sc[e];
-            const float sp = zv > 20.0f ? zv : (float)log1p((double)dqc_expf(zv));
-            sc[e] = sqrtf(sp);
+            const double zv = zt[e];
+            sc[e] = sqrt(zv > 20.0 ? zv : log1p(exp(zv)));   /* torch softplus threshold 20 */
         }
     }
     int32_t *ix = indices + t * k;
@@ -371,21 +375,23 @@ __global__ void moe_gate_kernel(float *__restrict__ z, long s, int n_exp, int k,
         for (int w = 0; w < (n_exp + 31) / 32; w++) used[w] = 0;
         for (int j = 0; j < k; j++) {
             int best = -1;
-            float bv = 0.0f;
+            double bv = 0.0;
             for (int e = 0; e < n_exp; e++) {
                 if ((used[e >> 5] >> (e & 31)) & 1u) continue;
-                const float v = sc[e] + (bias ? bias[e] : 0.0f);
+                const double v = sc[e] + (bias ? (double)bias[e] : 0.0);
                 if (best < 0 || v > bv) { best = e; bv = v; }
             }
             used[best >> 5] |= 1u << (best & 31);
             ix[j] = best;
         }
     }
-    float *w = weights + t * k, sum = 0.0f;
-    for (int j = 0; j < k; j++) { w[j] = sc[ix[j]]; sum += w[j]; }
+    float *w = weights + t * k;
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) sum += sc[ix[j]];
     for (int j = 0; j < k; j++) {
-        if (!softmax) w[j] = sum > 0.0f ? w[j] / sum : 1.0f / (float)k;
-        w[j] *= route_scale;
+        double v = sc[ix[j]];
+        if (!softmax) v = sum > 0.0 ? v / sum : 1.0 / (double)k;
+        w[j] = (float)(v * route_scale);
     }
 }
 
@@ -398,11 +404,12 @@ int dqc_moe_gate(dqc_ctx *c, const float *x, long s, long d, const dqc_weight *W
     if (n_exp <= 0 || n_exp > GATE_MAX_EXP || k <= 0 || k > n_exp)
         return dqc_fail(c, "moe_gate: n_exp %d, k %d out of range (1 <= k <= n_exp <= %d)", n_exp, k, GATE_MAX_EXP);
     float *z = (float *)dqc_alloc(c, sizeof(float) * (size_t)(s * n_exp));
-    if (!z) return -1;
+    double *scd = (double *)dqc_alloc(c, sizeof(double) * (size_t)(s * n_exp));
+    if (!z || !scd) return -1;
     /* FP32 gate: the oracle passes the empty boundary set to this linear */
     if (dqc_linear(c, 0, 0, W, x, s, z, -1)) return -1;
-    DQC_LAUNCH(moe_gate_kernel, dqc_div_up(s, 128), 128, 0, c->stream, z, s, n_exp, k, bias, tid2eid, ids, score_func,
-               (float)route_scale, weights, indices);
+    DQC_LAUNCH(moe_gate_kernel, dqc_div_up(s, 128), 128, 0, c->stream, z, scd, s, n_exp, k, bias, tid2eid, ids,
+               score_func, route_scale, weights, indices);
     DQC_CK_LAUNCH(c, "moe_gate_kernel");
     return 0;
 }

@@ -1,0 +1,159 @@
+/*
+ * cmd_capture.c - `dsv4q capture`: the oracle writes a capture of its own
+ * run, in exactly the format an engine writes (docs/captures.md).
+ *
+ *   dsv4q capture --model DIR (--tokens FILE | --prompt-len N [--decode M])
+ *                 --out DIR [--width f64|f32] [--profile P] [--boundary ...]
+ *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B]
+ *
+ * One file per call in DIR (call-0000.safetensors = the prefill, then one
+ * per decode step), every stage of the stage table with its inputs and
+ * outputs. It serves three purposes: a working example for engine authors
+ * (diff your dump's names, shapes and metadata against it), the round trip
+ * the tests replay (an f64 capture replays at zero error, replay.h P2), and
+ * a reference dump of the oracle itself. Values are stored in --dtype
+ * (default: the run's width, so nothing is rounded; `storage`: each tensor
+ * in the dtype the profile stores it in, BF16 or F32, as an engine would
+ * dump it: exact for an f32 run). With --backend B (a built-in: cpu-ref,
+ * mutant:NAME, oracle-f32) the stages B has operators for are computed by B
+ * and spliced into the run (harness/capture_backend.c): a capture of "an
+ * engine made of B's kernels", at B's profile, default width f32. Exit 0,
+ * or 2 on error.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "harness/backend.h"
+#include "harness/capture.h"
+#include "io/model.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+#include "receipts/receipts.h"
+
+typedef struct copts {
+    const char *dtype, *engine, *backend;
+} copts;
+
+static int extra(void *ctx, int argc, char **argv, int i)
+{
+    copts *c = ctx;
+    const char *a = argv[i];
+    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend")) return 0;
+    if (i + 1 >= argc) {
+        fprintf(stderr, "dsv4q capture: %s needs a value\n", a);
+        return -1;
+    }
+    if (!strcmp(a, "--dtype")) c->dtype = argv[i + 1];
+    else if (!strcmp(a, "--backend")) c->backend = argv[i + 1];
+    else c->engine = argv[i + 1];
+    return 2;
+}
+
+int dsv4q_cmd_capture(int argc, char **argv)
+{
+    dsv4q_cli_opts o;
+    copts c = {0};
+    char err[1024], dir[4096], bnames[1024];
+    if (dsv4q_cli_parse(&o, argc, argv, extra, &c)) return 2;
+    dsv4q_cli_threads(&o);
+    if (!o.out) {
+        fprintf(stderr, "dsv4q capture: --out DIR is required (one call-NNNN.safetensors per call)\n");
+        return 2;
+    }
+    const dsv4q_backend_v1 *be = NULL;
+    if (c.backend) {
+        char list[1024];
+        if (!(be = dsv4q_backend_builtin(c.backend))) {
+            dsv4q_backend_builtin_list(list, sizeof list);
+            fprintf(stderr, "dsv4q capture: --backend %s: not a built-in backend (%s)\n", c.backend, list);
+            return 2;
+        }
+        o.profile = be->profile ? be->profile : "source";   /* the backend's contract */
+        if (!o.width) o.width = 32;                          /* the oracle's parts of an FP32 engine */
+    }
+    if (!o.width) o.width = 64;
+    dsv4q_dtype dt = o.width == 64 ? DSV4Q_DT_F64 : DSV4Q_DT_F32;
+    if (c.dtype) {
+        if (!strcmp(c.dtype, "f64")) dt = DSV4Q_DT_F64;
+        else if (!strcmp(c.dtype, "f32")) dt = DSV4Q_DT_F32;
+        else if (!strcmp(c.dtype, "storage")) dt = DSV4Q_DT_BF16;
+        else {
+            fprintf(stderr, "dsv4q capture: --dtype must be f64, f32 or storage, got '%s'\n", c.dtype);
+            return 2;
+        }
+    }
+    uint64_t bs;
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q capture: %s\n", err);
+        return 2;
+    }
+    dsv4q_model *m;
+    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q capture: %s\n", err);
+        return 2;
+    }
+    dsv4q_tokens t;
+    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "dsv4q capture: %s\n", err);
+        dsv4q_model_close(m);
+        return 2;
+    }
+    char csha[65], wsha[65], ver[128], engine[128];
+    dsv4q_capture_writer *w = NULL;
+    dsv4q_capture_splice *sp = NULL;
+    dsv4q_run *r = NULL;
+    double *logits = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
+    int rc = 2;
+    if (!logits) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+    if (dsv4q_capture_pins(dir, csha, wsha, NULL, err, sizeof err)) goto fail;
+    snprintf(ver, sizeof ver, "%s (%s)", DSV4Q_VERSION, dsv4q_git_commit());
+    snprintf(engine, sizeof engine, "%s",
+             c.engine ? c.engine : be ? be->name : (o.width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
+    if (be) snprintf(ver, sizeof ver, "%s (oracle-f%d embed/attn, dsv4q %s)", be->version, o.width, DSV4Q_VERSION);
+    dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o.profile, .boundary = o.boundary,
+                               .dtype = dt, .config_sha = csha, .weights_sha = wsha,
+                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin}}};
+    if (dsv4q_capture_writer_new(&w, o.out, &m->cfg, &info, err, sizeof err)) goto fail;
+    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    fprintf(stderr, "dsv4q capture: %s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir, o.width,
+            o.profile, bnames, t.nprompt, t.nteacher, o.out,
+            dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));
+    if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
+    if (be) {
+        if (dsv4q_capture_splice_new(&sp, c.backend, m, bs, w, err, sizeof err)) goto fail;
+        dsv4q_run_set_stage_hook(r, dsv4q_capture_splice_cb, sp);
+    } else {
+        dsv4q_run_set_stage_hook(r, dsv4q_capture_stage_cb, w);
+    }
+    for (long i = -1; i < t.nteacher; i++) {
+        const int32_t *ids = i < 0 ? t.prompt : &t.teacher[i];
+        long s = i < 0 ? t.nprompt : 1, pos = i < 0 ? 0 : t.nprompt + i;
+        if (dsv4q_run_feed(r, ids, s, logits, err, sizeof err)) goto fail;
+        if (sp && dsv4q_capture_splice_error(sp)) {
+            snprintf(err, sizeof err, "%s", dsv4q_capture_splice_error(sp));
+            goto fail;
+        }
+        if (dsv4q_capture_writer_call(w, pos, ids, s, err, sizeof err)) goto fail;
+    }
+    int per_call = 0;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
+        const dsv4q_stage_info *si = dsv4q_stage_get(st);
+        per_call += (si->nin + si->nout) * (si->per_layer ? m->cfg.n_layers : 1);
+    }
+    printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",
+           dsv4q_capture_writer_count(w), o.out, engine, o.profile,
+           dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt), per_call);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "dsv4q capture: %s\n", err);
+out:
+    dsv4q_run_close(r);
+    dsv4q_capture_splice_free(sp);
+    dsv4q_capture_writer_free(w);
+    free(logits);
+    dsv4q_tokens_free(&t);
+    dsv4q_model_close(m);
+    return rc;
+}

@@ -1,0 +1,86 @@
+/*
+ * cmd_stages.c - `dsv4q stages`: the stage table (oracle/stages.h), the
+ * contract an engine's capture is written against.
+ *
+ *   dsv4q stages [--model DIR | --config NAME|FILE.json] [--markdown] [--names]
+ *
+ * Without a config the shapes are symbolic ([s, hc, d]); with one they are
+ * concrete except s, the tokens of a call. --names lists every tensor name
+ * of every layer (what a complete capture of one call holds).
+ * docs/captures.md embeds `dsv4q stages --markdown`.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cmds.h"
+#include "io/config.h"
+#include "oracle/stages.h"
+
+int dsv4q_cmd_stages(int argc, char **argv)
+{
+    const char *model = NULL, *config = NULL;
+    int md = 0, names = 0;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "--model") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
+            if (!strcmp(argv[i], "--model")) model = argv[++i];
+            else config = argv[++i];
+        } else if (!strcmp(argv[i], "--markdown")) md = 1;
+        else if (!strcmp(argv[i], "--names")) names = 1;
+        else {
+            fprintf(stderr, "dsv4q stages: unknown option '%s' (--model DIR | --config NAME|FILE, --markdown, --names)\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    dsv4q_config cfg;
+    char err[1024];
+    int have = 0;
+    if (model) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/config.json", model);
+        if (dsv4q_config_load(&cfg, p, err, sizeof err)) { fprintf(stderr, "dsv4q stages: %s\n", err); return 2; }
+        have = 1;
+    } else if (config) {
+        if (strstr(config, ".json") ? dsv4q_config_load(&cfg, config, err, sizeof err)
+                                    : dsv4q_config_builtin(&cfg, config, err, sizeof err)) {
+            fprintf(stderr, "dsv4q stages: %s\n", err);
+            return 2;
+        }
+        have = 1;
+    }
+    if (names) {
+        if (!have) {
+            fprintf(stderr, "dsv4q stages: --names needs --model or --config (the number of layers)\n");
+            return 2;
+        }
+        /* forward order: embed, every layer's stages, head */
+        for (int pass = 0; pass < 3; pass++)
+            for (int l = 0; l < (pass == 1 ? cfg.n_layers : 1); l++)
+                for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
+                    const dsv4q_stage_info *si = dsv4q_stage_get(st);
+                    int want = pass == 1 ? si->per_layer
+                                         : st == (pass == 0 ? DSV4Q_STAGE_EMBED : DSV4Q_STAGE_HEAD);
+                    if (!want) continue;
+                    for (int io = 0; io < 2; io++)
+                        for (int t = 0; t < (io ? si->nout : si->nin); t++) {
+                            char nm[DSV4Q_STAGE_NAME_MAX], sh[64];
+                            dsv4q_stage_tensor_name(nm, sizeof nm, st, l, io, t);
+                            dsv4q_stage_shape_str(io ? &si->out[t] : &si->in[t], &cfg, sh, sizeof sh);
+                            printf("%-36s %s\n", nm, sh);
+                        }
+                }
+        return 0;
+    }
+    if (!md) {
+        if (have)
+            printf("stage table for %s (%d layers, hc %d, dim %d, vocab %d); s = tokens of the call\n\n",
+                   cfg.name[0] ? cfg.name : (model ? model : config), cfg.n_layers, cfg.hc_mult, cfg.dim, cfg.vocab_size);
+        else
+            printf("stage table (per layer in forward order, plus model.embed and model.head); s = tokens of the "
+                   "call\n\n");
+    }
+    dsv4q_stage_print(stdout, have ? &cfg : NULL, md);
+    if (!md)
+        printf("\nnames: L{layer}.{stage}.{in|out} for a stage with one input/output, L{layer}.{stage}.{in|out}.{name}"
+               "\nwith several; model.{stage}... for embed and head. Capture format: docs/captures.md\n");
+    return 0;
+}

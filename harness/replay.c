@@ -1,0 +1,556 @@
+/*
+ * replay.c - stage-by-stage replay of a capture against the oracle (see
+ * replay.h for the method and invariants P1..P3).
+ *
+ * Order of work: calls in ascending position; within a call the stage
+ * table's order (embed, layer 0's eight stages, ..., head), so the stateful
+ * attn stages of each layer see their calls in order. Per stage and call:
+ * presence of every input (else "not checkable"), then the two oracle runs
+ * (f64, f32) on the captured inputs, then the metrics of every captured
+ * output, accumulated over the calls (NRMS over all rows of all calls, as
+ * `sensitivity` does). Gates are applied once, at the end.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "harness/backend.h"
+#include "harness/replay.h"
+#include "oracle/boundary.h"
+#include "oracle/formats.h"
+#include "oracle/model_run.h"
+
+#define NSTAGE_LAYER 8   /* per-layer stages: hc_attn_pre .. hc_ffn_post */
+
+const char *dsv4q_rverdict_name(dsv4q_rverdict v)
+{
+    static const char *const n[] = {"pass", "FAIL", "not checkable", "not captured"};
+    return (unsigned)v < 4 ? n[v] : "?";
+}
+
+static int slot_of(int stage, int layer, int nlayers)
+{
+    if (stage == DSV4Q_STAGE_EMBED) return 0;
+    if (stage == DSV4Q_STAGE_HEAD) return 1 + NSTAGE_LAYER * nlayers;
+    return 1 + layer * NSTAGE_LAYER + (stage - DSV4Q_STAGE_HC_ATTN_PRE);
+}
+
+const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
+{
+    int nl = (res->nst - 2) / NSTAGE_LAYER;
+    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return NULL;
+    if (dsv4q_stage_get(stage)->per_layer && (layer < 0 || layer >= nl)) return NULL;
+    return &res->st[slot_of(stage, layer, nl)];
+}
+
+/* ---- metrics ----------------------------------------------------------- */
+
+static int64_t ord32(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+static int64_t ord16(uint16_t c) { return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c; }
+
+/* ULP distance of a from b in the storage dtype of a capture tensor: BF16 /
+ * F16 in their own units, F32 and F64 in binary32 units. */
+static double ulp_in(int dt, double a, double b)
+{
+    if (a == b) return 0;
+    if (isnan(a) || isnan(b)) return INFINITY;
+    int64_t d;
+    if (dt == DSV4Q_DT_BF16) d = ord16(dsv4q_bf16_encode(a)) - ord16(dsv4q_bf16_encode(b));
+    else if (dt == DSV4Q_DT_F16) d = ord16(dsv4q_f16_encode(a)) - ord16(dsv4q_f16_encode(b));
+    else d = ord32((float)a) - ord32((float)b);
+    return (double)(d < 0 ? -d : d);
+}
+
+/* The storage dtype an output is judged in (ULPs, the gates' floor_u): the
+ * dump's own dtype when it is narrow (BF16, F16), else where the claimed
+ * profile keeps that output (stages.h storage: BF16 when its boundary is
+ * on, else F32). A BF16 value dumped as F32 is still one BF16 rounding
+ * away from its neighbour: a flip is one BF16 ulp, not 65536 F32 ulps. */
+static int storage_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
+{
+    if (dump_dt == DSV4Q_DT_BF16 || dump_dt == DSV4Q_DT_F16) return dump_dt;
+    return dsv4q_stage_storage(t, bs);
+}
+static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
+
+static void compare_out(dsv4q_rstage *r, int t, int dt, const double *cap, const double *f64, const double *f32,
+                        long n)
+{
+    if (!r->seen[t]) r->dtype[t] = dt;
+    r->seen[t] = 1;
+    dsv4q_acc_add(&r->val[t], cap, f64, n);
+    dsv4q_acc_add(&r->lvl[t], f32, f64, n);
+    for (long i = 0; i < n; i++) {
+        double u = ulp_in(r->dtype[t], cap[i], f64[i]), l = ulp_in(r->dtype[t], f32[i], f64[i]);
+        if (u > r->ulp_val[t]) r->ulp_val[t] = u;
+        if (l > r->ulp_lvl[t]) r->ulp_lvl[t] = l;
+    }
+    if (r->stage == DSV4Q_STAGE_HEAD) {
+        long a = dsv4q_argmax(f64, n);
+        r->amiss_val += dsv4q_argmax(cap, n) != a;
+        r->amiss_lvl += dsv4q_argmax(f32, n) != a;
+    }
+}
+
+/* value / level of metric m at output t; NaN if not measured. */
+static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
+{
+    const dsv4q_acc *a = &r->val[t], *b = &r->lvl[t];
+    *v = *l = NAN;
+    switch (m) {
+    case DSV4Q_M_NRMS: *v = dsv4q_acc_nrms(a); *l = dsv4q_acc_nrms(b); break;
+    case DSV4Q_M_MAX_ABS: *v = a->max_abs; *l = b->max_abs; break;
+    case DSV4Q_M_MAX_REL: *v = a->max_rel; *l = b->max_rel; break;
+    case DSV4Q_M_ULP_MAX: *v = r->ulp_val[t]; *l = r->ulp_lvl[t]; break;
+    case DSV4Q_M_COS_DIST:
+        *v = fmax(0, 1 - dsv4q_acc_cosine(a));
+        *l = fmax(0, 1 - dsv4q_acc_cosine(b));
+        break;
+    case DSV4Q_M_NONFINITE: *v = (double)a->nonfinite_a; *l = (double)b->nonfinite_a; break;
+    case DSV4Q_M_ARGMAX_MISS:
+        if (r->stage == DSV4Q_STAGE_HEAD) { *v = (double)r->amiss_val; *l = (double)r->amiss_lvl; }
+        break;
+    default: break;   /* selections and rerun: not measured by replay */
+    }
+}
+
+/* Gate every measured metric of a stage (P3) and set its verdict. */
+static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
+    int op = dsv4q_op_find(si->gate_op);
+    if (r->calls_checked == 0) {
+        r->verdict = DSV4Q_RV_UNCHECKABLE;
+        return;
+    }
+    int ok = 1;
+    for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+        dsv4q_rrow *w = &r->row[m];
+        const dsv4q_gate_rule *rule = op >= 0 ? &g->op[op][m] : NULL;
+        double worst = -INFINITY;
+        memset(w, 0, sizeof *w);
+        w->out = -1;
+        for (int t = 0; t < r->nout; t++) {
+            if (!r->seen[t]) continue;
+            double v, l;
+            metric_at(r, m, t, &v, &l);
+            if (isnan(v) && isnan(l)) continue;
+            int gated = rule && rule->on;
+            double b = gated ? dsv4q_gate_bound(rule, l, gate_dtype(r->dtype[t])) : NAN;
+            double score = gated ? (dsv4q_gate_pass(v, b) ? (b > 0 ? v / b : 0) : INFINITY) : v;
+            if (w->out < 0 || score > worst) {
+                worst = score;
+                *w = (dsv4q_rrow){1, gated, gated ? dsv4q_gate_pass(v, b) : 1, t, v, l, b};
+            }
+        }
+        if (w->measured && w->gated && !w->pass) ok = 0;
+    }
+    r->verdict = ok ? DSV4Q_RV_PASS : DSV4Q_RV_FAIL;
+}
+
+/* ---- the replay loop --------------------------------------------------- */
+
+typedef struct rctx {
+    const dsv4q_model *m;
+    const dsv4q_capture *cap;
+    dsv4q_replay *res;
+    dsv4q_run *r64, *r32;
+    long *attn_next;              /* per layer: the position its caches are at */
+    double *buf[3][2 * DSV4Q_STAGE_MAX_T];   /* captured / f64 / f32 per tensor */
+    long cap_n;                   /* elements each buffer holds */
+} rctx;
+
+static void set_why(dsv4q_rstage *r, const char *fmt, const char *a, long p)
+{
+    r->calls_unchecked++;
+    if (!r->why[0]) snprintf(r->why, sizeof r->why, fmt, a, p);
+}
+
+static int grow(rctx *x, long n)
+{
+    if (n <= x->cap_n) return 0;
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < 2 * DSV4Q_STAGE_MAX_T; t++) {
+            double *p = realloc(x->buf[k][t], sizeof(double) * (size_t)n);
+            if (!p) return -1;
+            x->buf[k][t] = p;
+        }
+    x->cap_n = n;
+    return 0;
+}
+
+/* One stage of one call. */
+static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int layer, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &x->m->cfg;
+    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    dsv4q_rstage *r = &x->res->st[slot_of(stage, layer, g->n_layers)];
+    const dsv4q_st_tensor *tin[DSV4Q_STAGE_MAX_T] = {0}, *tout[DSV4Q_STAGE_MAX_T] = {0};
+    int nin = 0, nout = 0, missing_in = -1;
+    for (int t = 0; t < si->nin; t++) {
+        if ((tin[t] = dsv4q_capture_tensor(c, stage, layer, 0, t))) nin++;
+        else if (missing_in < 0) missing_in = t;
+    }
+    for (int t = 0; t < si->nout; t++) nout += (tout[t] = dsv4q_capture_tensor(c, stage, layer, 1, t)) != NULL;
+    if (!nin && !nout) return 0;   /* this stage is not in this call */
+    if (r->verdict == DSV4Q_RV_ABSENT) r->verdict = DSV4Q_RV_UNCHECKABLE;   /* judged at the end */
+    char name[DSV4Q_STAGE_NAME_MAX];
+    if (si->stateful && x->attn_next[layer] != c->pos) {
+        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, 0);
+        set_why(r, "missing earlier call: %s at position %ld is not in the capture (the layer's caches need every "
+                "earlier call)", name, x->attn_next[layer]);
+        return 0;
+    }
+    if (missing_in >= 0) {
+        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, missing_in);
+        set_why(r, "missing input %s (call at position %ld)", name, c->pos);
+        return 0;
+    }
+    long nmax = 1;
+    for (int side = 0; side < 2; side++)
+        for (int t = 0; t < (side ? si->nout : si->nin); t++) {
+            long n = (long)dsv4q_stage_numel(side ? &si->out[t] : &si->in[t], g, c->s);
+            if (n > nmax) nmax = n;
+        }
+    if (grow(x, nmax)) { snprintf(err, errlen, "out of memory"); return -1; }
+    dsv4q_stage_io io64 = {stage, si->per_layer ? layer : -1, c->s, c->pos, c->ids, {0}, {0}}, io32 = io64;
+    for (int t = 0; t < si->nin; t++) {
+        dsv4q_capture_values(tin[t], x->buf[0][t]);
+        io64.in[t] = io32.in[t] = x->buf[0][t];
+    }
+    for (int t = 0; t < si->nout; t++) {
+        io64.out[t] = x->buf[1][DSV4Q_STAGE_MAX_T + t];
+        io32.out[t] = x->buf[2][DSV4Q_STAGE_MAX_T + t];
+    }
+    char e2[512];
+    if (dsv4q_run_stage(x->r64, &io64, e2, sizeof e2) || dsv4q_run_stage(x->r32, &io32, e2, sizeof e2)) {
+        snprintf(err, errlen, "replaying %s at position %ld: %s", si->name, c->pos, e2);
+        return -1;
+    }
+    if (si->stateful) x->attn_next[layer] = c->pos + c->s;
+    if (!nout) {
+        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 1, 0);
+        set_why(r, "no output captured (%s, call at position %ld)", name, c->pos);
+        return 0;
+    }
+    for (int t = 0; t < si->nout; t++) {
+        if (!tout[t]) continue;
+        double *cv = x->buf[0][DSV4Q_STAGE_MAX_T + t];
+        dsv4q_capture_values(tout[t], cv);
+        compare_out(r, t, storage_dtype(tout[t]->dtype, &si->out[t], x->cap->bs), cv, io64.out[t], io32.out[t],
+                    (long)tout[t]->numel);
+    }
+    r->calls_checked++;
+    return 0;
+}
+
+/* Whole model: captured logits vs whole oracle runs on the token ids. */
+static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
+{
+    const dsv4q_capture *cap = x->cap;
+    dsv4q_rmodel *M = &x->res->model;
+    const long V = x->m->cfg.vocab_size;
+    long have = 0;
+    for (int i = 0; i < cap->ncalls; i++)
+        have += dsv4q_capture_tensor(&cap->calls[i], DSV4Q_STAGE_HEAD, -1, 1, 0) != NULL;
+    if (!have) {
+        M->verdict = DSV4Q_RV_ABSENT;
+        return 0;
+    }
+    M->verdict = DSV4Q_RV_UNCHECKABLE;
+    long expect = 0;
+    for (int i = 0; i < cap->ncalls; i++) {
+        const dsv4q_capture_call *c = &cap->calls[i];
+        if (c->pos != expect) {
+            snprintf(M->why, sizeof M->why, "the calls do not run from position 0 without a gap (next expected "
+                     "position %ld, next call at %ld)", expect, c->pos);
+            return 0;
+        }
+        if (!dsv4q_capture_tensor(c, DSV4Q_STAGE_HEAD, -1, 1, 0)) {
+            snprintf(M->why, sizeof M->why, "model.head.out missing in the call at position %ld", c->pos);
+            return 0;
+        }
+        expect = c->pos + c->s;
+    }
+    double *l64 = malloc(sizeof(double) * (size_t)V), *l32 = malloc(sizeof(double) * (size_t)V),
+           *lc = malloc(sizeof(double) * (size_t)V);
+    dsv4q_run *a = NULL, *b = NULL;
+    int rc = -1, dt = DSV4Q_DT_F32;
+    if (!l64 || !l32 || !lc) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (dsv4q_run_open(&a, x->m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
+        dsv4q_run_open(&b, x->m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
+        goto out;
+    for (int i = 0; i < cap->ncalls; i++) {
+        const dsv4q_capture_call *c = &cap->calls[i];
+        const dsv4q_st_tensor *t = dsv4q_capture_tensor(c, DSV4Q_STAGE_HEAD, -1, 1, 0);
+        if (dsv4q_run_feed(a, c->ids, c->s, l64, err, errlen) || dsv4q_run_feed(b, c->ids, c->s, l32, err, errlen))
+            goto out;
+        dsv4q_capture_values(t, lc);
+        dt = storage_dtype(t->dtype, &dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
+        dsv4q_acc_add(&M->val, lc, l64, V);
+        dsv4q_acc_add(&M->lvl, l32, l64, V);
+        long am = dsv4q_argmax(l64, V);
+        M->agree += dsv4q_argmax(lc, V) == am;
+        M->agree_lvl += dsv4q_argmax(l32, V) == am;
+        M->rows++;
+    }
+    double v = dsv4q_acc_nrms(&M->val), l = dsv4q_acc_nrms(&M->lvl);
+    M->nrms = (dsv4q_rrow){1, gt->model_nrms.on, 1, 0, v, l, NAN};
+    if (M->nrms.gated) {
+        M->nrms.bound = dsv4q_gate_bound(&gt->model_nrms, l, gate_dtype(dt));
+        M->nrms.pass = dsv4q_gate_pass(v, M->nrms.bound);
+    }
+    M->greedy_min = gt->greedy_min;
+    M->greedy_gated = gt->greedy_min >= 0;
+    /* the level rule for greedy agreement too: agreeing as often as the
+     * FP32 oracle on the same tokens is never a failure */
+    M->greedy_pass = !M->greedy_gated || (double)M->agree >= gt->greedy_min * (double)M->rows ||
+                     M->agree >= M->agree_lvl;
+    M->verdict = (M->nrms.gated && !M->nrms.pass) || !M->greedy_pass ? DSV4Q_RV_FAIL : DSV4Q_RV_PASS;
+    rc = 0;
+out:
+    dsv4q_run_close(a);
+    dsv4q_run_close(b);
+    free(l64);
+    free(l32);
+    free(lc);
+    return rc;
+}
+
+void dsv4q_replay_free(dsv4q_replay *res)
+{
+    free(res->st);
+    memset(res, 0, sizeof *res);
+}
+
+int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_capture *cap, const dsv4q_replay_opts *o,
+                     char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    const int nl = g->n_layers;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(res, 0, sizeof *res);
+    res->nst = 2 + NSTAGE_LAYER * nl;
+    res->st = calloc((size_t)res->nst, sizeof *res->st);
+    rctx x = {.m = m, .cap = cap, .res = res};
+    int rc = -1;
+    x.attn_next = calloc((size_t)nl, sizeof(long));
+    if (!res->st || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
+            dsv4q_rstage *r = &res->st[slot_of(st, l, nl)];
+            r->stage = st;
+            r->layer = dsv4q_stage_get(st)->per_layer ? l : -1;
+            r->nout = dsv4q_stage_get(st)->nout;
+            r->verdict = DSV4Q_RV_ABSENT;
+        }
+    if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
+        dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
+        goto out;
+    for (int i = 0; i < cap->ncalls; i++) {
+        const dsv4q_capture_call *c = &cap->calls[i];
+        if (!o->quiet) fprintf(stderr, "[replay] call %d/%d (position %ld, %ld tokens)\n", i + 1, cap->ncalls, c->pos, c->s);
+        if (replay_stage(&x, c, DSV4Q_STAGE_EMBED, -1, err, errlen)) goto out;
+        for (int l = 0; l < nl; l++)
+            for (int st = DSV4Q_STAGE_HC_ATTN_PRE; st <= DSV4Q_STAGE_HC_FFN_POST; st++)
+                if (replay_stage(&x, c, st, l, err, errlen)) goto out;
+        if (replay_stage(&x, c, DSV4Q_STAGE_HEAD, -1, err, errlen)) goto out;
+    }
+    for (int i = 0; i < res->nst; i++) {
+        dsv4q_rstage *r = &res->st[i];
+        if (r->verdict == DSV4Q_RV_ABSENT) { res->nabsent++; continue; }
+        judge(r, o->gates);
+        char miss[160] = "";
+        for (int t = 0; t < r->nout; t++)
+            if (!r->seen[t] && r->calls_checked)
+                snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", miss[0] ? ", " : "",
+                         dsv4q_stage_get(r->stage)->out[t].name);
+        if (miss[0]) snprintf(r->note, sizeof r->note, "outputs never captured: %s", miss);
+        res->npass += r->verdict == DSV4Q_RV_PASS;
+        res->nfail += r->verdict == DSV4Q_RV_FAIL;
+        res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
+    }
+    res->model.verdict = DSV4Q_RV_ABSENT;
+    if (o->whole_model && whole_model(&x, o->gates, err, errlen)) goto out;
+    if (!o->whole_model) {
+        res->model.verdict = DSV4Q_RV_UNCHECKABLE;
+        snprintf(res->model.why, sizeof res->model.why, "skipped (--no-model)");
+    }
+    rc = 0;
+out:
+    dsv4q_run_close(x.r64);
+    dsv4q_run_close(x.r32);
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < 2 * DSV4Q_STAGE_MAX_T; t++) free(x.buf[k][t]);
+    free(x.attn_next);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (rc) dsv4q_replay_free(res);
+    return rc;
+}
+
+int dsv4q_replay_status(const dsv4q_replay *res)
+{
+    if (res->nfail || res->model.verdict == DSV4Q_RV_FAIL) return 1;
+    return res->npass > 0 ? 0 : 1;
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+static void row_key(const dsv4q_rstage *r, char *buf, size_t len)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
+    if (si->per_layer) snprintf(buf, len, "L%d.%s", r->layer, si->name);
+    else snprintf(buf, len, "model.%s", si->name);
+}
+
+void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all)
+{
+    fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u * u(storage dtype))\n\n", g->origin);
+    fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  %s\n", "stage", "calls", "metric", "value", "level", "bound",
+            "verdict");
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        if (r->verdict == DSV4Q_RV_ABSENT) continue;
+        char key[48], calls[24];
+        row_key(r, key, sizeof key);
+        snprintf(calls, sizeof calls, "%ld/%ld", r->calls_checked, r->calls_checked + r->calls_unchecked);
+        if (r->verdict == DSV4Q_RV_UNCHECKABLE) {
+            fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  not checkable: %s\n", key, calls, "-", "-", "-", "-", r->why);
+            continue;
+        }
+        int first = 1;
+        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+            const dsv4q_rrow *w = &r->row[m];
+            if (!w->measured || (!all && !w->gated)) continue;
+            char name[48], bound[24];
+            if (r->nout > 1) snprintf(name, sizeof name, "%s[%s]", dsv4q_metric_name(m),
+                                      dsv4q_stage_get(r->stage)->out[w->out].name);
+            else snprintf(name, sizeof name, "%s", dsv4q_metric_name(m));
+            if (w->gated) snprintf(bound, sizeof bound, "%11.3e", w->bound);
+            else snprintf(bound, sizeof bound, "%11s", "-");
+            fprintf(f, "%-18s %-9s %-16s %11.3e %11.3e %s  %s\n", first ? key : "", first ? calls : "", name, w->value,
+                    w->level, bound, !w->gated ? "info" : w->pass ? "pass" : "FAIL");
+            first = 0;
+        }
+        if (first)
+            fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  %s\n", key, calls, "(no gated metric)", "", "", "",
+                    dsv4q_rverdict_name(r->verdict));
+        if (r->calls_unchecked) fprintf(f, "%-18s %-9s   %ld call(s) not checkable: %s\n", "", "", r->calls_unchecked, r->why);
+        if (r->note[0]) fprintf(f, "%-18s %-9s   %s\n", "", "", r->note);
+    }
+    if (res->nabsent) {
+        fprintf(f, "\nnot captured (no tensor in any call):");
+        int k = 0;
+        for (int i = 0; i < res->nst; i++) {
+            const dsv4q_rstage *r = &res->st[i];
+            if (r->verdict != DSV4Q_RV_ABSENT) continue;
+            char key[48];
+            row_key(r, key, sizeof key);
+            if (k < 24) fprintf(f, "%s %s", k ? "," : "", key);
+            k++;
+        }
+        if (k > 24) fprintf(f, ", ... (%d in all)", k);
+        fprintf(f, "\n");
+    }
+    const dsv4q_rmodel *M = &res->model;
+    fprintf(f, "\nwhole model (captured logits vs an oracle-f64 run on the captured token ids): ");
+    if (M->verdict == DSV4Q_RV_ABSENT) fprintf(f, "not captured (no model.head.out)\n");
+    else if (M->verdict == DSV4Q_RV_UNCHECKABLE) fprintf(f, "not checkable: %s\n", M->why);
+    else {
+        fprintf(f, "%ld calls\n", M->rows);
+        char bound[32] = "not gated";
+        if (M->nrms.gated) snprintf(bound, sizeof bound, "%.4e", M->nrms.bound);
+        fprintf(f, "  logit NRMS         %.4e  (level %.4e, bound %s)  %s\n", M->nrms.value, M->nrms.level, bound,
+                !M->nrms.gated ? "info" : M->nrms.pass ? "pass" : "FAIL");
+        fprintf(f, "  max abs error      %.4e\n", M->val.max_abs);
+        fprintf(f, "  greedy agreement   %ld/%ld (oracle-f32: %ld/%ld)", M->agree, M->rows, M->agree_lvl, M->rows);
+        if (M->greedy_gated) fprintf(f, ", min %.3g  %s\n", M->greedy_min, M->greedy_pass ? "pass" : "FAIL");
+        else fprintf(f, "  info\n");
+    }
+    fprintf(f, "\n%d stages compared: %d pass, %d FAIL; %d not checkable; %d not captured; %.1f s -> %s\n",
+            res->npass + res->nfail, res->npass, res->nfail, res->nunc, res->nabsent, res->seconds,
+            dsv4q_replay_status(res) == 0 ? "PASS" : "FAIL");
+}
+
+static json_t *jnum(double v)
+{
+    if (isnan(v)) return json_null();
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g)
+{
+    json_t *root = json_object(), *stages = json_array(), *absent = json_array();
+    json_object_set_new(root, "capture", json_string(cap->path));
+    json_object_set_new(root, "capture_sha256", json_string(cap->sha256));
+    json_object_set_new(root, "calls", json_integer(cap->ncalls));
+    json_object_set_new(root, "engine", json_string(cap->engine));
+    json_object_set_new(root, "engine_version", json_string(cap->engine_version));
+    json_object_set_new(root, "profile", json_string(cap->profile));
+    json_object_set_new(root, "boundary", json_string(cap->boundary));
+    json_object_set_new(root, "gates", json_string(g->origin));
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        char key[48];
+        row_key(r, key, sizeof key);
+        if (r->verdict == DSV4Q_RV_ABSENT) {
+            json_array_append_new(absent, json_string(key));
+            continue;
+        }
+        json_t *s = json_object(), *ms = json_object();
+        json_object_set_new(s, "stage", json_string(key));
+        json_object_set_new(s, "verdict", json_string(dsv4q_rverdict_name(r->verdict)));
+        json_object_set_new(s, "calls_checked", json_integer(r->calls_checked));
+        json_object_set_new(s, "calls_not_checkable", json_integer(r->calls_unchecked));
+        if (r->why[0]) json_object_set_new(s, "why", json_string(r->why));
+        if (r->note[0]) json_object_set_new(s, "note", json_string(r->note));
+        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+            const dsv4q_rrow *w = &r->row[m];
+            if (!w->measured) continue;
+            json_t *j = json_object();
+            json_object_set_new(j, "value", jnum(w->value));
+            json_object_set_new(j, "level", jnum(w->level));
+            json_object_set_new(j, "bound", w->gated ? jnum(w->bound) : json_null());
+            json_object_set_new(j, "gated", json_boolean(w->gated));
+            json_object_set_new(j, "pass", json_boolean(w->pass));
+            json_object_set_new(j, "output", json_string(dsv4q_stage_get(r->stage)->out[w->out].name));
+            json_object_set_new(ms, dsv4q_metric_name(m), j);
+        }
+        json_object_set_new(s, "metrics", ms);
+        json_array_append_new(stages, s);
+    }
+    json_object_set_new(root, "stages", stages);
+    json_object_set_new(root, "not_captured", absent);
+    const dsv4q_rmodel *M = &res->model;
+    json_t *jm = json_object();
+    json_object_set_new(jm, "verdict", json_string(dsv4q_rverdict_name(M->verdict)));
+    if (M->why[0]) json_object_set_new(jm, "why", json_string(M->why));
+    if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
+        json_object_set_new(jm, "rows", json_integer(M->rows));
+        json_object_set_new(jm, "logit_nrms", jnum(M->nrms.value));
+        json_object_set_new(jm, "logit_nrms_level", jnum(M->nrms.level));
+        json_object_set_new(jm, "logit_nrms_bound", M->nrms.gated ? jnum(M->nrms.bound) : json_null());
+        json_object_set_new(jm, "logit_max_abs", jnum(M->val.max_abs));
+        json_object_set_new(jm, "greedy_agree", json_integer(M->agree));
+        json_object_set_new(jm, "greedy_agree_level", json_integer(M->agree_lvl));
+        json_object_set_new(jm, "greedy_min", M->greedy_gated ? jnum(M->greedy_min) : json_null());
+    }
+    json_object_set_new(root, "whole_model", jm);
+    json_object_set_new(root, "pass", json_integer(res->npass));
+    json_object_set_new(root, "fail", json_integer(res->nfail));
+    json_object_set_new(root, "not_checkable", json_integer(res->nunc));
+    json_object_set_new(root, "verdict", json_string(dsv4q_replay_status(res) == 0 ? "pass" : "fail"));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,117 @@
+/*
+ * replay.h - qualify an engine from its capture, stage by stage, on the
+ * engine's own inputs.
+ *
+ * For every call of a capture (harness/capture.h) and every stage of the
+ * stage table (oracle/stages.h) whose tensors it holds, replay feeds the
+ * CAPTURED inputs to the oracle at f64 (the reference) and at f32 (the
+ * rounding level), both at the engine's claimed profile, and compares
+ *     value = captured output  vs  oracle-f64(captured inputs)
+ *     level = oracle-f32(same) vs  oracle-f64(captured inputs)
+ * with the metric set and the gates of `qualify`:
+ *     value <= factor * level + floor (+ floor_u * u(dtype))    (gates/gates.h)
+ * Because each stage starts from the engine's own inputs, a stage's error
+ * is its own: drift accumulated upstream never reaches it.
+ *
+ * Stateful attention: layer l's caches depend only on layer l's attention
+ * inputs at earlier positions, so replay feeds `attn` stages to a per-layer
+ * oracle attention in call order (dsv4q_run_stage). If a call's attn input
+ * is missing, that layer's later attn stages are not checkable.
+ *
+ * Whole model: when every call holds model.head.out and the calls run from
+ * position 0 without a gap, the logits are also compared with a whole
+ * oracle-f64 run on the capture's token ids (level: the oracle-f32 run),
+ * gated by the gate file's "model" rules (logit NRMS, greedy agreement).
+ *
+ * Invariants:
+ *  P1. Nothing is silently skipped: a stage with any tensor in the capture
+ *      is either compared or reported "not checkable" with the reason (and
+ *      the stage slots with no tensor at all are listed as not captured).
+ *  P2. A stage replayed on the inputs the oracle itself produced, at the
+ *      width it ran at, reproduces the captured output bit for bit (model.c
+ *      M3): an f64 oracle capture replays at zero error.
+ *  P3. Stage gates use the rules of the operator the stage table names
+ *      (gate_op); docs/captures.md gives the mapping.
+ */
+#ifndef DSV4Q_REPLAY_H
+#define DSV4Q_REPLAY_H
+
+#include <stdio.h>
+#include "gates/gates.h"
+#include "harness/capture.h"
+#include "harness/metrics.h"
+#include "io/model.h"
+
+typedef enum dsv4q_rverdict {
+    DSV4Q_RV_PASS = 0,
+    DSV4Q_RV_FAIL,
+    DSV4Q_RV_UNCHECKABLE,     /* captured, but no call could be compared */
+    DSV4Q_RV_ABSENT           /* no tensor of this stage in the capture */
+} dsv4q_rverdict;
+
+/* One metric of one stage: at the output where value/bound is worst. */
+typedef struct dsv4q_rrow {
+    int measured, gated, pass, out;
+    double value, level, bound;
+} dsv4q_rrow;
+
+typedef struct dsv4q_rstage {
+    int stage, layer;                 /* layer -1: model-level */
+    dsv4q_rverdict verdict;
+    long calls_checked, calls_unchecked;
+    char why[320];                    /* first reason a call was not checkable */
+    char note[160];                   /* outputs never captured, if some were */
+    int nout;
+    int seen[DSV4Q_STAGE_MAX_T];      /* output compared at least once */
+    int dtype[DSV4Q_STAGE_MAX_T];     /* its captured dtype (dsv4q_dtype) */
+    dsv4q_acc val[DSV4Q_STAGE_MAX_T], lvl[DSV4Q_STAGE_MAX_T];
+    double ulp_val[DSV4Q_STAGE_MAX_T], ulp_lvl[DSV4Q_STAGE_MAX_T];
+    long amiss_val, amiss_lvl;        /* head: calls whose argmax differs */
+    dsv4q_rrow row[DSV4Q_M_COUNT];
+} dsv4q_rstage;
+
+typedef struct dsv4q_rmodel {
+    dsv4q_rverdict verdict;           /* ABSENT: no logits captured */
+    char why[320];
+    long rows;
+    dsv4q_acc val, lvl;
+    long agree, agree_lvl;            /* greedy agreement with oracle-f64 */
+    dsv4q_rrow nrms;
+    int greedy_gated, greedy_pass;
+    double greedy_min;
+} dsv4q_rmodel;
+
+typedef struct dsv4q_replay {
+    dsv4q_rstage *st;                 /* embed, L0 stages .. L{n-1} stages, head */
+    int nst;
+    int npass, nfail, nunc, nabsent;
+    dsv4q_rmodel model;
+    double seconds;
+} dsv4q_replay;
+
+typedef struct dsv4q_replay_opts {
+    const dsv4q_gates *gates;
+    int whole_model;                  /* 1: also the whole-model comparison */
+    int quiet;                        /* no progress on stderr */
+} dsv4q_replay_opts;
+
+/* Replay every call of cap against model m. Returns 0 when the replay ran
+ * (whatever the verdicts), -1 + message when it could not (allocation, an
+ * oracle error). Free res with dsv4q_replay_free. */
+int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_capture *cap, const dsv4q_replay_opts *o,
+                     char *err, size_t errlen);
+void dsv4q_replay_free(dsv4q_replay *res);
+
+/* 0: every compared stage (and the whole model, if compared) passed and at
+ * least one stage was compared; 1 otherwise. */
+int dsv4q_replay_status(const dsv4q_replay *res);
+/* The row of (stage, layer) (layer ignored for model-level stages). */
+const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);
+
+/* Human table; all = every measured metric, not only the gated ones. */
+void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all);
+/* Machine form (malloc'd JSON text). */
+char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g);
+const char *dsv4q_rverdict_name(dsv4q_rverdict v);
+
+#endif

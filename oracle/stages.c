@@ -1,0 +1,301 @@
+/*
+ * stages.c - the stage table and the capture names derived from it (see
+ * stages.h). Width-independent (Makefile ORACLE_COMMON).
+ *
+ * The table is the contract an engine's dump is written against, so every
+ * row says where the stage sits in DeepSeek's code and which rounding points
+ * it contains: an engine author reads one row and knows which tensor to dump
+ * and what the oracle will compute from it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "oracle/boundary.h"
+#include "oracle/formats.h"
+#include "oracle/stages.h"
+
+#define S_ DSV4Q_SD_S
+#define HC DSV4Q_SD_HC
+#define D_ DSV4Q_SD_DIM
+#define V_ DSV4Q_SD_VOCAB
+#define B(x) DSV4Q_BIT(DSV4Q_B_##x)
+#define ST(x) (DSV4Q_B_##x + 1)
+
+#define HC_PRE_ROW(ID, NAME, WHICH, TAP)                                                                            \
+    [ID] = {ID, NAME, 1, 0, 0, 1, 3,                                                                                \
+            {{"X", 3, {S_, HC, D_}, "hc streams entering the sub-layer", ST(RESID_BF16)}},                                         \
+            {{"y", 2, {S_, D_}, "the mixed input of the sub-layer (before its norm)", ST(RESID_BF16)},                              \
+             {"post", 2, {S_, HC}, "post weights (FP32), input of the matching hc_post"},                          \
+             {"comb", 3, {S_, HC, HC}, "Sinkhorn combination [source stream, target stream] (FP32)"}},              \
+            B(RESID_BF16),                                                                                          \
+            "oracle/hc.c dsv4q_hc_pre (layers.N." WHICH "_fn/_scale/_base)",                                         \
+            "model.py Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre", TAP}
+
+#define NORM_ROW(ID, NAME, WHICH)                                                                                   \
+    [ID] = {ID, NAME, 1, 0, 0, 1, 1,                                                                                \
+            {{"x", 2, {S_, D_}, "y of the hc_pre before it", ST(RESID_BF16)}},                                                      \
+            {{"y", 2, {S_, D_}, "RMSNorm output", ST(NORM_BF16)}},                                                                 \
+            B(NORM_BF16), "oracle/norm.c dsv4q_rmsnorm (layers.N." WHICH ".weight)",                               \
+            "model.py Block.forward self." WHICH " (RMSNorm.forward)", "rmsnorm", NAME}
+
+#define HC_POST_ROW(ID, NAME, WHAT, XST, TAP)                                                                            \
+    [ID] = {ID, NAME, 1, 0, 0, 4, 1,                                                                                \
+            {{"x", 2, {S_, D_}, "output of the " WHAT " stage", XST},                                                    \
+             {"X", 3, {S_, HC, D_}, "the hc streams the matching hc_pre read", ST(RESID_BF16)},                                    \
+             {"post", 2, {S_, HC}, "post of the matching hc_pre"},                                                 \
+             {"comb", 3, {S_, HC, HC}, "comb of the matching hc_pre"}},                                            \
+            {{"X", 3, {S_, HC, D_}, "the new hc streams", ST(RESID_BF16)}},                                                        \
+            B(RESID_BF16), "oracle/hc.c dsv4q_hc_post", "model.py Block.hc_post", "hc_post", TAP}
+
+static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
+    [DSV4Q_STAGE_EMBED] = {DSV4Q_STAGE_EMBED, "embed", 0, 0, 1, 0, 1, {{0}},
+                           {{"X", 3, {S_, HC, D_}, "embedding row of each token, copied to the hc streams", ST(RESID_BF16)}},
+                           0, "oracle/model.c dsv4q_run_step (embed.weight, exact BF16 decode)",
+                           "model.py Transformer.forward embed + hc expand", "linear", "embed"},
+    HC_PRE_ROW(DSV4Q_STAGE_HC_ATTN_PRE, "hc_attn_pre", "hc_attn", "hc_attn_pre"),
+    NORM_ROW(DSV4Q_STAGE_ATTN_NORM, "attn_norm", "attn_norm"),
+    [DSV4Q_STAGE_ATTN] = {DSV4Q_STAGE_ATTN, "attn", 1, 1, 0, 1, 1,
+                          {{"x", 2, {S_, D_}, "attn_norm output", ST(NORM_BF16)}},
+                          {{"y", 2, {S_, D_}, "attention output after wo_b", ST(LINEAR_BF16)}},
+                          B(GEMM_ACT_FP8) | B(KV_FP8) | B(CKV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) |
+                              B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) | B(LINEAR_BF16) |
+                              B(QNORM_BF16) | B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) |
+                              B(HADAMARD_BF16) | B(CMP_BF16) | B(IDX_PARTIAL_BF16),
+                          "oracle/model.c attention (+ indexer, dsv4q_compressor, dsv4q_sparse_attn)",
+                          "model.py Attention.forward (Compressor, Indexer, sparse_attn, wo_a, wo_b)",
+                          "sparse_attn", "attn"},
+    HC_POST_ROW(DSV4Q_STAGE_HC_ATTN_POST, "hc_attn_post", "attn", ST(LINEAR_BF16), "hc_attn_post"),
+    HC_PRE_ROW(DSV4Q_STAGE_HC_FFN_PRE, "hc_ffn_pre", "hc_ffn", "hc_ffn_pre"),
+    NORM_ROW(DSV4Q_STAGE_FFN_NORM, "ffn_norm", "ffn_norm"),
+    [DSV4Q_STAGE_MOE] = {DSV4Q_STAGE_MOE, "moe", 1, 0, 1, 1, 1,
+                         {{"x", 2, {S_, D_}, "ffn_norm output (+ the call's token ids for hash layers)", ST(NORM_BF16)}},
+                         {{"y", 2, {S_, D_}, "routed experts + shared expert", ST(MOE_BF16)}},
+                         B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(MOE_BF16),
+                         "oracle/moe.c dsv4q_moe_gate + dsv4q_moe",
+                         "model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out"},
+    HC_POST_ROW(DSV4Q_STAGE_HC_FFN_POST, "hc_ffn_post", "moe", ST(MOE_BF16), "block_out"),
+    [DSV4Q_STAGE_HEAD] = {DSV4Q_STAGE_HEAD, "head", 0, 0, 0, 1, 1,
+                          {{"X", 2, {HC, D_}, "hc streams of the call's last token after the last layer", ST(RESID_BF16)}},
+                          {{"logits", 1, {V_}, "logits of the call's last token"}},
+                          B(RESID_BF16) | B(NORM_BF16),
+                          "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
+                          "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits"},
+};
+
+const dsv4q_stage_info *dsv4q_stage_get(int id)
+{
+    return id >= 0 && id < DSV4Q_STAGE_COUNT ? &table[id] : NULL;
+}
+
+int dsv4q_stage_storage(const dsv4q_stage_tensor *t, uint64_t bs)
+{
+    return t->storage > 0 && ((bs >> (t->storage - 1)) & 1u) ? DSV4Q_DT_BF16 : DSV4Q_DT_F32;
+}
+
+int dsv4q_stage_find(const char *name)
+{
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
+        if (!strcmp(table[i].name, name)) return i;
+    return -1;
+}
+
+static int64_t dim_value(int d, const dsv4q_config *c, long s)
+{
+    switch (d) {
+    case DSV4Q_SD_S: return s;
+    case DSV4Q_SD_HC: return c->hc_mult;
+    case DSV4Q_SD_DIM: return c->dim;
+    case DSV4Q_SD_VOCAB: return c->vocab_size;
+    default: return 0;
+    }
+}
+
+static const char *dim_symbol(int d)
+{
+    switch (d) {
+    case DSV4Q_SD_S: return "s";
+    case DSV4Q_SD_HC: return "hc";
+    case DSV4Q_SD_DIM: return "d";
+    case DSV4Q_SD_VOCAB: return "vocab";
+    default: return "?";
+    }
+}
+
+int dsv4q_stage_shape(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s, int64_t *shape)
+{
+    for (int i = 0; i < t->ndim; i++) shape[i] = dim_value(t->dims[i], cfg, s);
+    return t->ndim;
+}
+
+int64_t dsv4q_stage_numel(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= dim_value(t->dims[i], cfg, s);
+    return n;
+}
+
+void dsv4q_stage_shape_str(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < t->ndim && o < len; i++) {
+        if (cfg && t->dims[i] != DSV4Q_SD_S)
+            o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)dim_value(t->dims[i], cfg, 1));
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", dim_symbol(t->dims[i]));
+    }
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+int dsv4q_stage_tensor_name(char *buf, size_t len, int stage, int layer, int io, int t)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    if (!si || io < 0 || io > 1 || t < 0 || t >= (io ? si->nout : si->nin)) return -1;
+    int n = io ? si->nout : si->nin;
+    const char *side = io ? "out" : "in";
+    const char *tn = io ? si->out[t].name : si->in[t].name;
+    char scope[24];
+    if (si->per_layer) snprintf(scope, sizeof scope, "L%d", layer);
+    else snprintf(scope, sizeof scope, "model");
+    if (n == 1) snprintf(buf, len, "%s.%s.%s", scope, si->name, side);
+    else snprintf(buf, len, "%s.%s.%s.%s", scope, si->name, side, tn);
+    return 0;
+}
+
+/* "L12" -> 12, "model" -> -1; -2 if neither. */
+static int parse_scope(const char *s, size_t n)
+{
+    if (n == 5 && !strncmp(s, "model", 5)) return -1;
+    if (n < 2 || s[0] != 'L' || n > 8) return -2;
+    int v = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -2;
+        if (i == 1 && s[i] == '0' && n > 2) return -2;   /* no leading zeros: one spelling */
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, int *t, char *err, size_t errlen)
+{
+    char buf[DSV4Q_STAGE_NAME_MAX];
+    if (strlen(name) >= sizeof buf) {
+        snprintf(err, errlen, "tensor name '%.40s...' is too long for a stage tensor", name);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", name);
+    char *part[5] = {0};
+    int np = 0;
+    for (char *p = buf, *save = NULL, *tok; np < 5 && (tok = strtok_r(p, ".", &save)); p = NULL) part[np++] = tok;
+    if (np < 3 || np > 4 || strchr(name, '.') == name || strstr(name, "..") || name[strlen(name) - 1] == '.') {
+        snprintf(err, errlen, "tensor '%s' is not a stage tensor name (L{layer}.{stage}.{in|out}[.{name}] or "
+                 "model.{stage}.{in|out}[.{name}]; see `dsv4q stages`)", name);
+        return -1;
+    }
+    int sc = parse_scope(part[0], strlen(part[0]));
+    if (sc == -2) {
+        snprintf(err, errlen, "tensor '%s': '%s' is neither L{layer} nor model", name, part[0]);
+        return -1;
+    }
+    int st = dsv4q_stage_find(part[1]);
+    if (st < 0) {
+        char list[256] = "";
+        for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", table[i].name);
+        snprintf(err, errlen, "tensor '%s': unknown stage '%s' (stages: %s)", name, part[1], list);
+        return -1;
+    }
+    const dsv4q_stage_info *si = &table[st];
+    if (si->per_layer != (sc >= 0)) {
+        snprintf(err, errlen, "tensor '%s': stage '%s' is %s, so its tensors are named %s.%s...", name, si->name,
+                 si->per_layer ? "per layer" : "model-level", si->per_layer ? "L{layer}" : "model", si->name);
+        return -1;
+    }
+    int side = !strcmp(part[2], "in") ? 0 : !strcmp(part[2], "out") ? 1 : -1;
+    if (side < 0) {
+        snprintf(err, errlen, "tensor '%s': '%s' must be 'in' or 'out'", name, part[2]);
+        return -1;
+    }
+    int n = side ? si->nout : si->nin;
+    if (n == 0) {
+        snprintf(err, errlen, "tensor '%s': stage '%s' has no %s tensors (token ids come from the metadata)", name,
+                 si->name, part[2]);
+        return -1;
+    }
+    const dsv4q_stage_tensor *ts = side ? si->out : si->in;
+    int ti = -1;
+    if (n == 1 && np == 3) ti = 0;
+    else if (n > 1 && np == 4)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(ts[i].name, part[3])) ti = i;
+    if (ti < 0) {
+        char want[200] = "";
+        for (int i = 0; i < n; i++) {
+            char nm[DSV4Q_STAGE_NAME_MAX];
+            dsv4q_stage_tensor_name(nm, sizeof nm, st, sc < 0 ? 0 : sc, side, i);
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? ", " : "", nm);
+        }
+        snprintf(err, errlen, "tensor '%s': stage '%s' %s tensors are named %s", name, si->name, part[2], want);
+        return -1;
+    }
+    *stage = st;
+    *layer = sc < 0 ? -1 : sc;
+    *io = side;
+    *t = ti;
+    return 0;
+}
+
+void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int md)
+{
+    if (md) {
+        fprintf(f, "| stage | tensor | shape | stored (source) | what | boundaries inside | oracle | reference | gate op |\n");
+        fprintf(f, "|---|---|---|---|---|---|---|---|---|\n");
+    } else {
+        fprintf(f, "%-13s %-32s %-16s %-17s %s\n", "stage", "tensor", "shape", "stored (source)", "what");
+    }
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) {
+        const dsv4q_stage_info *si = &table[i];
+        char braw[512], bnames[600];
+        dsv4q_boundary_format(si->boundaries, braw, sizeof braw);
+        size_t bo = 0;
+        for (const char *p = braw; *p && bo + 2 < sizeof bnames; p++) {   /* "a,b" -> "a, b" */
+            bnames[bo++] = *p;
+            if (*p == ',') bnames[bo++] = ' ';
+        }
+        bnames[bo] = 0;
+        if (!si->boundaries) snprintf(bnames, sizeof bnames, "-");
+        int first = 1;
+        for (int io = 0; io < 2; io++)
+            for (int t = 0; t < (io ? si->nout : si->nin); t++) {
+                const dsv4q_stage_tensor *ts = io ? &si->out[t] : &si->in[t];
+                char name[DSV4Q_STAGE_NAME_MAX], shape[64];
+                dsv4q_stage_tensor_name(name, sizeof name, i, 0, io, t);
+                if (si->per_layer) {   /* L0.x -> L{l}.x */
+                    char tmp[DSV4Q_STAGE_NAME_MAX];
+                    snprintf(tmp, sizeof tmp, "L{l}%s", name + 2);
+                    snprintf(name, sizeof name, "%s", tmp);
+                }
+                dsv4q_stage_shape_str(ts, cfg, shape, sizeof shape);
+                char what[200];
+                snprintf(what, sizeof what, "%s%s", ts->doc,
+                         first && si->stateful ? "; STATEFUL: calls replayed in order" : "");
+                char stored[48];
+                if (ts->storage > 0) snprintf(stored, sizeof stored, "BF16 (%s)", dsv4q_boundary_get(ts->storage - 1)->name);
+                else snprintf(stored, sizeof stored, "FP32");
+                if (md)
+                    fprintf(f, "| %s | `%s` | `%s` | %s | %s | %s | %s | %s | %s |\n", first ? si->name : "", name, shape,
+                            stored, what, first ? bnames : "", first ? si->oracle : "", first ? si->reference : "",
+                            first ? si->gate_op : "");
+                else
+                    fprintf(f, "%-13s %-32s %-16s %-17s %s\n", first ? si->name : "", name, shape, stored, what);
+                first = 0;
+            }
+        if (si->uses_ids) {
+            if (md) fprintf(f, "| | (metadata `token_ids`) | `[s]` | | the call's token ids | | | | |\n");
+            else fprintf(f, "%-13s %-32s %-16s %-17s %s\n", "", "(metadata token_ids)", "[s]", "", "the call's token ids");
+        }
+        if (!md)
+            fprintf(f, "%-13s   boundaries: %s\n%-13s   oracle: %s\n%-13s   reference: %s; gate op: %s\n", "", bnames,
+                    "", si->oracle, "", si->reference, si->gate_op);
+    }
+}

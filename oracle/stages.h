@@ -1,0 +1,124 @@
+/*
+ * stages.h - the stage table: the one list of the forward pass's stages.
+ *
+ * A stage is the unit an engine's dump is judged by: a piece of the forward
+ * pass with named input and output tensors whose shapes are functions of the
+ * config and of s (the tokens of the call). Per layer, in forward order:
+ *
+ *   hc_attn_pre  X[s,hc,d]                     -> y[s,d], post[s,hc], comb[s,hc,hc]
+ *   attn_norm    x[s,d]                        -> y[s,d]
+ *   attn         x[s,d] (normed)               -> y[s,d] (after wo_b)   STATEFUL
+ *   hc_attn_post x[s,d], X[s,hc,d], post, comb -> X[s,hc,d]
+ *   hc_ffn_pre, ffn_norm                          (as the attention half)
+ *   moe          x[s,d] + token ids            -> y[s,d]
+ *   hc_ffn_post                                   (as hc_attn_post)
+ *
+ * plus two model-level stages: embed (token ids -> X[s,hc,d]) and head (the
+ * last row's X[hc,d] -> logits[vocab]). Token ids are never a tensor: they
+ * come from the call (a capture's __metadata__ "token_ids").
+ *
+ * Owns: the table (names, tensors, shapes, boundaries, reference, oracle
+ * function, which gate op bounds it), the capture tensor names derived from
+ * it, and their parser. The forward pass (oracle/model.c) reports and
+ * replays stages by these ids; `dsv4q stages` prints the table and
+ * docs/captures.md embeds it. Width-independent.
+ *
+ * Tensor names (docs/captures.md):
+ *   L{layer}.{stage}.{in|out}            when the stage has ONE input/output
+ *   L{layer}.{stage}.{in|out}.{name}     when it has several
+ *   model.{stage}.{in|out}[.{name}]      for embed and head
+ * so every tensor has exactly one spelling.
+ *
+ * Invariants:
+ *  S1. Stage ids are stable; stages are appended, never renumbered.
+ *  S2. Within a layer the table order is the forward order, and every input
+ *      of a stage is an output of an earlier stage of the same call (or of
+ *      the previous layer / embed): a chain of captured stages is complete.
+ *  S3. Only `attn` carries state between calls (caches); every other stage is
+ *      a pure function of its inputs, the weights and the boundary set.
+ */
+#ifndef DSV4Q_STAGES_H
+#define DSV4Q_STAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "io/config.h"
+
+typedef enum dsv4q_stage {
+    DSV4Q_STAGE_EMBED = 0,
+    DSV4Q_STAGE_HC_ATTN_PRE,
+    DSV4Q_STAGE_ATTN_NORM,
+    DSV4Q_STAGE_ATTN,
+    DSV4Q_STAGE_HC_ATTN_POST,
+    DSV4Q_STAGE_HC_FFN_PRE,
+    DSV4Q_STAGE_FFN_NORM,
+    DSV4Q_STAGE_MOE,
+    DSV4Q_STAGE_HC_FFN_POST,
+    DSV4Q_STAGE_HEAD,
+    DSV4Q_STAGE_COUNT
+} dsv4q_stage;
+
+/* Symbolic dimensions of a stage tensor. */
+typedef enum dsv4q_sdim {
+    DSV4Q_SD_S = 1,      /* tokens of the call */
+    DSV4Q_SD_HC,         /* hc_mult */
+    DSV4Q_SD_DIM,        /* dim */
+    DSV4Q_SD_VOCAB       /* vocab_size */
+} dsv4q_sdim;
+
+#define DSV4Q_STAGE_MAX_T 4     /* tensors per side */
+#define DSV4Q_STAGE_MAX_DIM 3
+#define DSV4Q_STAGE_NAME_MAX 96 /* longest tensor name + NUL */
+
+typedef struct dsv4q_stage_tensor {
+    const char *name;              /* "X", "y", "post", "comb", "x", "logits" */
+    int ndim;
+    int dims[DSV4Q_STAGE_MAX_DIM]; /* dsv4q_sdim */
+    const char *doc;
+    int storage;                   /* 1 + the boundary (boundary.h) at which the
+                                      reference stores this tensor as BF16
+                                      (when on); 0 = kept in FP32 */
+} dsv4q_stage_tensor;
+
+typedef struct dsv4q_stage_info {
+    int id;
+    const char *name;        /* "hc_attn_pre" */
+    int per_layer;           /* 1: L{layer}.{name}; 0: model.{name} */
+    int stateful;            /* 1: caches carried between calls (S3) */
+    int uses_ids;            /* 1: reads the call's token ids */
+    int nin, nout;
+    dsv4q_stage_tensor in[DSV4Q_STAGE_MAX_T], out[DSV4Q_STAGE_MAX_T];
+    uint64_t boundaries;     /* rounding points inside the stage (DSV4Q_BIT) */
+    const char *oracle;      /* the oracle code that computes it */
+    const char *reference;   /* DeepSeek's code */
+    const char *gate_op;     /* operator of gates/ whose rules bound it */
+    const char *tap;         /* the `run --taps` tap of its first output */
+} dsv4q_stage_info;
+
+const dsv4q_stage_info *dsv4q_stage_get(int id);   /* NULL if out of range */
+int dsv4q_stage_find(const char *name);            /* -1 if unknown */
+
+/* The storage dtype (dsv4q_dtype: BF16 or F32) of a stage tensor under
+ * boundary set bs: where the reference keeps it, so where a rounding flip
+ * is one storage ulp, and the narrowest dtype that holds it exactly. */
+int dsv4q_stage_storage(const dsv4q_stage_tensor *t, uint64_t bs);
+
+/* Concrete shape of a stage tensor for cfg and s tokens; returns ndim. */
+int dsv4q_stage_shape(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s, int64_t *shape);
+/* Elements of that shape. */
+int64_t dsv4q_stage_numel(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s);
+/* Symbolic shape "[s, hc, d]" (cfg NULL) or "[s, 4, 256]" (cfg given). */
+void dsv4q_stage_shape_str(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, char *buf, size_t len);
+
+/* The capture name of tensor t of side io (0 in, 1 out) of stage at layer
+ * (ignored for model-level stages). Returns 0, or -1 if out of range. */
+int dsv4q_stage_tensor_name(char *buf, size_t len, int stage, int layer, int io, int t);
+/* Parse a capture name. Returns 0 and the four fields, or -1 with a message
+ * saying what is wrong with it (unknown stage, bad layer, in/out, tensor). */
+int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, int *t, char *err, size_t errlen);
+
+/* The table as text (cfg NULL: symbolic shapes) or markdown. */
+void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int markdown);
+
+#endif

@@ -1,0 +1,520 @@
+/*
+ * test_capture.c - captures and their replay (harness/capture.h,
+ * harness/replay.h, oracle/stages.h), on a synthesized `tiny`.
+ *
+ *  - the stage table: names round-trip through the parser, bad names are
+ *    refused with a reason, docs/captures.md embeds the current table;
+ *  - a capture the f64 oracle writes replays with every stage at exactly
+ *    zero error (replay.h P2, model.c M3), and the whole model too;
+ *  - one element of one stage's output changed by 1% fails that stage and
+ *    no other (the next stage's inputs are still the captured ones);
+ *  - wrong shape, unknown stage name, layer out of range, wrong dtype,
+ *    missing metadata, a checkpoint pin of another model: a clear error
+ *    naming the tensor / field, and `dsv4q replay` exits 2;
+ *  - a missing input makes its stage "not checkable" (with the reason),
+ *    never silently skipped; a missing attn input makes the layer's later
+ *    attn calls "not checkable (missing earlier call)";
+ *  - a capture cpu-ref writes (its operators spliced into the stages)
+ *    passes;
+ *  - a capture written by examples/write_capture.py (python3 + numpy +
+ *    safetensors; skipped cleanly when they are missing) replays and passes.
+ */
+#include "tests/testutil.h"
+#include <omp.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "gates/gates.h"
+#include "harness/capture.h"
+#include "harness/replay.h"
+#include "io/config.h"
+#include "io/model.h"
+#include "io/safetensors.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/stages.h"
+
+static char root[256], tiny[300], cap_src[300], cap_model[300], dbp[300];
+static dsv4q_model *M;
+static dsv4q_gates G;
+static char csha[65], wsha[65];
+
+static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
+{
+    char *argv[40];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *null = fopen("/dev/null", "w");
+    dup2(fileno(null), 1);
+    int rc = cmd(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(null);
+    return rc;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[1024];
+    snprintf(root, sizeof root, "/tmp/dsv4q-test-capture-XXXXXX");
+    if (!mkdtemp(root)) return -1;
+    snprintf(tiny, sizeof tiny, "%s/tiny", root);
+    snprintf(cap_src, sizeof cap_src, "%s/cap-source", root);
+    snprintf(cap_model, sizeof cap_model, "%s/cap-model", root);
+    snprintf(dbp, sizeof dbp, "%s/r.db", root);
+    setenv("DSV4Q_DB", dbp, 1);
+    /* results do not depend on the thread count (docs/oracle.md); tiny's
+     * operators are too small for threads to pay on a loaded machine */
+    omp_set_num_threads(1);
+    dsv4q_config cfg;
+    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err) || dsv4q_synth_write(&cfg, 1, tiny, 1, err, sizeof err) ||
+        dsv4q_model_open(&M, tiny, err, sizeof err) || dsv4q_capture_pins(tiny, csha, wsha, NULL, err, sizeof err) ||
+        dsv4q_gates_load(&G, "gates/default.json", err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    /* prefill of 18 (past the window of 16 and a ratio-4 block), 2 decodes */
+    if (quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2", "--out",
+                   cap_src, "-q", NULL) ||
+        quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2", "--profile",
+                   "model", "--out", cap_model, "-q", NULL))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dsv4q_model_close(M);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static const char *const meta_keys[] = {"dsv4q_capture_version", "checkpoint_sha256", "weights_sha256", "position",
+                                        "token_ids", "engine", "engine_version", "profile", "boundary", "width",
+                                        "tokens_sha256", NULL};
+
+/* How rewrite() changes a call file. */
+typedef struct edit {
+    const char *drop;          /* tensor to leave out */
+    const char *rename_from, *rename_to;
+    const char *scale;         /* tensor whose largest element is scaled by 1.01 */
+    const char *shrink;        /* tensor written with its first dim - 1 */
+    const char *as_i32;        /* tensor written as I32 */
+    const char *drop_meta;     /* metadata key to leave out */
+    const char *meta_key, *meta_val;   /* metadata to set */
+} edit;
+
+static void rewrite(const char *src, const char *dst, const edit *e)
+{
+    char err[1024];
+    dsv4q_st *st;
+    assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
+    dsv4q_stw *w = dsv4q_stw_new();
+    assert_non_null(w);
+    for (size_t i = 0; i < dsv4q_st_count(st); i++) {
+        const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
+        if (e->drop && !strcmp(t->name, e->drop)) continue;
+        const char *name = e->rename_from && !strcmp(t->name, e->rename_from) ? e->rename_to : t->name;
+        int64_t shape[DSV4Q_ST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        size_t nb = t->nbytes;
+        void *buf = malloc(nb);
+        memcpy(buf, t->data, nb);
+        dsv4q_dtype dt = t->dtype;
+        if (e->scale && !strcmp(t->name, e->scale)) {
+            assert_int_equal(dt, DSV4Q_DT_F64);
+            double *v = buf;
+            int64_t best = 0;
+            for (int64_t k = 1; k < t->numel; k++) if (fabs(v[k]) > fabs(v[best])) best = k;
+            v[best] *= 1.01;
+        }
+        if (e->shrink && !strcmp(t->name, e->shrink)) {
+            nb = nb / (size_t)shape[0] * (size_t)(shape[0] - 1);
+            shape[0]--;
+        }
+        if (e->as_i32 && !strcmp(t->name, e->as_i32)) {
+            dt = DSV4Q_DT_I32;
+            int32_t *iv = malloc(sizeof(int32_t) * (size_t)t->numel);
+            for (int64_t k = 0; k < t->numel; k++) iv[k] = (int32_t)((double *)buf)[k];
+            free(buf);
+            buf = iv;
+            nb = sizeof(int32_t) * (size_t)t->numel;
+        }
+        assert_int_equal(dsv4q_stw_add(w, name, dt, t->ndim, shape, buf, nb, err, sizeof err), 0);
+        free(buf);
+    }
+    for (int k = 0; meta_keys[k]; k++) {
+        const char *v = dsv4q_st_meta(st, meta_keys[k]);
+        if (e->drop_meta && !strcmp(e->drop_meta, meta_keys[k])) continue;
+        if (e->meta_key && !strcmp(e->meta_key, meta_keys[k])) continue;
+        if (v) dsv4q_stw_meta(w, meta_keys[k], v);
+    }
+    if (e->meta_key) dsv4q_stw_meta(w, e->meta_key, e->meta_val);
+    assert_int_equal(dsv4q_stw_write(w, dst, err, sizeof err), 0);
+    dsv4q_st_close(st);
+}
+
+/* Copy capture dir src to root/name, applying e to call file `call`. */
+static const char *variant(const char *src, const char *name, int call, const edit *e)
+{
+    static char dir[400];
+    char cmd[1000], f[500], g[500];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, src, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f, sizeof f, "%s/call-%04d.safetensors", src, call);
+    snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, call);
+    rewrite(f, g, e);
+    return dir;
+}
+
+static int replay(const char *path, dsv4q_replay *res, int whole)
+{
+    char err[1024];
+    dsv4q_capture *cap;
+    if (dsv4q_capture_open(&cap, path, &M->cfg, csha, wsha, err, sizeof err)) {
+        fprintf(stderr, "capture_open: %s\n", err);
+        return -1;
+    }
+    dsv4q_replay_opts o = {.gates = &G, .whole_model = whole, .quiet = 1};
+    int rc = dsv4q_replay_run(res, M, cap, &o, err, sizeof err);
+    if (rc) fprintf(stderr, "replay: %s\n", err);
+    dsv4q_capture_close(cap);
+    return rc;
+}
+
+/* Opening the capture must fail with a message containing want. */
+static void open_fails(const char *path, const char *want)
+{
+    char err[1024];
+    dsv4q_capture *cap = NULL;
+    assert_int_equal(dsv4q_capture_open(&cap, path, &M->cfg, csha, wsha, err, sizeof err), -1);
+    assert_null(cap);
+    if (!strstr(err, want)) fprintf(stderr, "message '%s' lacks '%s'\n", err, want);
+    assert_non_null(strstr(err, want));
+    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", path, "-q", NULL), 2);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void stage_names_round_trip(void **state)
+{
+    (void)state;
+    char name[DSV4Q_STAGE_NAME_MAX], err[512];
+    int n = 0;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
+        const dsv4q_stage_info *si = dsv4q_stage_get(st);
+        assert_int_equal(dsv4q_stage_find(si->name), st);
+        for (int io = 0; io < 2; io++)
+            for (int t = 0; t < (io ? si->nout : si->nin); t++) {
+                int a, b, c, d;
+                assert_int_equal(dsv4q_stage_tensor_name(name, sizeof name, st, 3, io, t), 0);
+                assert_int_equal(dsv4q_stage_parse_name(name, &a, &b, &c, &d, err, sizeof err), 0);
+                assert_int_equal(a, st);
+                assert_int_equal(b, si->per_layer ? 3 : -1);
+                assert_int_equal(c, io);
+                assert_int_equal(d, t);
+                n++;
+            }
+    }
+    assert_int_equal(n, 1 + 26 + 2);   /* embed, 26 per layer, head */
+    const char *bad[] = {"L0.atn.in", "L0.attn.inn", "L0.attn.in.x", "L0.hc_attn_pre.out", "L00.attn.in",
+                         "model.attn.in", "L1.embed.out", "x.attn.in", "L0.attn", "L0..attn.in", "model.embed.in",
+                         NULL};
+    for (int i = 0; bad[i]; i++) {
+        int a, b, c, d;
+        err[0] = 0;
+        assert_int_equal(dsv4q_stage_parse_name(bad[i], &a, &b, &c, &d, err, sizeof err), -1);
+        assert_non_null(strstr(err, bad[i]));
+    }
+}
+
+static void docs_table_is_current(void **state)
+{
+    (void)state;
+    FILE *f = fopen("docs/captures.md", "r");
+    assert_non_null(f);
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *mark = strstr(doc, "<!-- generated: dsv4q stages --markdown -->\n");
+    assert_non_null(mark);
+    mark = strchr(mark, '\n') + 1;
+    char *gen = NULL;
+    size_t glen = 0;
+    FILE *m = open_memstream(&gen, &glen);
+    dsv4q_stage_print(m, NULL, 1);
+    fclose(m);
+    if (strncmp(mark, gen, glen)) fprintf(stderr, "docs/captures.md: stage table is stale (make docs)\n");
+    assert_int_equal(strncmp(mark, gen, glen), 0);
+    free(gen);
+}
+
+static void oracle_capture_replays_at_zero_error(void **state)
+{
+    (void)state;
+    dsv4q_replay r;
+    assert_int_equal(replay(cap_src, &r, 1), 0);
+    assert_int_equal(r.nabsent, 0);
+    assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_rstage *s = &r.st[i];
+        assert_int_equal(s->calls_checked, 3);
+        for (int t = 0; t < s->nout; t++) {
+            assert_true(s->seen[t]);
+            assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);   /* bit-exact */
+        }
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.val.max_abs == 0);
+    assert_int_equal(r.model.agree, 3);
+    assert_int_equal(dsv4q_replay_status(&r), 0);
+    dsv4q_replay_free(&r);
+    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q",
+                                NULL), 0);
+}
+
+/* Change one element of one stage output by 1%: exactly that stage fails. */
+static void one_edited_element_fails_one_stage(void **state)
+{
+    (void)state;
+    struct { int call; const char *tensor; int stage, layer; } cases[] = {
+        {1, "L2.ffn_norm.out", DSV4Q_STAGE_FFN_NORM, 2},
+        {0, "L1.attn.out", DSV4Q_STAGE_ATTN, 1},            /* stateful: later calls unaffected */
+        {2, "L3.hc_attn_pre.out.comb", DSV4Q_STAGE_HC_ATTN_PRE, 3},
+        {0, "L4.moe.out", DSV4Q_STAGE_MOE, 4},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        edit e = {.scale = cases[k].tensor};
+        const char *dir = variant(cap_model, "edited", cases[k].call, &e);
+        dsv4q_replay r;
+        assert_int_equal(replay(dir, &r, 0), 0);
+        for (int i = 0; i < r.nst; i++) {
+            const dsv4q_rstage *s = &r.st[i];
+            int target = s->stage == cases[k].stage && s->layer == cases[k].layer;
+            if (s->verdict != (target ? DSV4Q_RV_FAIL : DSV4Q_RV_PASS))
+                fprintf(stderr, "edit %s: stage %d layer %d verdict %d\n", cases[k].tensor, s->stage, s->layer,
+                        s->verdict);
+            assert_int_equal(s->verdict, target ? DSV4Q_RV_FAIL : DSV4Q_RV_PASS);
+        }
+        assert_int_equal(r.nfail, 1);
+        assert_int_equal(dsv4q_replay_status(&r), 1);
+        dsv4q_replay_free(&r);
+    }
+}
+
+static void malformed_captures_are_clear_errors(void **state)
+{
+    (void)state;
+    edit e;
+    e = (edit){.shrink = "L2.attn_norm.in"};
+    open_fails(variant(cap_src, "shape", 1, &e), "L2.attn_norm.in has shape [0, 256], expected [1, 256]");
+    e = (edit){.shrink = "L0.hc_attn_pre.in"};
+    open_fails(variant(cap_src, "shape0", 0, &e), "L0.hc_attn_pre.in has shape [17, 4, 256], expected [18, 4, 256]");
+    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L1.atten.in"};
+    open_fails(variant(cap_src, "unknown", 0, &e), "unknown stage 'atten'");
+    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L9.attn.in"};
+    open_fails(variant(cap_src, "layer", 0, &e), "L9.attn.in: layer 9 is outside the model's 5 layers");
+    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L1.attn.input"};
+    open_fails(variant(cap_src, "side", 0, &e), "'input' must be 'in' or 'out'");
+    e = (edit){.as_i32 = "L0.attn.in"};
+    open_fails(variant(cap_src, "dtype", 0, &e), "L0.attn.in has dtype I32");
+    e = (edit){.drop_meta = "profile"};
+    open_fails(variant(cap_src, "nometa", 2, &e), "lacks \"profile\"");
+    e = (edit){.drop_meta = "token_ids"};
+    open_fails(variant(cap_src, "noids", 0, &e), "lacks \"token_ids\"");
+    /* pins: one call file alone (every call of a directory must agree) */
+    char one[500];
+    e = (edit){.meta_key = "checkpoint_sha256",
+               .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
+    snprintf(one, sizeof one, "%s/call-0000.safetensors", variant(cap_src, "pin", 0, &e));
+    open_fails(one, "checkpoint_sha256 0000000000000000... does not match the model's config.json");
+    e = (edit){.meta_key = "weights_sha256",
+               .meta_val = "1111111111111111111111111111111111111111111111111111111111111111"};
+    snprintf(one, sizeof one, "%s/call-0000.safetensors", variant(cap_src, "wpin", 0, &e));
+    open_fails(one, "weights_sha256 1111111111111111... does not match the model's weight files");
+    e = (edit){.meta_key = "checkpoint_sha256", .meta_val = "abc"};
+    open_fails(variant(cap_src, "pinfmt", 1, &e), "checkpoint_sha256 must be 64 lowercase hex digits");
+    e = (edit){.meta_key = "checkpoint_sha256",
+               .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
+    open_fails(variant(cap_src, "pinmix", 1, &e), "metadata checkpoint_sha256 \"0000000000000000000000000000000000000"
+                                                  "000000000000000000000000000\" differs");
+    e = (edit){.meta_key = "dsv4q_capture_version", .meta_val = "2"};
+    open_fails(variant(cap_src, "ver", 0, &e), "dsv4q_capture_version \"2\" is not supported");
+    e = (edit){.meta_key = "profile", .meta_val = "fast"};
+    open_fails(variant(cap_src, "prof", 0, &e), "profile \"fast\" is not a profile");
+    e = (edit){.meta_key = "position", .meta_val = "-3"};
+    open_fails(variant(cap_src, "pos", 1, &e), "position \"-3\" must be a non-negative integer");
+    e = (edit){.meta_key = "position", .meta_val = "18"};
+    open_fails(variant(cap_src, "dup", 2, &e), "both are the call at position 18");
+    e = (edit){.meta_key = "token_ids", .meta_val = "[1, 5000]"};
+    open_fails(variant(cap_src, "vocab", 1, &e), "token_ids[1] must be an integer token id in [0, 1024)");
+    e = (edit){.meta_key = "engine", .meta_val = "other"};
+    open_fails(variant(cap_src, "engine", 1, &e), "metadata engine \"other\" differs");
+}
+
+static void missing_inputs_are_not_checkable(void **state)
+{
+    (void)state;
+    char err[1024];
+    /* the moe input of layer 1 missing in the first decode call */
+    edit e = {.drop = "L1.moe.in"};
+    const char *dir = variant(cap_src, "noinput", 1, &e);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 0), 0);
+    const dsv4q_rstage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_MOE, 1);
+    assert_int_equal(s->verdict, DSV4Q_RV_PASS);
+    assert_int_equal(s->calls_checked, 2);
+    assert_int_equal(s->calls_unchecked, 1);
+    assert_non_null(strstr(s->why, "missing input L1.moe.in"));
+    assert_int_equal(r.nunc, 0);
+    dsv4q_replay_free(&r);
+
+    /* the attn input of layer 2 missing in the prefill: every later call of
+     * that layer's attn is not checkable; other layers are unaffected */
+    e = (edit){.drop = "L2.attn.in"};
+    dir = variant(cap_src, "noattn", 0, &e);
+    assert_int_equal(replay(dir, &r, 0), 0);
+    s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 2);
+    assert_int_equal(s->verdict, DSV4Q_RV_UNCHECKABLE);
+    assert_int_equal(s->calls_checked, 0);
+    assert_int_equal(s->calls_unchecked, 3);
+    assert_non_null(strstr(s->why, "missing input L2.attn.in"));
+    assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 3)->calls_checked, 3);
+    assert_int_equal(r.nunc, 1);
+    assert_int_equal(r.nfail, 0);
+    /* not checkable is reported, not a failure */
+    assert_int_equal(dsv4q_replay_status(&r), 0);
+    FILE *f = fopen("/dev/null", "w");
+    dsv4q_replay_print(f, &r, &G, 0);
+    fclose(f);
+    dsv4q_replay_free(&r);
+
+    /* the same in the middle call: the call after it is a "missing earlier call" */
+    e = (edit){.drop = "L2.attn.in"};
+    dir = variant(cap_src, "noattn1", 1, &e);
+    assert_int_equal(replay(dir, &r, 0), 0);
+    s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 2);
+    assert_int_equal(s->calls_checked, 1);
+    assert_int_equal(s->calls_unchecked, 2);
+    dsv4q_replay_free(&r);
+
+    /* a call missing altogether: later attn stages need it, the stateless
+     * ones do not; the whole model needs every call */
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "rm -f '%s/call-0001.safetensors'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(replay(dir, &r, 1), 0);
+    s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 0);
+    assert_int_equal(s->calls_checked, 1);
+    assert_non_null(strstr(s->why, "missing earlier call: L0.attn.in at position 18"));
+    assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_MOE, 0)->calls_checked, 2);
+    assert_int_equal(r.model.verdict, DSV4Q_RV_UNCHECKABLE);
+    assert_non_null(strstr(r.model.why, "next expected position 18"));
+    dsv4q_replay_free(&r);
+
+    /* one call file alone (a FILE, not a DIR) replays */
+    char one[500];
+    snprintf(one, sizeof one, "%s/call-0000.safetensors", cap_src);
+    assert_int_equal(replay(one, &r, 0), 0);
+    assert_int_equal(r.nfail + r.nunc, 0);
+    dsv4q_replay_free(&r);
+    (void)err;
+}
+
+static void cpuref_capture_passes(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/cap-cpuref", root);
+    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2",
+                                "--backend", "cpu-ref", "--out", dir, "-q", NULL),
+                     0);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 1), 0);
+    if (dsv4q_replay_status(&r)) dsv4q_replay_print(stderr, &r, &G, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.nunc, 0);
+    /* cpu-ref's own arithmetic: not bit-identical to the oracle */
+    double se = 0;
+    for (int i = 0; i < r.nst; i++) se += r.st[i].val[0].se;
+    assert_true(se > 0);
+    assert_int_equal(dsv4q_replay_status(&r), 0);
+    dsv4q_replay_free(&r);
+    /* a mutant is caught on the stage it breaks */
+    snprintf(dir, sizeof dir, "%s/cap-mutant", root);
+    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2",
+                                "--backend", "mutant:hc_post_transposed", "--out", dir, "-q", NULL),
+                     0);
+    assert_int_equal(replay(dir, &r, 0), 0);
+    int nhc = 0;
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_rstage *s = &r.st[i];
+        int hcpost = s->stage == DSV4Q_STAGE_HC_ATTN_POST || s->stage == DSV4Q_STAGE_HC_FFN_POST;
+        if (!hcpost) assert_int_equal(s->verdict, DSV4Q_RV_PASS);
+        nhc += hcpost && s->verdict == DSV4Q_RV_FAIL;
+    }
+    /* every hc_post but layer 0's attention one, whose hc streams are four
+     * copies of the embedding: a transposed comb mixes equal rows */
+    assert_int_equal(nhc, 2 * M->cfg.n_layers - 1);
+    assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_HC_ATTN_POST, 0)->verdict, DSV4Q_RV_PASS);
+    dsv4q_replay_free(&r);
+}
+
+static void python_example_capture_replays(void **state)
+{
+    (void)state;
+    if (system("python3 -c 'import numpy, safetensors' >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "python3 with numpy + safetensors not available: skipped\n");
+        skip();
+    }
+    char cmd[1500], out[400];
+    snprintf(out, sizeof out, "%s/cap-python", root);
+    snprintf(cmd, sizeof cmd,
+             "python3 examples/write_capture.py --model '%s' --from '%s/call-0000.safetensors' "
+             "--out '%s/call-0000.safetensors' >/dev/null",
+             tiny, cap_src, out);
+    assert_int_equal(system(cmd), 0);
+    dsv4q_capture *cap;
+    char err[1024];
+    assert_int_equal(dsv4q_capture_open(&cap, out, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_string_equal(cap->engine, "example-python-numpy");
+    assert_int_equal(cap->calls[0].st ? dsv4q_st_find(cap->calls[0].st, "L2.ffn_norm.out")->dtype : 0, DSV4Q_DT_F32);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(out, &r, 1), 0);
+    if (dsv4q_replay_status(&r)) dsv4q_replay_print(stderr, &r, &G, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    dsv4q_replay_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(stage_names_round_trip),
+        cmocka_unit_test(docs_table_is_current),
+        cmocka_unit_test(oracle_capture_replays_at_zero_error),
+        cmocka_unit_test(one_edited_element_fails_one_stage),
+        cmocka_unit_test(malformed_captures_are_clear_errors),
+        cmocka_unit_test(missing_inputs_are_not_checkable),
+        cmocka_unit_test(cpuref_capture_passes),
+        cmocka_unit_test(python_example_capture_replays),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
