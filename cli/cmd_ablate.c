@@ -20,7 +20,6 @@
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
-#include "receipts/receipts.h"
 
 typedef struct {
     char name[48];
@@ -198,20 +197,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
         if (!f || fputs(metrics, f) < 0 || fclose(f)) fprintf(stderr, "dsv4q ablate: cannot write %s\n", o.json);
     }
     if (ex[1]) write_svg(ex[1], tg, n, floor_nrms);
-    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
-    long long id = 0;
-    if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q ablate: %s\n", err);
-    dsv4q_receipt rcpt = {.kind = "ablate", .command_line = cmdline, .checkpoint_pin_json = pin, .tokens_pin = t.pin,
-                          .config_json = cfgjson, .profile = o.profile, .widths = o.width == 64 ? "f64" : "f32",
-                          .metrics_json = metrics, .verdict = "info"};
-    const char *db = o.db ? o.db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &rcpt, o.key, &id, err, sizeof err))
-        fprintf(stderr, "dsv4q ablate: receipt not written: %s\n", err);
-    else
-        printf("\nreceipt %lld written to %s\n", id, db);
-    free(pin);
-    free(cmdline);
-    free(cfgjson);
+    dsv4q_cli_receipt(&o, "ablate", argc, argv, dir, &m->cfg, &t, o.width == 64 ? "f64" : "f32", metrics, "info");
     free(metrics);
     json_decref(jm);
     rc = 0;

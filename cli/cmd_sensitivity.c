@@ -20,7 +20,6 @@
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
-#include "receipts/receipts.h"
 
 static const char *const table_stages[] = {"hc_attn_pre", "q", "kv", "attn_out", "attn", "hc_attn_post",
                                            "moe_out", "block_out", NULL};
@@ -143,22 +142,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
         FILE *f = fopen(o.json, "w");
         if (!f || fputs(metrics, f) < 0 || fclose(f)) fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
     }
-    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
-    long long id = 0;
-    if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q sensitivity: %s\n", err);
-    char prof[1200];
-    snprintf(prof, sizeof prof, "%s%s%s", o.profile, o.boundary[0] ? " + " : "", o.boundary);
-    dsv4q_receipt rcpt = {.kind = "sensitivity", .command_line = cmdline, .checkpoint_pin_json = pin,
-                          .tokens_pin = t.pin, .config_json = cfgjson, .profile = prof,
-                          .widths = "f32,f64", .metrics_json = metrics, .verdict = "info"};
-    const char *db = o.db ? o.db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &rcpt, o.key, &id, err, sizeof err))
-        fprintf(stderr, "dsv4q sensitivity: receipt not written: %s\n", err);
-    else
-        printf("\nreceipt %lld written to %s\n", id, db);
-    free(pin);
-    free(cmdline);
-    free(cfgjson);
+    dsv4q_cli_receipt(&o, "sensitivity", argc, argv, dir, &m->cfg, &t, "f32,f64", metrics, "info");
     free(metrics);
     json_decref(jm);
     rc = 0;

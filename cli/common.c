@@ -14,6 +14,7 @@
 #include "io/sha256.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
+#include "receipts/receipts.h"
 
 static int need_arg(int argc, char **argv, int i)
 {
@@ -222,4 +223,30 @@ int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errl
 void dsv4q_cli_threads(const dsv4q_cli_opts *o)
 {
     if (o->threads > 0) omp_set_num_threads(o->threads);
+}
+
+int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,
+                      const dsv4q_config *cfg, const dsv4q_tokens *t, const char *widths,
+                      const char *metrics_json, const char *verdict)
+{
+    char err[1024], prof[1200];
+    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(cfg);
+    long long id = 0;
+    int rc = 0;
+    if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q %s: %s\n", kind, err);
+    snprintf(prof, sizeof prof, "%s%s%s", o->profile, o->boundary[0] ? " + " : "", o->boundary);
+    dsv4q_receipt r = {.kind = kind, .command_line = cmdline, .checkpoint_pin_json = pin,
+                       .tokens_pin = t ? t->pin : NULL, .config_json = cfgjson, .profile = prof,
+                       .widths = widths, .metrics_json = metrics_json, .verdict = verdict};
+    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
+    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err)) {
+        fprintf(stderr, "dsv4q %s: receipt not written: %s\n", kind, err);
+        rc = -1;
+    } else {
+        printf("\nreceipt %lld written to %s\n", id, db);
+    }
+    free(pin);
+    free(cmdline);
+    free(cfgjson);
+    return rc;
 }

@@ -55,6 +55,18 @@ void dsv4q_tokens_free(dsv4q_tokens *t);
 /* Profile + boundary overrides -> boundary set. */
 int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errlen);
 
+/* Store the receipt of a measuring command (kind: sensitivity, ablate, ...)
+ * run on checkpoint `dir` with tokens t: pins the checkpoint, records the
+ * command line, config, profile (+ --boundary overrides), widths, metrics
+ * JSON and verdict, into --db (default dsv4q.db) signed with --key (default
+ * location). Prints "receipt N written to DB" on stdout, or a note on
+ * stderr naming what failed; a measurement is never lost to a receipt
+ * error. Returns 0 or -1. */
+struct dsv4q_config;
+int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,
+                      const struct dsv4q_config *cfg, const dsv4q_tokens *t, const char *widths,
+                      const char *metrics_json, const char *verdict);
+
 /* Apply --threads (OpenMP). */
 void dsv4q_cli_threads(const dsv4q_cli_opts *o);
 
