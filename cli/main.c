@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "  stages [--model DIR | --config NAME] [--markdown] [--names]\n"
             "        the stage table: what an engine capture holds (tensor names, shapes, boundaries)\n"
             "  capture --model DIR [--tokens FILE | --prompt-len N] [--decode M] --out DIR [--width f64|f32]\n"
-            "          [--profile P] [--dtype f64|f32|storage] [--engine NAME] [--backend cpu-ref|mutant:NAME]\n"
+            "          [--profile P] [--dtype f64|f32|storage] [--engine NAME] [--backend B] [--layers A:B]\n"
             "        the oracle writes a capture of its own run in the engine capture format (--backend:\n"
             "        a built-in backend computes the stages it has operators for)\n"
             "  replay --model DIR --capture FILE|DIR [--gates FILE] [--no-model] [--all-metrics] [--json FILE]\n"
