@@ -135,8 +135,9 @@ $(CUDA_PLUGIN): $(CUDA_OBJS) backends/cuda/exports.map
 	@mkdir -p $(dir $@)
 	$(NVCC) -shared -cudart static -o $@ $(CUDA_OBJS) -Xlinker --version-script=backends/cuda/exports.map \
 	    -Xlinker --exclude-libs,ALL -lpthread -ldl -lrt
-$(CUDA_BENCH): backends/cuda/bench_cuda.cu $(filter-out $(BUILD)/cuda/plugin.o,$(CUDA_OBJS))
-	$(NVCC) $(NVCC_ALL) -o $@ $^ -cudart static -lpthread -ldl -lrt
+CUDA_BENCH_OBJS := $(filter-out $(BUILD)/cuda/plugin.o,$(CUDA_OBJS))
+$(CUDA_BENCH): backends/cuda/bench_cuda.cu $(CUDA_BENCH_OBJS)
+	$(NVCC) $(NVCC_ALL) -o $@ backends/cuda/bench_cuda.cu $(CUDA_BENCH_OBJS) -cudart static -lpthread -ldl -lrt
 $(BUILD)/cuda-emu/%.o: backends/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) -x c++ $(EMU_CXXFLAGS) -c $< -o $@

@@ -4,7 +4,7 @@
  *
  *   dsv4q capture --model DIR (--tokens FILE | --prompt-len N [--decode M])
  *                 --out DIR [--width f64|f32] [--profile P] [--boundary ...]
- *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B]
+ *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B] [--layers A:B]
  *
  * One file per call in DIR (call-0000.safetensors = the prefill, then one
  * per decode step), every stage of the stage table with its inputs and
@@ -17,8 +17,10 @@
  * dump it: exact for an f32 run). With --backend B (a built-in: cpu-ref,
  * mutant:NAME, oracle-f32) the stages B has operators for are computed by B
  * and spliced into the run (harness/capture_backend.c): a capture of "an
- * engine made of B's kernels", at B's profile, default width f32. Exit 0,
- * or 2 on error.
+ * engine made of B's kernels", at B's profile, default width f32.
+ * --layers A:B records layers A..B-1 only (plus embed and head): a call is
+ * held in memory until it is written, which matters for long prefills of
+ * large models. Exit 0, or 2 on error.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,20 +34,21 @@
 #include "receipts/receipts.h"
 
 typedef struct copts {
-    const char *dtype, *engine, *backend;
+    const char *dtype, *engine, *backend, *layers;
 } copts;
 
 static int extra(void *ctx, int argc, char **argv, int i)
 {
     copts *c = ctx;
     const char *a = argv[i];
-    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend")) return 0;
+    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend") && strcmp(a, "--layers")) return 0;
     if (i + 1 >= argc) {
         fprintf(stderr, "dsv4q capture: %s needs a value\n", a);
         return -1;
     }
     if (!strcmp(a, "--dtype")) c->dtype = argv[i + 1];
     else if (!strcmp(a, "--backend")) c->backend = argv[i + 1];
+    else if (!strcmp(a, "--layers")) c->layers = argv[i + 1];
     else c->engine = argv[i + 1];
     return 2;
 }
@@ -83,6 +86,16 @@ int dsv4q_cmd_capture(int argc, char **argv)
             return 2;
         }
     }
+    int lo = 0, hi = 0;
+    if (c.layers) {
+        char *e1, *e2;
+        lo = (int)strtol(c.layers, &e1, 10);
+        hi = *e1 == ':' ? (int)strtol(e1 + 1, &e2, 10) : -1;
+        if (*e1 != ':' || *e2 || lo < 0 || hi <= lo) {
+            fprintf(stderr, "dsv4q capture: --layers wants A:B (layers A..B-1), got '%s'\n", c.layers);
+            return 2;
+        }
+    }
     uint64_t bs;
     if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
         fprintf(stderr, "dsv4q capture: %s\n", err);
@@ -113,7 +126,12 @@ int dsv4q_cmd_capture(int argc, char **argv)
     if (be) snprintf(ver, sizeof ver, "%s (oracle-f%d embed/attn, dsv4q %s)", be->version, o.width, DSV4Q_VERSION);
     dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o.profile, .boundary = o.boundary,
                                .dtype = dt, .config_sha = csha, .weights_sha = wsha,
-                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin}}};
+                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin}},
+                               .layer_lo = lo, .layer_hi = hi};
+    if (hi > m->cfg.n_layers) {
+        snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
+        goto fail;
+    }
     if (dsv4q_capture_writer_new(&w, o.out, &m->cfg, &info, err, sizeof err)) goto fail;
     dsv4q_boundary_format(bs, bnames, sizeof bnames);
     fprintf(stderr, "dsv4q capture: %s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir, o.width,

@@ -6,6 +6,15 @@
  *                 [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
  *   dsv4q qualify --list [--shapes ...]          the case keys
  *   dsv4q qualify --list-ops [--markdown]        the operator contract
+ *   dsv4q qualify --whole-model --backend B [--backend B2 ...] [--model DIR]
+ *                 [--prompt-len N] [--decode M] [--tokens FILE] [--seed S]
+ *                 [--sparse-decode] [--gates FILE] [--timeout S] [--json FILE]
+ *       the model composed from B's operators (harness/qualify_model.h):
+ *       prefill of the prompt + M teacher-forced decode steps in one
+ *       isolated child, logits judged with the gates' `model` section
+ *       against oracle-f64 of B's profile (level: oracle-f32). --model
+ *       defaults to the synthesized `tiny`; --sparse-decode composes decode
+ *       attention from SPARSE_ATTN even when B has WINDOW_ATTN_DECODE.
  *
  * B is a built-in name (oracle-f32, cpu-ref, mutant:NAME) or a path to a
  * plugin .so (harness/dsv4q_backend.h). Several --backend share one pass
@@ -23,6 +32,8 @@
 #include "gates/gates.h"
 #include "harness/backend.h"
 #include "harness/qualify.h"
+#include "harness/qualify_model.h"
+#include "io/model.h"
 #include "receipts/receipts.h"
 
 #define MAX_B 32
@@ -35,7 +46,7 @@ typedef struct qopts {
     int nk;
     const char *gates, *ops, *shapes;
     double timeout;
-    int no_isolate, all_metrics, list, list_ops, markdown;
+    int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
 } qopts;
 
 static int extra(void *ctx, int argc, char **argv, int i)
@@ -67,6 +78,8 @@ static int extra(void *ctx, int argc, char **argv, int i)
     else if (!strcmp(a, "--list")) q->list = 1;
     else if (!strcmp(a, "--list-ops")) q->list_ops = 1;
     else if (!strcmp(a, "--markdown")) q->markdown = 1;
+    else if (!strcmp(a, "--whole-model")) q->whole_model = 1;
+    else if (!strcmp(a, "--sparse-decode")) q->sparse_decode = 1;
     else return 0;
     return takes ? 2 : 1;
 }
@@ -89,6 +102,96 @@ static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const ds
     else if (!o->quiet)
         printf("receipt %lld written to %s\n", id, db);
     free(cmdline);
+}
+
+/* --whole-model: one composed run per backend, judged with gates.model. */
+static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv)
+{
+    char err[2048], dir[4096];
+    if (q->nk || q->ops || q->shapes || q->all_metrics) {
+        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
+        return 2;
+    }
+    if (dsv4q_cli_model_dir(o, dir, sizeof dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    dsv4q_model *m;
+    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    dsv4q_tokens t;
+    if (dsv4q_cli_tokens(o, m->cfg.vocab_size, &t, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        dsv4q_model_close(m);
+        return 2;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(t.nprompt + t.nteacher + 1));
+    if (!ids) {
+        fprintf(stderr, "dsv4q qualify: out of memory\n");
+        dsv4q_tokens_free(&t);
+        dsv4q_model_close(m);
+        return 2;
+    }
+    memcpy(ids, t.prompt, sizeof(int32_t) * (size_t)t.nprompt);
+    if (t.nteacher) memcpy(ids + t.nprompt, t.teacher, sizeof(int32_t) * (size_t)t.nteacher);
+    printf("model %s (%s, %d layers, dim %d, vocab %d); tokens %s\n\n", dir,
+           m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, m->cfg.dim, m->cfg.vocab_size, t.source);
+    dsv4q_wm_opts wo = {.gates = g, .iso = {q->timeout > 0 ? q->timeout : 600, q->no_isolate},
+                        .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet};
+    int worst = 0;
+    FILE *jf = NULL;
+    if (o->json && !(jf = fopen(o->json, "w"))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
+    if (jf && q->nb > 1) fputs("[", jf);
+    char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg), *cmdline = dsv4q_command_line(argc, argv);
+    if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q qualify: %s\n", err);
+    char gate_sha[DSV4Q_SHA256_HEX + 1] = "";
+    if (dsv4q_sha256_file(g->origin, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
+    for (int b = 0; b < q->nb; b++) {
+        dsv4q_wm_result r;
+        if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s\n", q->backend[b]);
+        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, &r, err, sizeof err)) {
+            fprintf(stderr, "dsv4q qualify: %s\n", err);
+            dsv4q_wm_free(&r);
+            worst = 2;
+            break;
+        }
+        int st = dsv4q_wm_status(&r);
+        if (st > worst) worst = st;
+        if (r.load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r.msg);
+        dsv4q_wm_print(stdout, &r, g);
+        char *metrics = dsv4q_wm_json(&r, g);
+        if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
+        char so_sha[DSV4Q_SHA256_HEX + 1] = "";
+        if (r.desc.is_path && dsv4q_sha256_file(r.desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
+        dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r.desc.spec,
+                            .backend_version = r.desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
+                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r.profile, .widths = "f32,f64",
+                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
+                            .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
+        long long id = 0;
+        const char *db = o->db ? o->db : dsv4q_receipts_default_db();
+        if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
+            fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
+        else if (!o->quiet)
+            printf("receipt %lld written to %s\n", id, db);
+        free(metrics);
+        dsv4q_wm_free(&r);
+        if (b + 1 < q->nb) printf("\n");
+    }
+    if (jf) {
+        if (q->nb > 1) fputs("]", jf);
+        fputs("\n", jf);
+        fclose(jf);
+    }
+    free(pin);
+    free(cfgjson);
+    free(cmdline);
+    free(ids);
+    dsv4q_tokens_free(&t);
+    dsv4q_model_close(m);
+    return worst;
 }
 
 int dsv4q_cmd_qualify(int argc, char **argv)
@@ -138,6 +241,10 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     if ((q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err))) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
+    }
+    if (q.whole_model) {
+        dsv4q_cli_threads(&o);
+        return whole_model(&o, &q, &g, argc, argv);
     }
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = q.nk ? q.keys : NULL,
                           .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet};

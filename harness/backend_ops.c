@@ -155,6 +155,25 @@ static const dsv4q_op_info ops[DSV4Q_OP_COUNT] = {
         { "swiglu_limit L (0 = none)", "ue8m0" },
         "oracle/moe.c dsv4q_expert", "model.py Expert.forward",
         "gemm_act_fp8, linear_bf16, moe_bf16", "", 0 },
+    [DSV4Q_OP_WINDOW_ATTN_DECODE] = {
+        DSV4Q_OP_WINDOW_ATTN_DECODE, "window_attn_decode", 6, 2, 3,
+        { T("q", "[1,H,D]", "F32", "the query at position p"),
+          T("kv_new", "[1,D]", "F32", "the current token's processed KV row (key = value)"),
+          T("ring", "[w,D]", "F32", "window ring BEFORE this step: slot pos % w holds position pos; "
+                                    "slots of positions < 0 hold anything"),
+          T("cmp", "[Nc,D]", "F32", "compressed KV rows, or empty (ndim 0)"),
+          T("cidx", "[1,nc]", "I32", "compressed columns (rows of cmp), -1 (or >= Nc) masked; or empty"),
+          T("sink", "[H]", "F32", "attn_sink, denominator only") },
+        { T("o", "[1,H,D]", "F32|BF16", "SPARSE_ATTN over [ring_out | cmp] with the decode column layout"),
+          T("ring_out", "[w,D]", "F32", "ring with kv_new written at slot p % w (every other slot unchanged)") },
+        { "p: position of the query (the token being decoded)", "w: window size (ring slots)",
+          "scale: softmax scale (D^-0.5)" },
+        "oracle/attn.c dsv4q_sparse_attn on the keys and columns oracle/model.c builds in decode",
+        "model.py Attention.forward (decode: kv_cache[start_pos % win] = kv, then sparse_attn)",
+        "attn_p_bf16, attn_out_bf16",
+        "Order: write kv_new into slot p % w FIRST, then attend. Columns: window slots oldest first "
+        "(p >= w-1: p%w+1 .. w-1, 0 .. p%w; else 0..p, then -1 up to w columns), then cidx + w. "
+        "Reading the ring before the write (the stale slot of position p-w) is the window_off_by_one bug.", 0 },
 };
 
 const dsv4q_op_info *dsv4q_op_get(int op)
@@ -195,7 +214,7 @@ void dsv4q_op_markdown(FILE *f)
         "DSV4Q_OP_LINEAR", "DSV4Q_OP_RMSNORM", "DSV4Q_OP_QHEAD_NORM", "DSV4Q_OP_ROPE", "DSV4Q_OP_ACT_QUANT",
         "DSV4Q_OP_FP4_QUANT", "DSV4Q_OP_HADAMARD", "DSV4Q_OP_SPARSE_ATTN", "DSV4Q_OP_COMPRESSOR",
         "DSV4Q_OP_INDEXER_SCORE", "DSV4Q_OP_TOPK", "DSV4Q_OP_HC_PRE", "DSV4Q_OP_HC_POST", "DSV4Q_OP_HC_HEAD",
-        "DSV4Q_OP_MOE_GATE", "DSV4Q_OP_EXPERT"};
+        "DSV4Q_OP_MOE_GATE", "DSV4Q_OP_EXPERT", "DSV4Q_OP_WINDOW_ATTN_DECODE"};
     for (int i = 0; i < DSV4Q_OP_COUNT; i++) {
         const dsv4q_op_info *o = &ops[i];
         fprintf(f, "### `%s` (`%s` = %d)\n\n", o->name, enames[i], i);

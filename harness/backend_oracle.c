@@ -35,7 +35,7 @@ static void o_fini(void *ctx) { (void)ctx; }
 
 static const dsv4q_backend_v1 oracle_f32 = {
     DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v1), "oracle-f32", "dsv4q oracle (f32 instance)", "source",
-    DSV4Q_CAP_ALL, o_init, o_run, o_fini,
+    DSV4Q_CAP_KNOWN, o_init, o_run, o_fini,
 };
 
 const dsv4q_backend_v1 *dsv4q_backend_oracle_f32(void) { return &oracle_f32; }

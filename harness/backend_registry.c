@@ -98,7 +98,7 @@ int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *er
         snprintf(err, errlen, "backend %s: run entry point is NULL", spec);
         return -1;
     }
-    if (b->caps & ~DSV4Q_CAP_ALL) {
+    if (b->caps & ~DSV4Q_CAP_KNOWN) {
         snprintf(err, errlen, "backend %s: caps 0x%llx has bits beyond the %d operators", spec,
                  (unsigned long long)b->caps, DSV4Q_OP_COUNT);
         return -1;

@@ -367,6 +367,7 @@ struct dsv4q_capture_writer {
     char engine[128], engine_version[128], profile[32], boundary[512], config_sha[65], weights_sha[65];
     char extra[8][2][256];
     int nextra;
+    int layer_lo, layer_hi;
     dsv4q_stw *cur;
     int ncalls;
     int failed;
@@ -425,6 +426,8 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
     snprintf(w->dir, sizeof w->dir, "%s", dir);
     w->cfg = *cfg;
     w->dtype = info->dtype;
+    w->layer_lo = info->layer_lo;
+    w->layer_hi = info->layer_hi > 0 ? info->layer_hi : cfg->n_layers;
     snprintf(w->engine, sizeof w->engine, "%s", info->engine);
     snprintf(w->engine_version, sizeof w->engine_version, "%s", info->engine_version);
     snprintf(w->profile, sizeof w->profile, "%s", info->profile);
@@ -471,6 +474,7 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io)
         return 0;
     }
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
+    if (si->per_layer && (io->layer < w->layer_lo || io->layer >= w->layer_hi)) return 0;
     for (int side = 0; side < 2; side++)
         for (int t = 0; t < (side ? si->nout : si->nin); t++) {
             const dsv4q_stage_tensor *ts = side ? &si->out[t] : &si->in[t];

@@ -98,6 +98,7 @@ typedef struct dsv4q_capture_info {
                                          holds the values exactly */
     const char *config_sha, *weights_sha;   /* pins (weights_sha may be NULL) */
     const char *extra_meta[8][2];     /* more metadata (NULL-terminated pairs) */
+    int layer_lo, layer_hi;           /* record layers [lo, hi) only (0, 0: all) */
 } dsv4q_capture_info;
 
 /* Write calls into directory dir (created if needed; existing call files are

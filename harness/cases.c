@@ -69,6 +69,18 @@ static const dsv4q_case_entry table[] = {
     {"sparse_attn(s=1,H=64,D=512,win=128,sel=512,recipe=extreme,seed=1)", F},
     {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=normal,seed=1)", P},
     {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=masked,seed=1)", P},
+    /* one decode step that owns the window ring: the ring just full
+     * (p = w-1: the current token goes to the last slot), the first wrap
+     * (p = w: slot 0 held position 0), wrapped (p = 300: slot 44 held
+     * position 172), and not full (p = 5: slot 5 never written; the
+     * case's ring is deterministic noise in every slot, so reading the
+     * stale slot instead of the current token shows everywhere) */
+    {"window_attn_decode(H=64,D=512,win=128,p=127,sel=512,recipe=normal,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=128,sel=512,recipe=normal,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=normal,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=5,sel=512,recipe=normal,seed=1)", F},
+    {"window_attn_decode(H=128,D=512,win=128,p=1000,sel=1024,recipe=normal,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=300,sel=1024,recipe=masked,seed=1)", P},
     /* compressor: overlap ratio 4 (attention rows and rotated indexer
      * keys) and ratio 128 */
     {"compressor(s=8,d=4096,ratio=4,Dc=512,rotate=0,recipe=normal,seed=1)", F},
@@ -133,6 +145,7 @@ static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {
     [DSV4Q_OP_MOE_GATE] = {{"s", "4"}, {"d", "4096"}, {"E", "256"}, {"k", "6"}, {"route", "topk"},
                            {"func", "sqrtsoftplus"}},
     [DSV4Q_OP_EXPERT] = {{"n", "2"}, {"d", "4096"}, {"I", "2048"}, {"fmt", "fp4"}},
+    [DSV4Q_OP_WINDOW_ATTN_DECODE] = {{"H", "64"}, {"D", "512"}, {"win", "128"}, {"p", "300"}, {"sel", "512"}},
 };
 
 #define KV_MAX 10
@@ -676,6 +689,53 @@ oom:
     return -1;
 }
 
+static int b_window_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
+{
+    int bad = 0;
+    long H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad), win = kv_int(kv, "win", 1, 1 << 16, &bad),
+         pos = kv_int(kv, "p", 0, 1L << 30, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad H/D/win/p/sel", c->key); return -1; }
+    RECIPES("normal", "masked");
+    const long C = 2 * sel;   /* compressed rows; sel of them are picked */
+    float *q = in_t(c, 0, DSV4Q_BT_F32, 3, 1, H, D), *kn = in_t(c, 1, DSV4Q_BT_F32, 2, 1, D, 0),
+          *ring = in_t(c, 2, DSV4Q_BT_F32, 2, win, D, 0), *sink = in_t(c, 5, DSV4Q_BT_F32, 1, H, 0, 0);
+    float *cmp = in_t(c, 3, DSV4Q_BT_F32, C ? 2 : 0, C, D, 0);
+    int32_t *cidx = in_t(c, 4, DSV4Q_BT_I32, sel ? 2 : 0, 1, sel, 0);
+    NEEDP(q && kn && ring && sink && (!C || cmp) && (!sel || cidx));
+    fill_act(r, "normal", q, H, D, 1.0, D);
+    fill_act(r, "normal", kn, 1, D, 1.0, D);
+    /* every slot, including those of positions < 0 and the slot p % w
+     * itself (position p - w: the stale row), holds its own noise */
+    fill_act(r, "normal", ring, win, D, 1.0, D);
+    if (C) fill_act(r, "normal", cmp, C, D, 1.0, D);
+    for (long h = 0; h < H; h++) sink[h] = bf(gauss(r));
+    if (sel) {
+        int32_t *perm = malloc(sizeof(int32_t) * (size_t)C);
+        NEEDP(perm);
+        for (long j = 0; j < C; j++) perm[j] = (int32_t)j;
+        for (long j = 0; j < sel; j++) {   /* sel distinct compressed rows, in random order */
+            long t = j + uint_below(r, C - j);
+            int32_t tmp = perm[j];
+            perm[j] = perm[t];
+            perm[t] = tmp;
+            cidx[j] = perm[j];
+        }
+        free(perm);
+        if (!strcmp(c->recipe, "masked"))
+            for (long j = 0; j < sel; j++)
+                if (uint_below(r, 10) < 3) cidx[j] = uint_below(r, 4) ? -1 : (int32_t)(C + uint_below(r, 100));
+    }
+    out_t(c, 0, DSV4Q_BT_F32, 3, 1, H, D);
+    out_t(c, 1, DSV4Q_BT_F32, 2, win, D, 0);
+    c->param[0] = (double)pos;
+    c->param[1] = (double)win;
+    c->param[2] = 1.0 / sqrt((double)D);
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
 static int b_compressor(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
 {
     int bad = 0;
@@ -981,6 +1041,7 @@ int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen)
     case DSV4Q_OP_HC_HEAD: rc = b_hc(c, &kv, &r, err, errlen); break;
     case DSV4Q_OP_MOE_GATE: rc = b_moe_gate(c, &kv, &r, err, errlen); break;
     case DSV4Q_OP_EXPERT: rc = b_expert(c, &kv, &r, err, errlen); break;
+    case DSV4Q_OP_WINDOW_ATTN_DECODE: rc = b_window_attn(c, &kv, &r, err, errlen); break;
     default: rc = -1; snprintf(err, errlen, "%s: no builder", c->key);
     }
     if (!rc && c->op == DSV4Q_OP_TOPK) {

@@ -11,6 +11,15 @@
  * (the oracle's documented choice; the kernel would produce NaN).
  *
  * Mutant attn_sink_missing: the sink term is not added.
+ *
+ * Window decode step (WINDOW_ATTN_DECODE): cpu-ref keeps its keys in one
+ * buffer laid out as an engine's KV cache is, [window ring | compressed
+ * rows], writes the new token's row into its ring slot, walks the ring
+ * from the slot after the newest (the oldest position) round to the newest,
+ * and runs the same kernel. Mutant window_off_by_one: the engine builds the
+ * key buffer (a snapshot of the cache) before the cache update, so the
+ * newest column reads slot p % w as it was: position p - w, the stale row
+ * (ring_out is still updated, after the attention).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -84,5 +93,33 @@ int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, lo
     rc = 0;
 out:
     free(S); free(P); free(O); free(m); free(l);
+    return rc;
+}
+
+int cpuref_window_attn_decode(const float *q, int H, int D, const float *kv_new, const float *ring, long w,
+                              const float *cmp, long Nc, const int32_t *cidx, long nc, const float *sink,
+                              float scale, long p, float *o, float *ring_out, int mut)
+{
+    const long slot = p % w;
+    float *keys = malloc(sizeof(float) * (size_t)((w + Nc) * D));
+    int32_t *cols = malloc(sizeof(int32_t) * (size_t)(w + nc));
+    int rc = -1;
+    if (!keys || !cols) goto out;
+    memcpy(ring_out, ring, sizeof(float) * (size_t)(w * D));
+    if (mut != CPUREF_M_WINDOW_OFF_BY_ONE) memcpy(ring_out + slot * D, kv_new, sizeof(float) * (size_t)D);
+    memcpy(keys, ring_out, sizeof(float) * (size_t)(w * D));
+    if (Nc) memcpy(keys + w * D, cmp, sizeof(float) * (size_t)(Nc * D));
+    if (mut == CPUREF_M_WINDOW_OFF_BY_ONE) memcpy(ring_out + slot * D, kv_new, sizeof(float) * (size_t)D);
+    /* window: oldest first; before the ring is full, slots 0..p then none */
+    long n = 0;
+    if (p + 1 >= w)
+        for (long t = slot + 1; n < w; t++) cols[n++] = (int32_t)(t % w);
+    else
+        for (; n < w; n++) cols[n] = n <= p ? (int32_t)n : -1;
+    for (long j = 0; j < nc; j++) cols[w + j] = (cidx[j] >= 0 && cidx[j] < Nc) ? (int32_t)(w + cidx[j]) : -1;
+    rc = cpuref_sparse_attn(q, 1, H, D, keys, w + Nc, cols, w + nc, sink, scale, o, mut);
+out:
+    free(keys);
+    free(cols);
     return rc;
 }

@@ -36,6 +36,7 @@ static const char *const mutant_names[CPUREF_M_COUNT + 1] = {
     [CPUREF_M_TOPK_TIE_UNSTABLE] = "topk_tie_unstable",
     [CPUREF_M_YARN_ON_RATIO0] = "yarn_on_ratio0",
     [CPUREF_M_CMP_ROPE_LAST_POS] = "cmp_rope_last_pos",
+    [CPUREF_M_WINDOW_OFF_BY_ONE] = "window_off_by_one",
     [CPUREF_M_COUNT] = NULL,
 };
 
@@ -375,6 +376,28 @@ static int run_op(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
         pack_bf16(&out[0]);
         return 0;
     }
+    case DSV4Q_OP_WINDOW_ATTN_DECODE: {
+        op = "window_attn_decode";
+        CHECK(check_counts(c, 6, 2, 3, op, err, errlen));
+        CHECK(want(&in[0], 3, 0, op, err, errlen));
+        CHECK(want(&in[1], 2, 0, op, err, errlen));
+        CHECK(want(&in[2], 2, 0, op, err, errlen));
+        CHECK(want(&in[5], 1, 0, op, err, errlen));
+        const int H = (int)in[0].shape[1], D = (int)in[0].shape[2];
+        const long w = (long)p[1], pos = (long)p[0];
+        long Nc = 0, nc = 0;
+        if (in[3].ndim) { CHECK(want(&in[3], 2, 0, op, err, errlen)); Nc = (long)in[3].shape[0]; }
+        if (in[4].ndim) { CHECK(want(&in[4], 2, 1, op, err, errlen)); nc = (long)in[4].shape[1]; }
+        if (in[0].shape[0] != 1 || in[1].shape[0] != 1 || in[1].shape[1] != D || w < 1 || pos < 0 ||
+            in[2].shape[0] != w || in[2].shape[1] != D || (Nc && in[3].shape[1] != D) || in[5].shape[0] != H ||
+            (in[4].ndim && in[4].shape[0] != 1) || numel(&out[1]) != w * D)
+            return fail(err, errlen, "cpu-ref window_attn_decode: shapes do not match q [1,%d,%d], w %ld", H, D, w);
+        OOM(cpuref_window_attn_decode(in[0].data, H, D, in[1].data, in[2].data, w, Nc ? in[3].data : NULL, Nc,
+                                      nc ? in[4].data : NULL, nc, in[5].data, (float)p[2], pos, out[0].data,
+                                      out[1].data, mut));
+        pack_bf16(&out[0]);   /* o at attn_out_bf16; ring_out stays F32 (a copy) */
+        return 0;
+    }
     default:
         return DSV4Q_BACKEND_UNSUPPORTED;
     }
@@ -382,7 +405,7 @@ static int run_op(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
 
 /* ---- descriptors -------------------------------------------------------- */
 
-static const int mutant_ids[CPUREF_M_COUNT] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+static const int mutant_ids[CPUREF_M_COUNT] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
 static int run(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen)
 {
@@ -399,14 +422,14 @@ static int run(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen)
         *ctx = (void *)&mutant_ids[m];                                                           \
         return 0;                                                                                \
     }
-INIT(0) INIT(1) INIT(2) INIT(3) INIT(4) INIT(5) INIT(6) INIT(7) INIT(8) INIT(9) INIT(10) INIT(11)
+INIT(0) INIT(1) INIT(2) INIT(3) INIT(4) INIT(5) INIT(6) INIT(7) INIT(8) INIT(9) INIT(10) INIT(11) INIT(12)
 #undef INIT
 
-_Static_assert(CPUREF_M_COUNT == 12, "one INIT() per mutant id");
+_Static_assert(CPUREF_M_COUNT == 13, "one INIT() per mutant id");
 
 #define DESC(m, nm)                                                                              \
     { DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v1), nm,                                   \
-      "cpu-ref 1 (FP32, BF16 storage at the source boundaries)", "source", DSV4Q_CAP_ALL,          \
+      "cpu-ref 1 (FP32, BF16 storage at the source boundaries)", "source", DSV4Q_CAP_KNOWN,        \
       init_##m, run, NULL }
 static const dsv4q_backend_v1 descs[CPUREF_M_COUNT] = {
     DESC(0, "cpu-ref"),
@@ -421,6 +444,7 @@ static const dsv4q_backend_v1 descs[CPUREF_M_COUNT] = {
     DESC(9, "mutant:topk_tie_unstable"),
     DESC(10, "mutant:yarn_on_ratio0"),
     DESC(11, "mutant:cmp_rope_last_pos"),
+    DESC(12, "mutant:window_off_by_one"),
 };
 #undef DESC
 

@@ -35,6 +35,8 @@ enum cpuref_mutant {
     CPUREF_M_TOPK_TIE_UNSTABLE,   /* tie order among equal scores varies between calls */
     CPUREF_M_YARN_ON_RATIO0,      /* YaRN applied although original_seq_len == 0 */
     CPUREF_M_CMP_ROPE_LAST_POS,   /* compressed row RoPE'd at the block's last position */
+    CPUREF_M_WINDOW_OFF_BY_ONE,   /* decode attention reads the ring before writing the current
+                                     token: slot p % w still holds position p - w (stale) */
     CPUREF_M_COUNT
 };
 
@@ -118,6 +120,14 @@ void cpuref_rope_row(const cpuref_rope *rp, float *v, long pos, int inverse, int
 
 int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, long N, const int32_t *idx,
                        long ncols, const float *sink, float scale, float *o, int mut);
+/* One decode step at position p over the window ring [w, D] (before the
+ * step) and the compressed rows cmp [Nc, D] picked by cidx [nc] (-1 / >= Nc
+ * masked): ring_out = ring with kv_new [D] in slot p % w, o [H, D] =
+ * attention over [ring_out | cmp] with the decode column layout. The
+ * mutant window_off_by_one attends BEFORE writing the slot. 0 or -1. */
+int cpuref_window_attn_decode(const float *q, int H, int D, const float *kv_new, const float *ring, long w,
+                              const float *cmp, long Nc, const int32_t *cidx, long nc, const float *sink,
+                              float scale, long p, float *o, float *ring_out, int mut);
 
 /* ---- compressor (cpuref_cmp.c) ----------------------------------------- */
 

@@ -124,6 +124,29 @@
  *                    or FP8), weight[n] (routing weight per row)
  *                par 0 swiglu_limit (0: none), 1 ue8m0   out y[n,d]
  *                oracle dsv4q_expert; model.py Expert.forward
+ *
+ * Added in ABI v1 after the first sixteen (appended to enum dsv4q_op, so
+ * the values above never move; a plugin built before it simply lacks the
+ * cap bit and is never called with it):
+ * WINDOW_ATTN_DECODE  one decode step of attention that owns the window
+ *                ring update.
+ *                in  q[1,H,D] (the query at position p), kv_new[1,D] (the
+ *                    current token's processed KV row), ring[w,D] (the
+ *                    window ring BEFORE this step: slot pos % w holds
+ *                    position pos; slots of positions < 0 hold anything),
+ *                    cmp[Nc,D] (compressed rows, or empty), cidx[1,nc] I32
+ *                    (compressed columns into cmp, -1 or >= Nc masked; or
+ *                    empty), sink[H]
+ *                par 0 p (position), 1 w (window), 2 scale (D^-0.5)
+ *                out o[1,H,D], ring_out[w,D] (ring with kv_new in slot p % w)
+ *                Semantics (oracle/model.c decode): write kv_new into slot
+ *                p % w FIRST; then the columns are the window slots oldest
+ *                first (p >= w-1: slots p%w+1 .. w-1, 0 .. p%w; else 0..p
+ *                then -1 padding to w), then cidx offset by w, over the key
+ *                rows [ring_out | cmp]; then exactly SPARSE_ATTN.
+ *                oracle dsv4q_sparse_attn on the key buffer and columns built
+ *                as oracle/model.c does; model.py Attention.forward (decode:
+ *                kv_cache[:, start_pos % win] = kv, then sparse_attn)
  */
 #ifndef DSV4Q_BACKEND_H_ABI
 #define DSV4Q_BACKEND_H_ABI
@@ -156,11 +179,22 @@ enum dsv4q_op {
     DSV4Q_OP_HC_HEAD,
     DSV4Q_OP_MOE_GATE,
     DSV4Q_OP_EXPERT,
+    /* --- appended after the first release of ABI v1 (values above are
+     * frozen; new operators only ever go here, before COUNT) --- */
+    DSV4Q_OP_WINDOW_ATTN_DECODE,
     DSV4Q_OP_COUNT
 };
 
 #define DSV4Q_CAP(op) ((uint64_t)1 << (op))
-#define DSV4Q_CAP_ALL (DSV4Q_CAP(DSV4Q_OP_COUNT) - 1)
+/* The sixteen operators of the first ABI v1 release (LINEAR .. EXPERT).
+ * FROZEN: a plugin that declares DSV4Q_CAP_ALL keeps exactly this claim when
+ * it is rebuilt against a later header, so appending an operator never makes
+ * an existing backend claim something it does not implement. A backend that
+ * implements later operators adds their bits: DSV4Q_CAP_ALL |
+ * DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) (= DSV4Q_CAP_KNOWN today). */
+#define DSV4Q_CAP_ALL (DSV4Q_CAP(DSV4Q_OP_EXPERT + 1) - 1)
+/* Every operator this header defines (what the harness accepts in caps). */
+#define DSV4Q_CAP_KNOWN (DSV4Q_CAP(DSV4Q_OP_COUNT) - 1)
 
 /* Dtype values: identical to enum dsv4q_dtype of oracle/formats.h. */
 enum dsv4q_bt_dtype {

@@ -43,6 +43,7 @@ typedef struct shared_hdr {
     volatile int stage;
     int status;                       /* dsv4q_iso_status */
     char msg[1024];
+    char detail[256];                 /* job: what it is doing now (the call in flight) */
     int32_t dtype[2][DSV4Q_OPS_MAX_T];
     /* probe */
     char name[64], version[128], profile[16];
@@ -112,8 +113,17 @@ static const dsv4q_backend_v1 *child_load(const char *spec, shared_hdr *h)
     return entry();
 }
 
-static void child_main(const char *spec, const dsv4q_case *c, uint64_t bs, int nruns, shared_hdr *h,
-                       unsigned char *outs, int wfd)
+/* A job (dsv4q_iso_job): one function run in the child with the loaded,
+ * initialised backend, writing `bytes` bytes of results. */
+typedef struct iso_job {
+    dsv4q_iso_job_fn fn;
+    void *user;
+    size_t bytes;
+    const char *what;
+} iso_job;
+
+static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job, uint64_t bs, int nruns,
+                       shared_hdr *h, unsigned char *outs, int wfd)
 {
     (void)wfd;
     const dsv4q_backend_v1 *b = child_load(spec, h);
@@ -129,13 +139,26 @@ static void child_main(const char *spec, const dsv4q_case *c, uint64_t bs, int n
     snprintf(h->profile, sizeof h->profile, "%s", b->profile ? b->profile : "source");
     h->caps = b->caps;
     h->abi_version = b->abi_version;
-    if (!c) return;   /* probe */
+    if (!c && !job) return;   /* probe */
     void *ctx = NULL;
     h->stage = ST_INIT;
     if (b->init && b->init(&ctx, err, sizeof err)) {
         snprintf(h->msg, sizeof h->msg, "backend %s: init failed: %s", spec, err[0] ? err : "(no message)");
         h->status = DSV4Q_ISO_BACKEND_ERROR;
         return;
+    }
+    if (job) {
+        h->stage = ST_RUN1;
+        err[0] = 0;
+        int rc = job->fn(b, ctx, job->user, outs, h->detail, sizeof h->detail, err, sizeof err);
+        if (rc == DSV4Q_BACKEND_UNSUPPORTED) {
+            snprintf(h->msg, sizeof h->msg, "%s", err[0] ? err : "not supported by the backend");
+            h->status = DSV4Q_ISO_UNSUPPORTED;
+        } else if (rc != DSV4Q_BACKEND_OK) {
+            snprintf(h->msg, sizeof h->msg, "backend %s: %s failed: %s", spec, job->what, err[0] ? err : "(no message)");
+            h->status = DSV4Q_ISO_BACKEND_ERROR;
+        }
+        nruns = 0;
     }
     size_t at = 0;
     for (int r = 0; r < nruns; r++) {
@@ -190,9 +213,10 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static size_t region_bytes(const dsv4q_case *c, int nruns)
+static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
 {
     size_t n = sizeof(shared_hdr);
+    if (job) return n + job->bytes + GUARD;
     if (c)
         for (int r = 0; r < nruns; r++)
             for (int i = 0; i < c->nout; i++) n += dsv4q_case_out_bytes(c, i) + GUARD;
@@ -213,12 +237,13 @@ static void fill_sentinels(const dsv4q_case *c, int nruns, unsigned char *outs)
 }
 
 /* The common fork/wait path. c == NULL: probe only. */
-static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
-                                int nruns, shared_hdr *hout, void *out[2][DSV4Q_OPS_MAX_T], char *msg, size_t msglen)
+static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, const iso_job *job,
+                                uint64_t bs, int nruns, shared_hdr *hout, void *out[2][DSV4Q_OPS_MAX_T], char *msg,
+                                size_t msglen)
 {
     const double timeout = o && o->timeout_s > 0 ? o->timeout_s : 600;
     const char *what = c ? dsv4q_op_get(c->op)->name : NULL;
-    size_t bytes = region_bytes(c, nruns);
+    size_t bytes = region_bytes(c, job, nruns);
     void *reg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (reg == MAP_FAILED) {
         snprintf(msg, msglen, "cannot map %zu bytes for backend outputs: %s", bytes, strerror(errno));
@@ -228,10 +253,11 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
     memset(h, 0, sizeof *h);
     unsigned char *outs = (unsigned char *)reg + sizeof(shared_hdr);
     if (c) fill_sentinels(c, nruns, outs);
+    if (job) memset(outs + job->bytes, GUARD_BYTE, GUARD);
 
     dsv4q_iso_status st = DSV4Q_ISO_OK;
     if (o && o->inprocess) {
-        child_main(spec, c, bs, nruns, h, outs, -1);
+        child_main(spec, c, job, bs, nruns, h, outs, -1);
         st = (dsv4q_iso_status)h->status;
         if (st) snprintf(msg, msglen, "%s", h->msg);
     } else {
@@ -258,7 +284,7 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
 #endif
             child_signals();
             omp_set_num_threads(1);   /* I3 */
-            child_main(spec, c, bs, nruns, h, outs, pfd[1]);
+            child_main(spec, c, job, bs, nruns, h, outs, pfd[1]);
             h->stage = ST_DONE;
             fflush(NULL);
             _exit(0);
@@ -289,6 +315,8 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
         const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_DONE ? h->stage : 0];
         char where[512];
         if (c) snprintf(where, sizeof where, "in %s (op %s, case %s)", stg, what, c->key);
+        else if (job && h->stage == ST_RUN1)
+            snprintf(where, sizeof where, "in run() (%s%s%s)", job->what, h->detail[0] ? ": " : "", h->detail);
         else snprintf(where, sizeof where, "in %s", stg);
         if (timed_out) {
             snprintf(msg, msglen, "backend %s timed out after %.3g s %s (killed)", spec, timeout, where);
@@ -306,6 +334,15 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
             st = (dsv4q_iso_status)h->status;
             if (st) snprintf(msg, msglen, "%s", h->msg);
         }
+    }
+    if (st == DSV4Q_ISO_OK && job) {
+        for (int g = 0; g < GUARD; g++)
+            if (outs[job->bytes + g] != GUARD_BYTE) {   /* the job's own results overran: a harness bug */
+                snprintf(msg, msglen, "%s: results overran their %zu bytes", job->what, job->bytes);
+                st = DSV4Q_ISO_HARNESS_ERROR;
+                break;
+            }
+        if (st == DSV4Q_ISO_OK) memcpy(out[0][0], outs, job->bytes);
     }
     if (st == DSV4Q_ISO_OK && c) {
         size_t at = 0;
@@ -336,7 +373,7 @@ int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_des
     memset(d, 0, sizeof *d);
     snprintf(d->spec, sizeof d->spec, "%s", spec);
     d->is_path = dsv4q_backend_is_path(spec);
-    dsv4q_iso_status st = isolate(spec, o, NULL, 0, 0, &h, NULL, err, errlen);
+    dsv4q_iso_status st = isolate(spec, o, NULL, NULL, 0, 0, &h, NULL, err, errlen);
     if (stp) *stp = st;
     if (st) return -1;
     snprintf(d->name, sizeof d->name, "%s", h.name);
@@ -354,8 +391,17 @@ dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const 
     shared_hdr h;
     if (nruns < 1) nruns = 1;
     if (nruns > 2) nruns = 2;
-    dsv4q_iso_status st = isolate(spec, o, c, bs, nruns, &h, out, msg, msglen);
+    dsv4q_iso_status st = isolate(spec, o, c, NULL, bs, nruns, &h, out, msg, msglen);
     for (int r = 0; r < nruns; r++)
         for (int i = 0; i < c->nout; i++) dtype[r][i] = h.dtype[r][i];
     return st;
+}
+
+dsv4q_iso_status dsv4q_iso_job(const char *spec, const dsv4q_iso_opts *o, const char *what, dsv4q_iso_job_fn fn,
+                               void *user, void *out, size_t out_bytes, char *msg, size_t msglen)
+{
+    shared_hdr h;
+    iso_job job = {fn, user, out_bytes, what ? what : "job"};
+    void *outs[2][DSV4Q_OPS_MAX_T] = {{out}};
+    return isolate(spec, o, NULL, &job, 0, 1, &h, outs, msg, msglen);
 }

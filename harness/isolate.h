@@ -74,6 +74,20 @@ dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const 
                                int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
                                char *msg, size_t msglen);
 
+/* A job: one function run in ONE child with the backend loaded, validated
+ * and init()ed (fini() after it), e.g. a whole model composed from the
+ * backend's operators (harness/qualify_model.h). It writes its results to
+ * `out` (out_bytes, shared with the parent, copied to the caller's buffer
+ * when the child ends normally) and keeps `detail` (shared memory) naming
+ * the backend call in flight, so a crash or hang is reported as
+ *   backend X crashed with signal 11 (SIGSEGV) in run() (whole model: op
+ *   expert, layer 3, position 41)
+ * Returns DSV4Q_BACKEND_OK, _UNSUPPORTED or _ERROR (err set). */
+typedef int (*dsv4q_iso_job_fn)(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char *detail,
+                                size_t detaillen, char *err, size_t errlen);
+dsv4q_iso_status dsv4q_iso_job(const char *spec, const dsv4q_iso_opts *o, const char *what, dsv4q_iso_job_fn fn,
+                               void *user, void *out, size_t out_bytes, char *msg, size_t msglen);
+
 /* "SIGSEGV", ... (NULL if unknown). */
 const char *dsv4q_signal_name(int sig);
 const char *dsv4q_iso_status_name(dsv4q_iso_status st);

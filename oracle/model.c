@@ -376,7 +376,6 @@ oom:
         real *out_[] = {outs};                                                                          \
         if (report(r, st, li, s, p0, ids, in_, out_)) goto oom;                                         \
     } while (0)
-#define L2(a, b) a, b
 #define L3(a, b, c) a, b, c
 #define L4(a, b, c, d) a, b, c, d
 

@@ -48,7 +48,7 @@ if [ "${1:-}" = "--prepare" ]; then
     make -j"$(nproc)" all build/tests/test_cuda_plugin
     mkdir -p build/gpu-libs
     ldd build/dsv4q build/tests/test_cuda_plugin | awk '/=> \// {print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+        grep -v -E '/(libc|libm|libdl|libpthread|librt|libgomp|libz|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
         while read -r lib; do cp -L "$lib" build/gpu-libs/; done
     echo "prepared: carry build/dsv4q build/tests/test_cuda_plugin build/gpu-libs"
     exit 0
@@ -104,10 +104,13 @@ if [ ! -f build/plugins/libdsv4q_cuda.so ]; then
     say "no plugin was built: nothing to check"
 fi
 step build-host 150 "$ENVLOG" make -j"$JOBS" all build/tests/test_cuda_plugin
+DSV4Q=./build/dsv4q
+# Prebuilt binaries carried from the dev machine find the libraries this
+# image may lack (sqlite3, sodium, jansson, cmocka; never libc, libgomp, libz
+# or libstdc++) in build/gpu-libs.
 if [ -d build/gpu-libs ]; then
     export LD_LIBRARY_PATH="$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-DSV4Q=./build/dsv4q
 if ! "$DSV4Q" boundaries >/dev/null 2>>"$ENVLOG"; then
     say "dsv4q does not run here (not built, and no working prebuilt one: see --prepare)"
     DSV4Q=""
@@ -157,8 +160,8 @@ fi
 
 # 6. bench ----------------------------------------------------------------------
 if [ -x build/cuda/bench_cuda ]; then
-    step bench 90 "$WORK/bench.txt" ./build/cuda/bench_cuda --tokens 128 --csv "$OUT/bench.csv"
-    { echo "== bench (per-operator GPU timings, Flash shapes)"; cat "$WORK/bench.txt"; } >>"$SUMMARY"
+    echo "== bench (per-operator GPU timings, Flash shapes)" >>"$SUMMARY"
+    step bench 90 "$SUMMARY" ./build/cuda/bench_cuda --tokens 128 --csv "$OUT/bench.csv"
 else
     say "[bench] SKIPPED: build/cuda/bench_cuda not built"
 fi

@@ -5,7 +5,8 @@
  *  - the stage table: names round-trip through the parser, bad names are
  *    refused with a reason, docs/captures.md embeds the current table;
  *  - a capture the f64 oracle writes replays with every stage at exactly
- *    zero error (replay.h P2, model.c M3), and the whole model too;
+ *    zero error (replay.h P2, model.c M3), and the whole model too; an f32
+ *    capture's error is exactly its level (M3 at f32);
  *  - one element of one stage's output changed by 1% fails that stage and
  *    no other (the next stage's inputs are still the captured ones);
  *  - wrong shape, unknown stage name, layer out of range, wrong dtype,
@@ -288,6 +289,35 @@ static void oracle_capture_replays_at_zero_error(void **state)
                                 NULL), 0);
 }
 
+/* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
+ * the forward pass, so each stage's value (capture vs f64) equals its level
+ * (f32 replay vs f64) exactly. --layers 1:3 records layers 1 and 2 only. */
+static void f32_capture_replays_as_its_level(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/cap-f32", root);
+    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2",
+                                "--width", "f32", "--layers", "1:3", "--out", dir, "-q", NULL),
+                     0);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 0), 0);
+    assert_int_equal(r.npass + r.nfail, 2 + 8 * 2);
+    assert_int_equal(r.nabsent, 8 * (M->cfg.n_layers - 2));
+    assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 0)->verdict, DSV4Q_RV_ABSENT);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_rstage *s = &r.st[i];
+        if (s->verdict == DSV4Q_RV_ABSENT) continue;
+        assert_int_equal(s->verdict, DSV4Q_RV_PASS);
+        for (int t = 0; t < s->nout; t++) {
+            assert_true(s->val[t].se == s->lvl[t].se);
+            assert_true(s->val[t].max_abs == s->lvl[t].max_abs);
+            assert_true(s->ulp_val[t] == s->ulp_lvl[t]);
+        }
+    }
+    dsv4q_replay_free(&r);
+}
+
 /* Change one element of one stage output by 1%: exactly that stage fails. */
 static void one_edited_element_fails_one_stage(void **state)
 {
@@ -510,6 +540,7 @@ int main(void)
         cmocka_unit_test(stage_names_round_trip),
         cmocka_unit_test(docs_table_is_current),
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
+        cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(malformed_captures_are_clear_errors),
         cmocka_unit_test(missing_inputs_are_not_checkable),

@@ -22,7 +22,7 @@ static const struct {
 } expect[] = {
     {"idx_rope_halfsplit", "rope,compressor"},
     {"idx_k_no_hadamard", "compressor"},
-    {"attn_sink_missing", "sparse_attn"},
+    {"attn_sink_missing", "sparse_attn,window_attn_decode"},
     {"cmp_block0_zeros", "compressor"},
     {"hc_post_transposed", "hc_post"},
     {"swiglu_no_clamp", "expert"},
@@ -31,6 +31,7 @@ static const struct {
     {"topk_tie_unstable", "topk"},
     {"yarn_on_ratio0", "rope"},
     {"cmp_rope_last_pos", "compressor"},
+    {"window_off_by_one", "window_attn_decode"},
 };
 
 static int listed(const char *ops, const char *op)
