@@ -16,7 +16,12 @@
  *  nrms, max_abs, max_rel, cos_dist  harness/metrics.h over finite pairs
  *  ulp_max      max ULP distance in the backend's storage dtype (F32, BF16
  *               or F16): candidate vs reference rounded to that dtype; also
- *               a histogram (buckets 0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>)
+ *               a histogram (buckets 0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>).
+ *               Row-floored for window_attn_decode's `o`: |a - b| in units
+ *               of the dtype's ulp at max(|ref|, RMS of the reference row
+ *               (last dim)), so an output near a cancellation zero does not
+ *               count the ordinals between +tiny and -tiny; equal to the
+ *               plain ULP for values of ordinary size (same binade)
  *  argmax_miss  rows (last dim) whose first argmax differs
  *  nonfinite    candidate values that are NaN/inf where the reference is not
  *               the same value (an unwritten output is NaN: isolate.h I2)

@@ -999,7 +999,11 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     const dsv4q_gate_rule *rule = o->gates ? &o->gates->model_nrms : NULL;
     r->bound = rule && rule->on ? dsv4q_gate_bound(rule, r->level, DSV4Q_BT_NONE) : INFINITY;
     r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);
-    r->greedy_pass = r->greedy_min < 0 || r->greedy >= r->greedy_min;
+    if (r->greedy_min >= 0) {
+        long need = (long)ceil(r->greedy_min * (double)rows - 1e-9);
+        r->greedy_required = need < r->level_agree ? need : r->level_agree;
+    }
+    r->greedy_pass = r->agree >= r->greedy_required;
     r->verdict = r->nrms_pass && r->greedy_pass && r->nonfinite == 0 ? DSV4Q_V_PASS : DSV4Q_V_FAIL;
     return 0;
 }
@@ -1061,9 +1065,12 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     char v1[32], v2[32], v3[32];
     snprintf(v1, sizeof v1, "%ld/%ld", r->agree, r->rows);
     snprintf(v2, sizeof v2, "%ld/%ld", r->level_agree, r->rows);
-    if (r->greedy_min >= 0) snprintf(v3, sizeof v3, ">= %.3f", r->greedy_min);
+    if (r->greedy_min >= 0) snprintf(v3, sizeof v3, ">= %ld/%ld", r->greedy_required, r->rows);
     else snprintf(v3, sizeof v3, "-");
     fprintf(f, "%-20s %14s %14s %14s  %s\n", "greedy agreement", v1, v2, v3, r->greedy_pass ? "pass" : "FAIL");
+    if (r->greedy_min >= 0 && r->greedy_required < (long)ceil(r->greedy_min * (double)r->rows - 1e-9))
+        fprintf(f, "%-20s (minimum %.3f of %ld rows, lowered to the %ld rows the fp32 level agrees on)\n", "",
+                r->greedy_min, r->rows, r->level_agree);
     fprintf(f, "%-20s %14ld %14s %14s  %s\n", "non-finite", r->nonfinite, "", "0", r->nonfinite ? "FAIL" : "pass");
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
@@ -1099,6 +1106,7 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
         json_object_set_new(root, "greedy_agree_level", json_integer(r->level_agree));
         json_object_set_new(root, "rows", json_integer(r->rows));
         json_object_set_new(root, "greedy_min", jnum(r->greedy_min));
+        json_object_set_new(root, "greedy_required", json_integer(r->greedy_required));
         json_object_set_new(root, "greedy_pass", json_boolean(r->greedy_pass));
         json_object_set_new(root, "nonfinite", json_integer(r->nonfinite));
         json_object_set_new(root, "logit_max_abs", jnum(r->max_abs));

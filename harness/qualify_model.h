@@ -48,7 +48,13 @@
  * oracle-f32 run of the same profile on the same tokens (the fp32
  * sensitivity floor, `dsv4q sensitivity`). Gates (gates.h `model`):
  *     logit NRMS (all rows) <= factor * level NRMS + floor
- *     greedy agreement (rows whose argmax equals the f64 argmax) >= min
+ *     greedy agreement (rows whose argmax equals the f64 argmax) >= min,
+ *         never required above what the fp32 level itself reaches: the
+ *         candidate needs min(ceil(min * rows), level's agreeing rows)
+ *         rows (on a checkpoint where oracle-f32 flips a near-tied argmax,
+ *         demanding more would fail the rounding level itself; oracle-f32
+ *         passes every model gate by construction, as every operator gate)
+ *     no non-finite logit (NRMS is over finite pairs only; G2)
  * The whole composed model runs in ONE isolated child (isolate.h
  * dsv4q_iso_job), not a fork per operator; a crash or hang names the
  * operator, layer and position in flight.
@@ -104,6 +110,7 @@ typedef struct dsv4q_wm_result {
     double nrms, level, bound;       /* logit NRMS over all rows; level = f32 vs f64 */
     double max_abs, level_max_abs, cosine;
     long agree, level_agree, nonfinite;
+    long greedy_required;            /* rows that must agree (see the greedy rule above) */
     double greedy, greedy_min;
     int nrms_pass, greedy_pass;
     dsv4q_verdict verdict;           /* PASS, FAIL, ERROR (crash, missing op, ...) */

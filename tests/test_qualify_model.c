@@ -1,0 +1,252 @@
+/*
+ * test_qualify_model.c - whole-model qualification (harness/qualify_model.h)
+ * on synthesized tiny checkpoints:
+ *
+ *  1. W1: the model composed from oracle-f32's operators equals dsv4q_run
+ *     at f32 BIT FOR BIT (decode attention through WINDOW_ATTN_DECODE and
+ *     through SPARSE_ATTN; a run long enough for the ratio-128 compressor
+ *     to emit a row at a decode step, so the history re-run of COMPRESSOR
+ *     is exercised for both ratios). This is what shows the harness glue
+ *     is oracle/model.c's: any difference in a column layout, a cache, a
+ *     rounding or a summation order would show.
+ *  2. The gates: oracle-f32 passes at ratio 1 (it is the level), cpu-ref
+ *     passes, mutant:window_off_by_one (a decode-path bug) fails, each in
+ *     one isolated child.
+ *  3. A backend lacking operators is an error naming them; a crash inside
+ *     the composed run names the operator, layer and position in flight.
+ *
+ * Checkpoints: `tiny` (FP8/FP4, the default model) for W1, `tiny-bf16` for
+ * the gate verdicts: the FP8 tiny amplifies a 1e-7 relative difference of
+ * one hc_pre call into ~2e-2 of logit NRMS, so an honest FP32 backend with
+ * another reduction order lands at 3-5x the fp32 floor with greedy flips
+ * there, as a real bug does (docs/backends.md, "Whole-model
+ * qualification"); tiny-bf16 at prompt 24 is well conditioned (cpu-ref at
+ * 0.98x the level, the mutant at ~16x).
+ */
+#include "tests/testutil.h"
+
+#include <omp.h>
+#include <signal.h>
+
+#include "cli/common.h"
+#include "gates/gates.h"
+#include "harness/backend.h"
+#include "harness/isolate.h"
+#include "harness/qualify_model.h"
+#include "io/config.h"
+#include "io/model.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+
+static char root_dir[256], tiny_dir[300], bf16_dir[300];
+static dsv4q_gates G;
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[1024];
+    dsv4q_config cfg;
+    omp_set_num_threads(1);   /* small runs: threads only cost time on a shared machine */
+    snprintf(root_dir, sizeof root_dir, "/tmp/dsv4q-test-qmodel-XXXXXX");
+    if (!mkdtemp(root_dir)) return -1;
+    snprintf(tiny_dir, sizeof tiny_dir, "%s/tiny", root_dir);
+    snprintf(bf16_dir, sizeof bf16_dir, "%s/tiny-bf16", root_dir);
+    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err) || dsv4q_synth_write(&cfg, 1, tiny_dir, 1, err, sizeof err) ||
+        dsv4q_config_builtin(&cfg, "tiny-bf16", err, sizeof err) ||
+        dsv4q_synth_write(&cfg, 1, bf16_dir, 1, err, sizeof err) ||
+        dsv4q_gates_load(&G, "gates/default.json", err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The CLI's tokens (synthetic, seed 1): prompt ++ teacher. */
+static int32_t *tokens(int vocab, long nprompt, long ndecode)
+{
+    dsv4q_cli_opts o;
+    memset(&o, 0, sizeof o);
+    o.prompt_len = nprompt;
+    o.decode = ndecode;
+    o.seed = 1;
+    dsv4q_tokens t;
+    char err[256];
+    assert_int_equal(dsv4q_cli_tokens(&o, vocab, &t, err, sizeof err), 0);
+    assert_int_equal(t.nteacher, ndecode);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(nprompt + ndecode));
+    assert_non_null(ids);
+    memcpy(ids, t.prompt, sizeof(int32_t) * (size_t)nprompt);
+    memcpy(ids + nprompt, t.teacher, sizeof(int32_t) * (size_t)ndecode);
+    dsv4q_tokens_free(&t);
+    return ids;
+}
+
+/* ---- 1. W1: composition == dsv4q_run at f32, bit for bit --------------- */
+
+static void bitexact(const char *dir, long nprompt, long ndecode)
+{
+    char err[1024];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
+    const long V = m->cfg.vocab_size, rows = 1 + ndecode;
+    int32_t *ids = tokens((int)V, nprompt, ndecode);
+    uint64_t bs;
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    double *ref = malloc(sizeof(double) * (size_t)(rows * V)), *got = malloc(sizeof(double) * (size_t)(rows * V));
+    assert_true(ref && got);
+    dsv4q_run *r;
+    assert_int_equal(dsv4q_run_open(&r, m, 32, bs, nprompt + ndecode, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, nprompt, ref, err, sizeof err), 0);
+    for (long i = 0; i < ndecode; i++) assert_int_equal(dsv4q_run_feed(r, ids + nprompt + i, 1, ref + (i + 1) * V, err, sizeof err), 0);
+    dsv4q_run_close(r);
+
+    const dsv4q_backend_v1 *b = dsv4q_backend_builtin("oracle-f32");
+    void *ctx = NULL;
+    assert_int_equal(b->init(&ctx, err, sizeof err), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        long calls[DSV4Q_OP_COUNT] = {0};
+        int dop = -1;
+        int flags = pass ? DSV4Q_WM_SPARSE_DECODE : 0;
+        int rc = dsv4q_wm_compose(b, ctx, m, bs, ids, nprompt, ndecode, flags, got, calls, &dop, NULL, 0, err,
+                                  sizeof err);
+        if (rc != DSV4Q_BACKEND_OK) fail_msg("compose: %s", err);
+        long diff = 0;
+        for (long i = 0; i < rows * V; i++) diff += memcmp(&got[i], &ref[i], sizeof(double)) != 0;
+        long total = 0;
+        for (int o = 0; o < DSV4Q_OP_COUNT; o++) total += calls[o];
+        printf("  %s prompt %ld decode %ld, decode attention %-18s: %ld backend calls (compressor %ld), "
+               "%ld/%ld logits differ from dsv4q_run f32\n", m->cfg.name, nprompt, ndecode, dsv4q_op_get(dop)->name,
+               total, calls[DSV4Q_OP_COMPRESSOR], diff, rows * V);
+        assert_int_equal(diff, 0);
+        assert_int_equal(dop, pass ? DSV4Q_OP_SPARSE_ATTN : DSV4Q_OP_WINDOW_ATTN_DECODE);
+        assert_int_equal(calls[DSV4Q_OP_WINDOW_ATTN_DECODE], pass ? 0 : (long)m->cfg.n_layers * ndecode);
+        /* every operator the model needs was called */
+        for (int o = 0; o < DSV4Q_OP_COUNT; o++)
+            if (dsv4q_wm_required_ops(m, bs) & DSV4Q_CAP(o)) assert_true(calls[o] > 0);
+    }
+    if (b->fini) b->fini(ctx);
+    free(ref);
+    free(got);
+    free(ids);
+    dsv4q_model_close(m);
+}
+
+static void test_compose_bitexact(void **state)
+{
+    (void)state;
+    /* ring wrapped (w = 16); the ratio-4 compressors emit a row at the
+     * decode step at position 43 */
+    bitexact(tiny_dir, 42, 2);
+    /* the ratio-128 compressor emits its first row at the decode step at
+     * position 127 (history re-run of COMPRESSOR over 128 tokens) */
+    bitexact(tiny_dir, 126, 3);
+    bitexact(bf16_dir, 24, 8);
+}
+
+/* ---- 2. the gates ------------------------------------------------------ */
+
+static void qualify_one(const char *spec, dsv4q_wm_result *r)
+{
+    char err[1024];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, bf16_dir, err, sizeof err), 0);
+    const long np = 24, nd = 8;
+    int32_t *ids = tokens(m->cfg.vocab_size, np, nd);
+    dsv4q_wm_opts o = {.gates = &G, .iso = {300, 0}, .quiet = 1};
+    assert_int_equal(dsv4q_wm_qualify(spec, m, ids, np, nd, &o, r, err, sizeof err), 0);
+    dsv4q_wm_print(stdout, r, &G);
+    printf("\n");
+    free(ids);
+    dsv4q_model_close(m);
+}
+
+static void test_gates(void **state)
+{
+    (void)state;
+    dsv4q_wm_result r;
+    /* oracle-f32 is the level: ratio exactly 1, same argmaxes */
+    qualify_one("oracle-f32", &r);
+    assert_int_equal(r.verdict, DSV4Q_V_PASS);
+    assert_true(r.nrms == r.level);
+    assert_int_equal(r.agree, r.level_agree);
+    assert_int_equal(dsv4q_wm_status(&r), 0);
+    assert_int_equal(r.decode_op, DSV4Q_OP_WINDOW_ATTN_DECODE);
+    dsv4q_wm_free(&r);
+
+    qualify_one("cpu-ref", &r);
+    assert_int_equal(r.verdict, DSV4Q_V_PASS);
+    assert_true(r.nrms < 2 * r.level);   /* an honest FP32 backend sits at the level here */
+    assert_int_equal(r.nonfinite, 0);
+    dsv4q_wm_free(&r);
+
+    /* the decode step reads the stale ring slot: caught by the whole model */
+    qualify_one("mutant:window_off_by_one", &r);
+    assert_int_equal(r.verdict, DSV4Q_V_FAIL);
+    assert_false(r.nrms_pass);
+    assert_true(r.nrms > r.bound);
+    assert_int_equal(dsv4q_wm_status(&r), 1);
+    char *js = dsv4q_wm_json(&r, &G);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"verdict\":\"FAIL\""));
+    free(js);
+    dsv4q_wm_free(&r);
+}
+
+/* ---- 3. errors ----------------------------------------------------------- */
+
+static void test_missing_ops(void **state)
+{
+    (void)state;
+    dsv4q_wm_result r;
+    qualify_one("build/plugins/good.so", &r);   /* rmsnorm, hc_post, topk only */
+    assert_int_equal(r.verdict, DSV4Q_V_ERROR);
+    assert_non_null(strstr(r.msg, "does not implement linear"));
+    assert_int_equal(dsv4q_wm_status(&r), 1);
+    dsv4q_wm_free(&r);
+    qualify_one("build/plugins/no_such.so", &r);
+    assert_true(r.load_failed);
+    assert_int_equal(dsv4q_wm_status(&r), 2);
+    dsv4q_wm_free(&r);
+}
+
+static int crash_job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char *detail, size_t detaillen,
+                     char *err, size_t errlen)
+{
+    (void)b; (void)ctx; (void)user; (void)out; (void)err; (void)errlen;
+    snprintf(detail, detaillen, "op expert, layer 3, position 41 (decode)");
+    raise(SIGSEGV);
+    return DSV4Q_BACKEND_OK;
+}
+
+static void test_job_crash(void **state)
+{
+    (void)state;
+    char msg[1024];
+    double out[4];
+    dsv4q_iso_opts o = {30, 0};
+    dsv4q_iso_status st = dsv4q_iso_job("cpu-ref", &o, "whole model", crash_job, NULL, out, sizeof out, msg, sizeof msg);
+    printf("  %s\n", msg);
+    assert_int_equal(st, DSV4Q_ISO_CRASH);
+    assert_non_null(strstr(msg, "SIGSEGV"));
+    assert_non_null(strstr(msg, "whole model: op expert, layer 3, position 41"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compose_bitexact),
+        cmocka_unit_test(test_gates),
+        cmocka_unit_test(test_missing_ops),
+        cmocka_unit_test(test_job_crash),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
