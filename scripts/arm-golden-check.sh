@@ -15,8 +15,9 @@
 #               libraries (Debian multiarch; needs root) when missing
 # ARM_EXTRA_CFLAGS (environment) is appended to the flags, e.g.
 # ARM_EXTRA_CFLAGS=-ffp-contract=fast shows what FMA contraction would do.
-# Exit status: the checker's (0 all ok, 1 mismatch, 2 corrupt/missing), or
-# 3 when the toolchain is missing / the build fails.
+# Exit status: the checker's (0 all ok, 1 mismatch, 2 corrupt/missing), 4 if our
+# code does not build for aarch64 (a real failure), or
+# 3 when the cross toolchain or qemu is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +66,10 @@ fi
 OUT=build/arm64${ARM_EXTRA_CFLAGS:+-extra}
 mkdir -p "$OUT"
 CFLAGS="-O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-format-truncation -fno-fast-math -fopenmp -I. ${ARM_EXTRA_CFLAGS:-}"
-COMMON="oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c"
+# The width-independent oracle sources: the Makefile's ORACLE_COMMON, read
+# from it so the two lists cannot drift apart.
+COMMON=$(sed -n 's/^ORACLE_COMMON := //p' Makefile)
+[ -n "$COMMON" ] || { echo "arm-golden-check: ORACLE_COMMON not found in the Makefile" >&2; exit 2; }
 WIDTH=""
 for f in oracle/*.c; do
   case " $COMMON " in *" $f "*) ;; *) WIDTH="$WIDTH $f" ;; esac
@@ -94,7 +98,7 @@ echo "arm-golden-check: compiling with $($CC --version | head -1)"
 t0=$(date +%s)
 objs=()
 build() {   # src obj extra-flags
-  $CC $CFLAGS $3 -c "$1" -o "$2" || exit 3
+  $CC $CFLAGS $3 -c "$1" -o "$2" || exit 4
   objs+=("$2")
 }
 for f in $WIDTH; do
@@ -106,7 +110,7 @@ for f in $SRCS "$OUT/arm_check_main.c"; do
   b=$(echo "$f" | tr '/' '_')
   build "$f" "$OUT/${b%.c}.o" ""
 done
-$CC "${objs[@]}" -ljansson -lsodium -lz -lm -fopenmp -o "$OUT/golden-check" || exit 3
+$CC "${objs[@]}" -ljansson -lsodium -lz -lm -fopenmp -o "$OUT/golden-check" || exit 4
 file "$OUT/golden-check" 2>/dev/null || true
 t1=$(date +%s)
 echo "arm-golden-check: built in $((t1 - t0)) s; running under $(qemu-aarch64 --version | head -1)"

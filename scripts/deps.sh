@@ -4,7 +4,11 @@
 set -e
 PKGS="gcc make libc6-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev libsqlite3-dev libsodium-dev libjansson-dev libopenblas-dev pkg-config python3 python3-pip"
 missing=""
-for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+# dpkg-query rather than dpkg -s: with multiarch (e.g. the arm64 libraries
+# of scripts/arm-golden-check.sh) dpkg -s NAME is ambiguous and fails.
+for p in $PKGS; do
+  dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing="$missing $p"
+done
 if [ -z "$missing" ]; then echo "dsv4q: all build dependencies present"; exit 0; fi
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 echo "dsv4q: installing:$missing"
