@@ -50,7 +50,7 @@ $(LIB): $(OBJS)
 $(BIN): cli/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/tinyfix.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -lcmocka -o $@
 

@@ -11,6 +11,7 @@
  *  - docs/boundaries.md holds the table `dsv4q boundaries --markdown` prints.
  */
 #include "tests/testutil.h"
+#include "tests/tinyfix.h"
 #include "cli/taps.h"
 #include "io/config.h"
 #include "io/model.h"
@@ -25,12 +26,8 @@ static int setup(void **state)
 {
     (void)state;
     char err[512];
-    snprintf(root, sizeof root, "/tmp/dsv4q-test-bnd-XXXXXX");
-    if (!mkdtemp(root)) return -1;
-    snprintf(tiny, sizeof tiny, "%s/tiny", root);
-    dsv4q_config cfg;
-    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err) || dsv4q_synth_write(&cfg, 5, tiny, 1, err, sizeof err) ||
-        dsv4q_model_open(&M, tiny, err, sizeof err)) {
+    if (tinyfix_make(root, sizeof root, tiny, sizeof tiny, "bnd", "tiny", 5)) return -1;
+    if (dsv4q_model_open(&M, tiny, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -40,10 +37,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
     dsv4q_model_close(M);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return tinyfix_remove(root);
 }
 
 static void run_taps(uint64_t bs, dsv4q_tapset *ts, double *logits)

@@ -11,6 +11,7 @@
  *    vocab, an unknown profile or boundary each exit 2 and write nothing.
  */
 #include "tests/testutil.h"
+#include "tests/tinyfix.h"
 #include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,37 +28,16 @@ static char root[256], tiny[300];
 static int setup(void **state)
 {
     (void)state;
-    char err[512];
-    snprintf(root, sizeof root, "/tmp/dsv4q-test-cli-XXXXXX");
-    if (!mkdtemp(root)) return -1;
-    snprintf(tiny, sizeof tiny, "%s/tiny", root);
-    dsv4q_config cfg;
-    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err) || dsv4q_synth_write(&cfg, 3, tiny, 1, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    return 0;
+    return tinyfix_make(root, sizeof root, tiny, sizeof tiny, "cli", "tiny", 3);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return tinyfix_remove(root);
 }
 
-static int call(int (*cmd)(int, char **), const char *a0, ...)
-{
-    char *argv[32];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, a0);
-    for (const char *a = a0; a && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
-    va_end(ap);
-    argv[argc] = NULL;
-    return cmd(argc, argv);
-}
+#define call tinyfix_call
 
 static void write_file(const char *path, const char *text)
 {
