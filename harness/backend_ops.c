@@ -150,7 +150,7 @@ static const dsv4q_op_info ops[DSV4Q_OP_COUNT] = {
         { T("x", "[n,d]", "F32", "rows routed to this expert"),
           T("w1", "[I,d]", "F32 + raw", "gate proj; raw packed E2M1 + E8M0 [I,d/32] or F8_E4M3 + 128x128 scales"),
           T("w2", "[d,I]", "F32 + raw", "down proj"), T("w3", "[I,d]", "F32 + raw", "up proj"),
-          T("weight", "[n]", "F32", "routing weight per row (1 for the shared expert)") },
+          T("weight", "[n]", "F32", "routing weight per row; empty (ndim 0) = 1, the shared expert") },
         { T("y", "[n,d]", "F32|BF16", "w2(bf16(silu(min(w1 x,L)) * clamp(w3 x,+-L) * weight))") },
         { "swiglu_limit L (0 = none)", "ue8m0" },
         "oracle/moe.c dsv4q_expert", "model.py Expert.forward",
