@@ -76,6 +76,10 @@ deps:
 docs: $(BIN)
 	@{ sed -n '1,/^<!-- generated -->$$/p' docs/boundaries.md; ./$(BIN) boundaries --markdown; } > docs/boundaries.md.tmp
 	@mv docs/boundaries.md.tmp docs/boundaries.md
+	@{ sed -n '1,/^<!-- generated -->$$/p' docs/backends.md; ./$(BIN) qualify --list-ops --markdown; } > docs/backends.md.tmp
+	@mv docs/backends.md.tmp docs/backends.md
+	@{ sed -n '1,/^<!-- generated: dsv4q stages --markdown -->$$/p' docs/captures.md; ./$(BIN) stages --markdown; } > docs/captures.md.tmp
+	@mv docs/captures.md.tmp docs/captures.md
 
 clean:
 	rm -rf $(BUILD)
