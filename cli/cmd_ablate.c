@@ -77,10 +77,10 @@ static int families(toggle *tg)
     return n;
 }
 
-static void write_svg(const char *path, const toggle *tg, int n, double floor_nrms)
+static int write_svg(const char *path, const toggle *tg, int n, double floor_nrms)
 {
     FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return; }
+    if (!f) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return -1; }
     const int W = 900, row = 22, left = 230, top = 40, H = top + row * (n + 1) + 40;
     /* log10 axis from 1e-17 to 1 */
     const double lo = -17, hi = 0;
@@ -105,7 +105,8 @@ static void write_svg(const char *path, const toggle *tg, int n, double floor_nr
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">1e%d</text>\n", x, top + row * n + 18, e);
     }
     fprintf(f, "</svg>\n");
-    fclose(f);
+    if (fclose(f)) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return -1; }
+    return 0;
 }
 
 static int extra(void *ctx, int argc, char **argv, int i)
@@ -114,6 +115,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     if (!strcmp(argv[i], "--base") || !strcmp(argv[i], "--svg")) {
         if (i + 1 >= argc) { fprintf(stderr, "dsv4q ablate: %s needs a value\n", argv[i]); return -1; }
         o[!strcmp(argv[i], "--svg")] = argv[i + 1];
+        if (!strcmp(argv[i], "--svg") && dsv4q_cli_check_out(argv[i], argv[i + 1])) return -1;
         return 2;
     }
     return 0;
@@ -170,7 +172,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     printf("dsv4q ablate: toggle each boundary against base profile '%s', width f%d\n", o.profile, o.width);
     printf("  model   %s (%s)\n  tokens  %s (prompt %ld, decode %ld)\n", dir, m->cfg.name, t.source, t.nprompt, t.nteacher);
     printf("  fp32-vs-fp64 floor of the base profile: logit NRMS %.4e\n\n", floor_nrms);
-    printf("  %-28s %-4s %12s %12s %8s %10s\n", "boundary", "to", "logit NRMS", "max abs", "greedy", "of floor");
+    printf("  %-28s %-4s %12s %12s %8s %10s\n", "boundary", "to", "logit NRMS", "max abs", "greedy", "x floor");
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         double share = floor_nrms > 0 ? tg[i].nrms / floor_nrms : 0;
@@ -194,13 +196,23 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
         FILE *f = fopen(o.json, "w");
-        if (!f || fputs(metrics, f) < 0 || fclose(f)) fprintf(stderr, "dsv4q ablate: cannot write %s\n", o.json);
+        if (!f || fputs(metrics, f) < 0 || fclose(f)) {
+            fprintf(stderr, "dsv4q ablate: cannot write %s\n", o.json);
+            free(metrics);
+            json_decref(jm);
+            goto out;   /* rc 2, no receipt for a run whose output failed */
+        }
     }
-    if (ex[1]) write_svg(ex[1], tg, n, floor_nrms);
-    dsv4q_cli_receipt(&o, "ablate", argc, argv, dir, &m->cfg, &t, o.width == 64 ? "f64" : "f32", metrics, "info");
+    if (ex[1] && write_svg(ex[1], tg, n, floor_nrms)) {
+        free(metrics);
+        json_decref(jm);
+        goto out;
+    }
+    int rrc = dsv4q_cli_receipt(&o, "ablate", argc, argv, dir, &m->cfg, &t, o.width == 64 ? "f64" : "f32", metrics,
+                                "info");
     free(metrics);
     json_decref(jm);
-    rc = 0;
+    rc = rrc ? 2 : 0;
     goto out;
 fail:
     fprintf(stderr, "dsv4q ablate: %s\n", err);

@@ -84,7 +84,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     return takes ? 2 : 1;
 }
 
-static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv4q_gates *g, const char *gate_path,
+static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv4q_gates *g, const char *gate_path,
                           const char *metrics, int status, int argc, char **argv)
 {
     char err[1024], so_sha[DSV4Q_SHA256_HEX + 1] = "", gate_sha[DSV4Q_SHA256_HEX + 1] = "";
@@ -97,11 +97,15 @@ static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const ds
                        .verdict = status == 0 ? "pass" : status == 1 ? "fail" : "error"};
     long long id = 0;
     const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err))
+    int rc = 0;
+    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
-    else if (!o->quiet)
+        rc = -1;
+    } else if (!o->quiet) {
         printf("receipt %lld written to %s\n", id, db);
+    }
     free(cmdline);
+    return rc;
 }
 
 /* --whole-model: one composed run per backend, judged with gates.model. */
@@ -256,7 +260,10 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     int worst = 0;
     FILE *jf = NULL;
-    if (o.json && !(jf = fopen(o.json, "w"))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
+    if (o.json && !(jf = fopen(o.json, "w"))) {
+        fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
+        return 2;
+    }
     if (jf && q.nb > 1) fputs("[", jf);
     for (int b = 0; b < q.nb; b++) {
         int st = dsv4q_qual_status(&res[b]);
@@ -265,7 +272,8 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         dsv4q_qual_print(stdout, &res[b], &g, q.all_metrics);
         char *metrics = dsv4q_qual_json(&res[b], &g);
         if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
-        write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv);
+        /* a failed load is not a measurement: no receipt for it */
+        if (!res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv)) worst = 2;
         free(metrics);
         dsv4q_qual_free(&res[b]);
         if (b + 1 < q.nb) printf("\n");

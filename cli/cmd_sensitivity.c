@@ -140,12 +140,17 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
         FILE *f = fopen(o.json, "w");
-        if (!f || fputs(metrics, f) < 0 || fclose(f)) fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
+        if (!f || fputs(metrics, f) < 0 || fclose(f)) {
+            fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
+            free(metrics);
+            json_decref(jm);
+            goto out;   /* rc 2, no receipt for a run whose output failed */
+        }
     }
-    dsv4q_cli_receipt(&o, "sensitivity", argc, argv, dir, &m->cfg, &t, "f32,f64", metrics, "info");
+    int rrc = dsv4q_cli_receipt(&o, "sensitivity", argc, argv, dir, &m->cfg, &t, "f32,f64", metrics, "info");
     free(metrics);
     json_decref(jm);
-    rc = 0;
+    rc = rrc ? 2 : 0;
     goto out;
 fail:
     fprintf(stderr, "dsv4q sensitivity: %s\n", err);

@@ -18,8 +18,18 @@ int dsv4q_cmd_synth(int argc, char **argv)
         if (i + 1 >= argc) { fprintf(stderr, "dsv4q synth: option %s needs a value\n", argv[i]); return 2; }
         if (!strcmp(argv[i], "--config")) cfgname = argv[++i];
         else if (!strcmp(argv[i], "--out")) out = argv[++i];
-        else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--shards")) shards = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--shards")) {
+            const char *v = argv[++i];
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (*end || n < 0 || (n == 0 && !strcmp(argv[i - 1], "--shards"))) {
+                fprintf(stderr, "dsv4q synth: %s needs a %s integer, got '%s'\n", argv[i - 1],
+                        strcmp(argv[i - 1], "--shards") ? "non-negative" : "positive", v);
+                return 2;
+            }
+            if (!strcmp(argv[i - 1], "--seed")) seed = (unsigned long long)n;
+            else shards = (int)n;
+        }
         else { fprintf(stderr, "dsv4q synth: unknown option '%s'\n", argv[i]); return 2; }
     }
     if (!out) { fprintf(stderr, "dsv4q synth: --out DIR is required\n"); return 2; }

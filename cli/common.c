@@ -25,6 +25,22 @@ static int need_arg(int argc, char **argv, int i)
     return 1;
 }
 
+int dsv4q_cli_check_out(const char *opt, const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK) != 0) {
+        fprintf(stderr, "dsv4q: %s %s: directory '%s' does not exist or is not writable\n", opt, path, dir);
+        return -1;
+    }
+    return 0;
+}
+
 int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx)
 {
     memset(o, 0, sizeof *o);
@@ -47,7 +63,7 @@ int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt ex
                 fprintf(stderr, "dsv4q: %s needs a non-negative integer, got '%s'\n", a, v);
                 return 2;
             }
-            if (!strcmp(a, "--prompt-len")) o->prompt_len = n;
+            if (!strcmp(a, "--prompt-len")) { o->prompt_len = n; o->prompt_len_set = 1; }
             else if (!strcmp(a, "--decode")) o->decode = n;
             else if (!strcmp(a, "--threads")) o->threads = (int)n;
             else o->seed = (uint64_t)n;
@@ -64,9 +80,9 @@ int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt ex
             size_t n = strlen(o->boundary);
             if (n + strlen(v) + 2 >= sizeof o->boundary) { fprintf(stderr, "dsv4q: too many --boundary\n"); return 2; }
             snprintf(o->boundary + n, sizeof o->boundary - n, "%s%s", n ? "," : "", v);
-        } else if (!strcmp(a, "--out")) { if (!(o->out = VAL())) return 2; }
-        else if (!strcmp(a, "--json")) { if (!(o->json = VAL())) return 2; }
-        else if (!strcmp(a, "--db")) { if (!(o->db = VAL())) return 2; }
+        } else if (!strcmp(a, "--out")) { if (!(o->out = VAL()) || dsv4q_cli_check_out(a, o->out)) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(o->json = VAL()) || dsv4q_cli_check_out(a, o->json)) return 2; }
+        else if (!strcmp(a, "--db")) { if (!(o->db = VAL()) || dsv4q_cli_check_out(a, o->db)) return 2; }
         else if (!strcmp(a, "--key")) { if (!(o->key = VAL())) return 2; }
         else if (!strcmp(a, "--taps")) o->taps = 1;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
@@ -156,7 +172,15 @@ static int read_ids(json_t *arr, const char *file, const char *key, int32_t **ou
 int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
+    if (o->tokens && o->prompt_len_set) {
+        snprintf(err, errlen, "--tokens and --prompt-len exclude each other (the prompt comes from one of them)");
+        return -1;
+    }
     if (o->tokens) {
+        if (access(o->tokens, R_OK) != 0) {
+            snprintf(err, errlen, "%s: cannot open tokens file: %s", o->tokens, strerror(errno));
+            return -1;
+        }
         json_error_t je;
         json_t *root = json_load_file(o->tokens, 0, &je);
         if (!root) {
@@ -169,7 +193,13 @@ int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *
         json_decref(root);
         if (rc) { dsv4q_tokens_free(t); return -1; }
         if (t->nprompt < 1) { snprintf(err, errlen, "%s: 'prompt' is empty", o->tokens); dsv4q_tokens_free(t); return -1; }
-        if (o->decode >= 0 && o->decode < t->nteacher) t->nteacher = o->decode;
+        if (o->decode > t->nteacher) {
+            snprintf(err, errlen, "%s: --decode %ld asks for more steps than the %ld teacher ids in the file",
+                     o->tokens, o->decode, t->nteacher);
+            dsv4q_tokens_free(t);
+            return -1;
+        }
+        if (o->decode >= 0) t->nteacher = o->decode;
         snprintf(t->source, sizeof t->source, "%s", o->tokens);
     } else {
         long m = o->decode >= 0 ? o->decode : 8;

@@ -23,6 +23,7 @@ typedef struct dsv4q_cli_opts {
     const char *model;     /* --model DIR (NULL: synthesized default) */
     const char *tokens;    /* --tokens FILE */
     long prompt_len;       /* --prompt-len N (default 64) */
+    int prompt_len_set;    /* --prompt-len given (excludes --tokens) */
     long decode;           /* --decode M (default 8, or the teacher length) */
     int width;             /* --width f32|f64 (0: command default) */
     const char *profile;   /* --profile P (default source) */
@@ -42,6 +43,11 @@ typedef struct dsv4q_cli_opts {
  * 0 if not recognised). Returns 0 or 2 (usage error, message printed). */
 typedef int (*dsv4q_extra_opt)(void *ctx, int argc, char **argv, int i);
 int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx);
+
+/* Check that an output path's directory exists and is writable, before
+ * any work is done (so a run never ends in "cannot write"). 0 or -1 with a
+ * message on stderr naming the option. */
+int dsv4q_cli_check_out(const char *opt, const char *path);
 
 /* Resolve the model directory: --model, else synthesize `tiny` (seed 1)
  * into $DSV4Q_CACHE or $XDG_CACHE_HOME/dsv4q or ~/.cache/dsv4q. */

@@ -213,6 +213,7 @@ static void bad_inputs_exit_2_and_write_nothing(void **state)
     snprintf(out, sizeof out, "%s/never.safetensors", root);
     snprintf(tok, sizeof tok, "%s/tokens.json", root);
     snprintf(missing, sizeof missing, "%s/no-such-model", root);
+    struct stat sb;
     assert_int_equal(call(dsv4q_cmd_run, "run", "--model", missing, "--out", out, "--quiet", NULL), 2);
     write_file(tok, "{\"prompt\": [1, 2, ");
     assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
@@ -225,7 +226,21 @@ static void bad_inputs_exit_2_and_write_nothing(void **state)
     assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--profile", "fast", "--out", out, NULL), 2);
     assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--boundary", "kv_fp9=on", "--out", out, NULL), 2);
     assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", missing, NULL), 2);
-    struct stat sb;
+    /* an output that cannot be written is refused before any work, and no
+     * receipt is stored for it */
+    char db[400], badjson[400];
+    snprintf(db, sizeof db, "%s/bad.db", root);
+    snprintf(badjson, sizeof badjson, "%s/no-such-dir/x.json", root);
+    assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", tiny, "--prompt-len", "4", "--decode", "0",
+                          "--json", badjson, "--db", db, "--quiet", NULL), 2);
+    assert_int_not_equal(stat(db, &sb), 0);
+    /* --tokens and --prompt-len exclude each other; a missing tokens file is named */
+    write_file(tok, "{\"prompt\": [1, 2, 3], \"teacher\": [4]}");
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--prompt-len", "9", "--out", out,
+                          "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--decode", "5", "--out", out,
+                          "--quiet", NULL), 2);
+    assert_int_not_equal(stat(out, &sb), 0);
     assert_int_not_equal(stat(out, &sb), 0);
     /* the boundary error lists the valid names */
     uint64_t bs = 0;
