@@ -95,7 +95,8 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  greedy agreement   %ld/%ld\n", agree, rows);
     printf("  non-finite         f32 %ld, f64 %ld\n", whole.nonfinite_a, whole.nonfinite_b);
 
-    printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls)\n  layer ratio");
+    printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls; ratio = the layer's compress ratio,\n"
+           "0 window only, 4 indexed, 128; idx_flips = query rows whose top-k set differs)\n  layer ratio");
     for (int s = 0; table_stages[s]; s++) printf(" %12s", table_stages[s]);
     printf(" %9s\n", "idx_flips");
     json_t *jl = json_array();

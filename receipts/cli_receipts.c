@@ -137,7 +137,7 @@ int dsv4q_cmd_keygen(int argc, char **argv)
         snprintf(path, sizeof path, "%s", o.out);
     if (dsv4q_keygen(path, keyid, err, sizeof err)) {
         fprintf(stderr, "dsv4q keygen: %s\n", err);
-        return 1;
+        return EXIT_USAGE;   /* an existing key or an unwritable path: bad input, not a verdict */
     }
     printf("wrote signing key %s (mode 0600) and public key %s.pub; key id %s\n", path, path,
            keyid);

@@ -852,7 +852,7 @@ static void test_cli(void **state)
     {
         char *a[] = {"keygen", "--out", f->key};
         out = cli(f, &rc, dsv4q_cmd_keygen, 3, a);
-        assert_int_equal(rc, 1); /* refuses to overwrite */
+        assert_int_equal(rc, 2); /* refuses to overwrite: bad input, exit 2 */
         free(out);
     }
     {
