@@ -70,6 +70,18 @@ typedef struct dsv4q_op_info {
     int selection;               /* output 0/1 is compared as a set */
 } dsv4q_op_info;
 
+/* Glue shared by the harness's model compositions (qualify --whole-model,
+ * capture --backend), so both route MoE exactly like oracle/moe.c. */
+
+/* DSV4Q_SCORE_* code of a config score_func name (sqrtsoftplus default). */
+int dsv4q_score_func_code(const char *score_func);
+/* Gather the rows routed to expert e: for token t and pick j with
+ * ix[t*k+j] == e (t ascending), rows[n] = t, we[n] = wts[t*k+j] and
+ * xe[n] = x[t] ([d] floats). Returns n. Shapes: ix, wts [s,k]; x [s,d];
+ * rows, we [>= s*k]; xe [>= s*k, d]. Mirrors oracle/moe.c dsv4q_moe. */
+long dsv4q_moe_gather(const int32_t *ix, const float *wts, const float *x, long s, int k, long d, int e,
+                      long *rows, float *we, float *xe);
+
 const dsv4q_op_info *dsv4q_op_get(int op);       /* NULL if out of range */
 int dsv4q_op_find(const char *name);             /* -1 if unknown */
 /* docs/backends.md's generated operator section (markdown). */

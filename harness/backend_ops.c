@@ -232,3 +232,24 @@ void dsv4q_op_markdown(FILE *f)
         fprintf(f, "\n");
     }
 }
+
+int dsv4q_score_func_code(const char *f)
+{
+    return !strcmp(f, "sigmoid") ? DSV4Q_SCORE_SIGMOID : !strcmp(f, "softmax") ? DSV4Q_SCORE_SOFTMAX
+                                                                           : DSV4Q_SCORE_SQRTSOFTPLUS;
+}
+
+long dsv4q_moe_gather(const int32_t *ix, const float *wts, const float *x, long s, int k, long d, int e,
+                      long *rows, float *we, float *xe)
+{
+    long n = 0;
+    for (long t = 0; t < s; t++)
+        for (int j = 0; j < k; j++)
+            if (ix[t * k + j] == e) {
+                rows[n] = t;
+                we[n] = wts[t * k + j];
+                memcpy(xe + n * d, x + t * d, sizeof(float) * (size_t)d);
+                n++;
+            }
+    return n;
+}

@@ -330,20 +330,10 @@ static int st_moe(dsv4q_capture_splice *sp, const dsv4q_stage_io *io)
     in[3] = L->hash ? fbt("tid2eid", L->tid2eid, 1, 2, g->vocab_size, k, 0) : fbt("tid2eid", NULL, 1, 0, 0, 0, 0);
     in[4] = fbt("ids", io->ids, 1, 1, s, 0, 0);
     dsv4q_bt out[2] = {fbt("weights", wts, 0, 2, s, k, 0), fbt("indices", ix, 1, 2, s, k, 0)};
-    int sf = !strcmp(g->score_func, "sigmoid") ? DSV4Q_SCORE_SIGMOID
-             : !strcmp(g->score_func, "softmax") ? DSV4Q_SCORE_SOFTMAX : DSV4Q_SCORE_SQRTSOFTPLUS;
-    double par[3] = {k, g->route_scale, sf};
+    double par[3] = {k, g->route_scale, dsv4q_score_func_code(g->score_func)};
     if (brun(sp, DSV4Q_OP_MOE_GATE, in, 5, out, 2, par, 3)) goto out;
     for (int e = 0; e < ne; e++) {   /* the engine's sum: ascending expert id, FP32 */
-        long n = 0;
-        for (long t = 0; t < s; t++)
-            for (int j = 0; j < k; j++)
-                if (ix[t * k + j] == e) {
-                    rows[n] = t;
-                    we[n] = wts[t * k + j];
-                    memcpy(xe + n * d, x + t * d, sizeof(float) * (size_t)d);
-                    n++;
-                }
+        long n = dsv4q_moe_gather(ix, wts, x, s, k, d, e, rows, we, xe);
         if (!n) continue;
         if (expert(sp, &L->experts[e], xe, n, we, ye)) goto out;
         for (long r = 0; r < n; r++)

@@ -559,12 +559,6 @@ out:
     return rc;
 }
 
-static int score_func_code(const char *f)
-{
-    return !strcmp(f, "sigmoid") ? DSV4Q_SCORE_SIGMOID : !strcmp(f, "softmax") ? DSV4Q_SCORE_SOFTMAX
-                                                                               : DSV4Q_SCORE_SQRTSOFTPLUS;
-}
-
 /* EXPERT y [n, d] on rows x with routing weights wt. */
 static int expert(wm *w, const dsv4q_expert_w *E, const float *x, long n, const float *wt, float *y)
 {
@@ -607,7 +601,7 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
         in[2] = L->hash ? bt_f32("bias", NULL, 0, 0, 0, 0) : bt_vec("bias", &L->gate_bias);
         in[3] = L->hash ? bt_i32("tid2eid", L->tid2eid, 2, g->vocab_size, k) : bt_i32("tid2eid", NULL, 0, 0, 0);
         in[4] = bt_i32("ids", ids, 1, s, 0);
-        const double par[3] = {k, g->route_scale, score_func_code(g->score_func)};
+        const double par[3] = {k, g->route_scale, dsv4q_score_func_code(g->score_func)};
         const wout o[2] = {WO("weights", wts, 2, s, k, 0), WOI("indices", ix, 2, s, k)};
         if (call(w, DSV4Q_OP_MOE_GATE, in, par, 2, o)) goto out;
     }
@@ -619,15 +613,7 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
     AL(rows, s * k);
     memset(acc, 0, sizeof(float) * (size_t)(s * d));
     for (int e = 0; e < E; e++) {   /* ascending expert id: the sum order */
-        long n = 0;
-        for (long t = 0; t < s; t++)
-            for (int j = 0; j < k; j++)
-                if (ix[t * k + j] == e) {
-                    rows[n] = t;
-                    we[n] = wts[t * k + j];
-                    memcpy(xe + n * d, x + t * d, sizeof(float) * (size_t)d);
-                    n++;
-                }
+        long n = dsv4q_moe_gather(ix, wts, x, s, k, d, e, rows, we, xe);
         if (!n) continue;
         if (expert(w, &L->experts[e], xe, n, we, ye)) goto out;
         for (long r = 0; r < n; r++)
