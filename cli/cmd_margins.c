@@ -138,13 +138,14 @@ static void on_attn(ctx *c, int layer, const double *data, long n, long rows)
 static void tap_cb(void *user, int layer, const char *stage, const double *data, long n, long rows)
 {
     ctx *c = user;
-    if (!stage) {
+    if (!stage) {                        /* progress: layer `layer` of a call done */
+        int stop = c->nidx > 0 ? c->layers[c->nidx - 1] : c->m->cfg.n_layers - 1;
         if (!c->quiet && isatty(2))
             fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", c->label, c->calls + 1, c->total_calls, layer + 1,
-                    c->m->cfg.n_layers);
-        return;
-    }
-    if (!strcmp(stage, "logits")) {
+                    stop + 1);
+        else if (!c->quiet && c->calls == 0)      /* the prefill is the long call */
+            fprintf(stderr, "[%s] prefill: layer %d/%d done\n", c->label, layer + 1, stop + 1);
+        if (layer != stop) return;
         c->calls++;
         long step = c->total_calls > 10 ? c->total_calls / 10 : 1;
         if (!c->quiet && !isatty(2) && (c->calls % step == 0 || c->calls == c->total_calls))
@@ -224,6 +225,8 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
         free(logits);
         return -1;
     }
+    /* Nothing after the last ratio-4 layer is observed: skip it and the head. */
+    if (c->nidx > 0) dsv4q_run_set_last_layer(r, c->layers[c->nidx - 1]);
     if (run == RUN_RERUN) dsv4q_run_set_pick_hook(r, pick_hook, c);
     c->pos0 = 0;
     int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);

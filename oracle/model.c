@@ -56,6 +56,7 @@ struct X(dsv4q_runstate) {
     void *pick_user;
     dsv4q_stage_fn stage_fn;            /* optional stage hook (capture) */
     void *stage_user;
+    int last_layer;                     /* stop after this block (-1: run all + head) */
 };
 
 void X(dsv4q_run_set_stage_hook)(X(dsv4q_runstate) *r, dsv4q_stage_fn fn, void *user)
@@ -68,6 +69,11 @@ void X(dsv4q_run_set_pick_hook)(X(dsv4q_runstate) *r, dsv4q_pick_fn fn, void *us
 {
     r->pick = fn;
     r->pick_user = user;
+}
+
+void X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
+{
+    r->last_layer = layer;
 }
 
 static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
@@ -132,6 +138,7 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
     X(dsv4q_runstate) *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->m = m;
+    r->last_layer = -1;
     r->bs = bs;
     r->ue8m0 = g->scale_ue8m0;
     r->max_pos = max_pos;
@@ -516,14 +523,17 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
     st_embed(r, ids, s, Xs);
     tap(r, -1, "embed", Xs, s * hc * d, s);
     REPORT(DSV4Q_STAGE_EMBED, NULL, Xs);
-    for (li = 0; li < g->n_layers; li++) {
+    const int nl = r->last_layer >= 0 && r->last_layer < g->n_layers ? r->last_layer + 1 : g->n_layers;
+    for (li = 0; li < nl; li++) {
         if (block(r, li, Xs, s, p0, ids)) goto oom;
         if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0);   /* progress */
     }
     li = -1;
-    if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base),
+    if (nl < g->n_layers) {             /* stopped early: no head, no logits */
+        for (long i = 0; i < g->vocab_size; i++) logits[i] = (real)NAN;
+    } else if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base),
              V(r->m->norm), logits)) goto oom;
-    REPORT(DSV4Q_STAGE_HEAD, Xs + (s - 1) * hc * d, logits);
+    if (nl == g->n_layers) REPORT(DSV4Q_STAGE_HEAD, Xs + (s - 1) * hc * d, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     free(r->lastX);
     r->lastX = Xs;

@@ -58,6 +58,8 @@ long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
 long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
 void dsv4q_run_set_pick_hook_f32(dsv4q_runstate_f32 *r, dsv4q_pick_fn fn, void *user);
 void dsv4q_run_set_pick_hook_f64(dsv4q_runstate_f64 *r, dsv4q_pick_fn fn, void *user);
+void dsv4q_run_set_last_layer_f32(dsv4q_runstate_f32 *r, int layer);
+void dsv4q_run_set_last_layer_f64(dsv4q_runstate_f64 *r, int layer);
 void dsv4q_run_set_stage_hook_f32(dsv4q_runstate_f32 *r, dsv4q_stage_fn fn, void *user);
 void dsv4q_run_set_stage_hook_f64(dsv4q_runstate_f64 *r, dsv4q_stage_fn fn, void *user);
 int dsv4q_stage_exec_f32(dsv4q_runstate_f32 *r, const dsv4q_stage_io *io);
@@ -82,6 +84,12 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
 /* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */
 void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
+/* Stop every call after layer `layer`'s block (0-based): the later layers
+ * and the head are not run, and the logits come back as NaN. For runs that
+ * only observe layers up to `layer` (dsv4q margins). -1 (the default) runs
+ * the whole model. Set before the first feed; a layer >= n_layers also
+ * runs the whole model. */
+void dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
 /* Run ONE stage on the given inputs instead of a whole call (replay of a

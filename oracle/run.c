@@ -87,6 +87,12 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
     else dsv4q_run_set_pick_hook_f64(r->r64, fn, user);
 }
 
+void dsv4q_run_set_last_layer(dsv4q_run *r, int layer)
+{
+    if (r->width == 32) dsv4q_run_set_last_layer_f32(r->r32, layer);
+    else dsv4q_run_set_last_layer_f64(r->r64, layer);
+}
+
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)
 {
     if (r->width == 32) dsv4q_run_set_stage_hook_f32(r->r32, fn, user);

@@ -9,7 +9,7 @@
  * Real plugin, on a machine without a GPU (CI):
  *  - dlopen succeeds (the CUDA runtime is static; no libcuda at load time);
  *    the descriptor: ABI version, struct size, name "cuda", profile
- *    "source", every operator in caps;
+ *    "source", every operator in caps (DSV4Q_CAP_KNOWN);
  *  - init() fails cleanly with "no CUDA device (...)", run() on a NULL
  *    context returns an error; nothing crashes.
  * Real plugin with a GPU (DSV4Q_HAVE_GPU=1 or init() succeeds): one RMSNORM
@@ -373,6 +373,29 @@ static void case_attn(tcase *tc)
     par(tc, 1, (double[]){1.0 / 8.0});
 }
 
+/* One window decode step at position p with a ring of w slots; nc > 0 adds
+ * Nc = 6 compressed rows with nc columns, two of them masked (-1, >= Nc). */
+static void case_window(tcase *tc, const char *name, int p, int w, int nc)
+{
+    rng r = rseed(name);
+    const int H = 4, D = 64, Nc = nc ? 6 : 0;
+    tc_init(tc, name, DSV4Q_OP_WINDOW_ATTN_DECODE, 6, 2, HI);
+    in_f32(tc, &r, 0, "q", 3, 1, H, D, 1.0f, 0);
+    in_f32(tc, &r, 1, "kv_new", 2, 1, D, 0, 1.0f, 0);
+    in_f32(tc, &r, 2, "ring", 2, w, D, 0, 1.0f, 0);
+    if (nc) {
+        in_f32(tc, &r, 3, "cmp", 2, Nc, D, 0, 1.0f, 0);
+        int32_t *ci = in_i32(tc, 4, "cidx", 2, 1, nc);
+        for (int j = 0; j < nc; j++) ci[j] = (int32_t)((j * 5) % Nc);
+        ci[1] = -1;
+        ci[nc - 1] = Nc + 2;
+    }
+    in_f32(tc, &r, 5, "sink", 1, H, 0, 0, 1.0f, 0);
+    out_t(tc, 0, "o", 3, 1, H, D, 0);
+    out_t(tc, 1, "ring_out", 2, w, D, 0, 0);
+    par(tc, 3, (double[]){p, w, 1.0 / 8.0});
+}
+
 static void case_compressor(tcase *tc, const char *name, int ratio, int rotate, int64_t s)
 {
     rng r = rseed(name);
@@ -422,7 +445,7 @@ static void case_expert(tcase *tc, const char *name, int fmt, int weighted)
     par(tc, 2, (double[]){10, 1});
 }
 
-#define NCASES 31
+#define NCASES 33
 
 /* Case number `which` (0..NCASES-1). */
 static void make_case(tcase *tc, int which)
@@ -552,6 +575,8 @@ static void make_case(tcase *tc, int which)
     case 28: case_expert(tc, "expert fp4 weighted", W_FP4, 1); break;
     case 29: case_expert(tc, "expert fp8 shared (weight 1)", W_FP8, 0); break;
     case 30: case_linear(tc, "linear bf16 s1 K64 N8 fp32", W_BF16, 1, 64, 8, 0); tc->floor = LO; break;
+    case 31: case_window(tc, "window decode p5 w16 (ring filling)", 5, 16, 0); break;
+    case 32: case_window(tc, "window decode p40 w16 + 6 compressed", 40, 16, 5); break;
     default: fail_msg("no case %d", which);
     }
 }
@@ -566,7 +591,7 @@ static void run_all_cases(const plugin *p, void *ctx, const char *label)
         run_case(p->b, ctx, &tc, label);
         tc_free(&tc);
     }
-    assert_true(covered == DSV4Q_CAP_ALL);   /* every operator of the ABI */
+    assert_true(covered == DSV4Q_CAP_KNOWN);   /* every operator of the ABI */
 }
 
 /* ---- the rounding rules' host instances ------------------------------------- */
@@ -633,7 +658,7 @@ static void real_descriptor(void **state)
     assert_int_equal(p.b->struct_size, sizeof(dsv4q_backend_v1));
     assert_string_equal(p.b->name, "cuda");
     assert_string_equal(p.b->profile, "source");
-    assert_true((p.b->caps & DSV4Q_CAP_ALL) == DSV4Q_CAP_ALL);
+    assert_true(p.b->caps == DSV4Q_CAP_KNOWN);
     assert_non_null(p.b->version);
     assert_non_null(p.b->init);
     assert_non_null(p.b->run);
@@ -762,7 +787,7 @@ static void emu_descriptor_and_selftest(void **state)
     assert_int_equal(p.b->struct_size, sizeof(dsv4q_backend_v1));
     assert_string_equal(p.b->name, "cuda-emu");
     assert_string_equal(p.b->profile, "source");
-    assert_true(p.b->caps == DSV4Q_CAP_ALL);
+    assert_true(p.b->caps == DSV4Q_CAP_KNOWN);
     char err[512] = "";
     if (p.dbg->selftest(err, sizeof err)) fail_msg("%s", err);
     dlclose(p.h);

@@ -8,6 +8,9 @@
  *    window (16) and of a 128 window (positions 127/128/129), and across
  *    compressed block boundaries (ratio 4 and 128);
  *  - a run is bit-identical run to run and at 1 vs 2 threads (both widths);
+ *  - a run stopped after layer L (dsv4q_run_set_last_layer) taps exactly
+ *    what the full run taps up to and including layer L, bit for bit,
+ *    nothing after it, and returns NaN logits;
  *  - bad inputs (token id >= vocab, negative id, chunked prefill, past
  *    max_pos) fail with a message, never crash.
  */
@@ -167,6 +170,80 @@ static void bit_identical_runs_and_threads(void **state)
     dsv4q_model_close(m);
 }
 
+/* Every tap of a run: layer, stage and an FNV-1a hash of the values. */
+typedef struct taplog {
+    long n;
+    int layer[4096];
+    char stage[4096][24];
+    uint64_t hash[4096];
+} taplog;
+
+static void log_tap(void *user, int layer, const char *stage, const double *data, long n, long rows)
+{
+    (void)rows;
+    taplog *t = user;
+    if (!stage || t->n >= 4096) return;
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)data;
+    for (size_t i = 0; i < sizeof(double) * (size_t)n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    t->layer[t->n] = layer;
+    snprintf(t->stage[t->n], sizeof t->stage[0], "%s", stage);
+    t->hash[t->n++] = h;
+}
+
+static void feed3(const dsv4q_model *m, int width, int last, taplog *t, double *l)
+{
+    char err[512];
+    int32_t ids[12];
+    ids_for(ids, 12, m->cfg.vocab_size);
+    dsv4q_run *r;
+    uint64_t bs;
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    assert_int_equal(dsv4q_run_open(&r, m, width, bs, 12, log_tap, t, err, sizeof err), 0);
+    if (last >= 0) dsv4q_run_set_last_layer(r, last);
+    assert_int_equal(dsv4q_run_feed(r, ids, 10, l, err, sizeof err), 0);
+    for (int i = 10; i < 12; i++) assert_int_equal(dsv4q_run_feed(r, &ids[i], 1, l, err, sizeof err), 0);
+    dsv4q_run_close(r);
+}
+
+static void last_layer_stops_early(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    const int L = 2;
+    assert_true(m->cfg.n_layers > L + 1);
+    double *l = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
+    taplog *full = calloc(1, sizeof *full), *cut = calloc(1, sizeof *cut);
+    for (int width = 32; width <= 64; width += 32) {
+        full->n = cut->n = 0;
+        feed3(m, width, -1, full, l);
+        for (long i = 0; i < m->cfg.vocab_size; i++) assert_true(isfinite(l[i]));
+        feed3(m, width, L, cut, l);
+        for (long i = 0; i < m->cfg.vocab_size; i++) assert_true(isnan(l[i]));
+        /* the cut run's taps = the full run's taps of layers <= L (and the
+         * embedding), in the same order, bit for bit */
+        long j = 0, kept = 0;
+        for (long i = 0; i < full->n; i++) {
+            int want = full->layer[i] <= L && full->layer[i] >= 0 ? 1 : !strcmp(full->stage[i], "embed");
+            if (!want) continue;
+            kept++;
+            assert_true(j < cut->n);
+            assert_int_equal(cut->layer[j], full->layer[i]);
+            assert_string_equal(cut->stage[j], full->stage[i]);
+            assert_true(cut->hash[j] == full->hash[i]);
+            j++;
+        }
+        assert_int_equal(j, cut->n);
+        assert_true(kept < full->n);   /* the full run did tap more */
+    }
+    free(full);
+    free(cut);
+    free(l);
+    dsv4q_model_close(m);
+}
+
 static void bad_tokens_and_calls(void **state)
 {
     (void)state;
@@ -201,6 +278,7 @@ int main(void)
         cmocka_unit_test(decode_matches_prefill_tiny_window),
         cmocka_unit_test(decode_matches_prefill_window_128),
         cmocka_unit_test(bit_identical_runs_and_threads),
+        cmocka_unit_test(last_layer_stops_early),
         cmocka_unit_test(bad_tokens_and_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -30,6 +30,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "harness/dsv4q_backend.h"
 #include "backends/cuda/dsv4q_cuda_debug.h"
 #include "backends/cuda/dqc.h"
@@ -81,12 +82,13 @@ int cuda_bad(io &o)
 
 const char *const op_names[DSV4Q_OP_COUNT] = {"linear", "rmsnorm", "qhead_norm", "rope", "act_quant", "fp4_quant",
                                               "hadamard", "sparse_attn", "compressor", "indexer_score", "topk",
-                                              "hc_pre", "hc_post", "hc_head", "moe_gate", "expert"};
+                                              "hc_pre", "hc_post", "hc_head", "moe_gate", "expert",
+                                              "window_attn_decode"};
 
 /* Expected counts of the per-operator contract (harness/backend_ops.c). */
-const int op_nin[DSV4Q_OP_COUNT] = {2, 2, 1, 2, 1, 1, 1, 4, 5, 3, 1, 4, 4, 4, 5, 5};
-const int op_nout[DSV4Q_OP_COUNT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 2, 1};
-const int op_npar[DSV4Q_OP_COUNT] = {2, 1, 1, 6, 2, 0, 0, 1, 10, 2, 1, 3, 0, 2, 3, 2};
+const int op_nin[DSV4Q_OP_COUNT] = {2, 2, 1, 2, 1, 1, 1, 4, 5, 3, 1, 4, 4, 4, 5, 5, 6};
+const int op_nout[DSV4Q_OP_COUNT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 2, 1, 2};
+const int op_npar[DSV4Q_OP_COUNT] = {2, 1, 1, 6, 2, 0, 0, 1, 10, 2, 1, 3, 0, 2, 3, 2, 3};
 
 int64_t numel(const dsv4q_bt *t)
 {
@@ -384,6 +386,68 @@ int op_sparse_attn(io &o, uint64_t bs, const double *p)
     return put_f32(o, 0, y, s * H * D, on(bs, DQC_B_ATTN_OUT_BF16));
 }
 
+/* WINDOW_ATTN_DECODE: the ring update and the decode column layout
+ * (harness/backend_ops.c) are bookkeeping done on the host; the attention
+ * itself is the SPARSE_ATTN kernel over the key rows [ring_out | cmp]. */
+int op_window_attn_decode(io &o, uint64_t bs, const double *p)
+{
+    const dsv4q_bt *q = in_t(o, 0, 3), *kvn = q ? in_t(o, 1, 2) : NULL, *ring = kvn ? in_t(o, 2, 2) : NULL;
+    const dsv4q_bt *sink = ring ? in_t(o, 5, 1) : NULL;
+    if (!sink) return -1;
+    const dsv4q_bt *cmp = &o.call->in[3], *cidx = &o.call->in[4];
+    if ((cmp->ndim && !in_t(o, 3, 2)) || (cidx->ndim && !in_t(o, 4, 2, DSV4Q_BT_I32))) return -1;
+    if (!is_int(p[0]) || !is_int(p[1]) || p[0] < 0 || p[1] < 1 || p[1] > 1 << 20)
+        return bad(o, "position %g / window %g (need p >= 0, 1 <= w <= 2^20)", p[0], p[1]);
+    const int64_t H = q->shape[1], D = q->shape[2], pos = (int64_t)p[0], w = (int64_t)p[1];
+    const int64_t Nc = cmp->ndim ? cmp->shape[0] : 0, nc = cidx->ndim ? cidx->shape[1] : 0;
+    if (q->shape[0] != 1 || kvn->shape[0] != 1 || kvn->shape[1] != D || ring->shape[0] != w ||
+        ring->shape[1] != D || (Nc && cmp->shape[1] != D) || (cidx->ndim && cidx->shape[0] != 1) ||
+        sink->shape[0] != H)
+        return bad(o, "shapes do not match q [1,%lld,%lld] and window %lld", (long long)H, (long long)D,
+                   (long long)w);
+    if (D > 8192 || H > 0x7fff) return bad(o, "D %lld / H %lld too large", (long long)D, (long long)H);
+    if (out_shape(o, 0, 3, 1, H, D) || out_shape(o, 1, 2, w, D)) return -1;
+    float *keys = (float *)malloc(sizeof(float) * (size_t)((w + Nc) * D));
+    int32_t *cols = (int32_t *)malloc(sizeof(int32_t) * (size_t)(w + nc));
+    int rc = -1;
+    if (!keys || !cols) {
+        rc = bad(o, "out of host memory");
+        goto out;
+    }
+    /* kv_new goes into slot p % w first; then the window slots oldest first */
+    memcpy(keys, ring->data, sizeof(float) * (size_t)(w * D));
+    memcpy(keys + (pos % w) * D, kvn->data, sizeof(float) * (size_t)D);
+    if (Nc) memcpy(keys + w * D, cmp->data, sizeof(float) * (size_t)(Nc * D));
+    for (int64_t j = 0; j < w; j++)
+        cols[j] = (int32_t)(pos >= w - 1 ? (pos % w + 1 + j) % w : (j <= pos ? j : -1));
+    for (int64_t j = 0; j < nc; j++) {
+        const int32_t ci = ((const int32_t *)cidx->data)[j];
+        cols[w + j] = ci >= 0 && ci < Nc ? (int32_t)(w + ci) : -1;
+    }
+    {
+        const float *dq = up_f32(o, q), *dsink = up_f32(o, sink);
+        const float *dk = up_raw<float>(o, keys, (w + Nc) * D);
+        const int32_t *dcols = up_raw<int32_t>(o, cols, w + nc);
+        float *y = dev_out(o, H * D);
+        if (!dq || !dsink || !dk || !dcols || !y) goto out;
+        if (dqc_sparse_attn(&o.p->c, bs, dq, 1, (int)H, (int)D, dk, (long)(w + Nc), dcols, (long)(w + nc), dsink,
+                            (float)p[2], y) ||
+            dqc_check(&o.p->c, cudaStreamSynchronize(o.p->c.stream), "window decode", __FILE__, __LINE__)) {
+            rc = cuda_bad(o);
+            goto out;
+        }
+        rc = put_f32(o, 0, y, H * D, on(bs, DQC_B_ATTN_OUT_BF16));
+    }
+    if (!rc) {   /* ring_out: F32, a copy of the updated ring */
+        memcpy(o.call->out[1].data, keys, sizeof(float) * (size_t)(w * D));
+        o.call->out[1].dtype = DSV4Q_BT_F32;
+    }
+out:
+    free(keys);
+    free(cols);
+    return rc;
+}
+
 int op_compressor(io &o, uint64_t bs, const double *p)
 {
     const dsv4q_bt *x = in_t(o, 0, 2), *ape = x ? in_t(o, 3, 2) : NULL, *norm = ape ? in_t(o, 4, 1) : NULL;
@@ -636,6 +700,7 @@ int cu_run(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen)
     case DSV4Q_OP_HC_HEAD: rc = op_hc(o, bs, p, true); break;
     case DSV4Q_OP_MOE_GATE: rc = op_moe_gate(o, p); break;
     case DSV4Q_OP_EXPERT: rc = op_expert(o, bs, p); break;
+    case DSV4Q_OP_WINDOW_ATTN_DECODE: rc = op_window_attn_decode(o, bs, p); break;
     default: return DSV4Q_BACKEND_UNSUPPORTED;
     }
     /* a kernel fault surfaces at the next synchronisation at the latest */
@@ -658,7 +723,7 @@ const dsv4q_backend_v1 backend = {
     DQC_BUILD_NAME,
     BUILD_VERSION,
     "source",
-    DSV4Q_CAP_ALL,
+    DSV4Q_CAP_ALL | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE),
     cu_init,
     cu_run,
     cu_fini,
