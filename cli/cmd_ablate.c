@@ -137,6 +137,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     }
     dsv4q_model *m;
     if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q ablate: %s\n", err); return 2; }
+    dsv4q_cli_model_notes("ablate", m);
     dsv4q_tokens t;
     if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
         fprintf(stderr, "dsv4q ablate: %s\n", err);

@@ -106,6 +106,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
         fprintf(stderr, "dsv4q capture: %s\n", err);
         return 2;
     }
+    dsv4q_cli_model_notes("capture", m);
     dsv4q_tokens t;
     if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
         fprintf(stderr, "dsv4q capture: %s\n", err);

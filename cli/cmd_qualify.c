@@ -125,6 +125,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
+    dsv4q_cli_model_notes("qualify", m);
     dsv4q_tokens t;
     if (dsv4q_cli_tokens(o, m->cfg.vocab_size, &t, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);

@@ -101,6 +101,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
         fprintf(stderr, "dsv4q replay: %s\n", err);
         return 2;
     }
+    dsv4q_cli_model_notes("replay", m);
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;

@@ -44,6 +44,7 @@ int dsv4q_cmd_run(int argc, char **argv)
     }
     dsv4q_model *m;
     if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q run: %s\n", err); return 2; }
+    dsv4q_cli_model_notes("run", m);
     dsv4q_tokens t;
     if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
         fprintf(stderr, "dsv4q run: %s\n", err);

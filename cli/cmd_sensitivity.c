@@ -59,6 +59,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
         fprintf(stderr, "dsv4q sensitivity: %s\n", err);
         return 2;
     }
+    dsv4q_cli_model_notes("sensitivity", m);
     dsv4q_tokens t;
     if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
         fprintf(stderr, "dsv4q sensitivity: %s\n", err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/common.h"
 #include "io/config.h"
+#include "io/model.h"
 #include "io/sha256.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
@@ -136,6 +137,13 @@ int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *er
     if (dsv4q_config_builtin(&cfg, "tiny", err, errlen)) return -1;
     fprintf(stderr, "dsv4q: no --model given; synthesizing the embedded default `tiny` into %s\n", dir);
     return dsv4q_synth_write(&cfg, 1, dir, 1, err, errlen);
+}
+
+void dsv4q_cli_model_notes(const char *cmd, const dsv4q_model *m)
+{
+    if (m->n_bf16_quant > 0)
+        fprintf(stderr, "dsv4q %s: note: %ld weight(s) stored BF16 where the config's quantization says FP8/FP4 "
+                "(first: %s); they run as BF16 weights\n", cmd, m->n_bf16_quant, m->first_bf16_quant);
 }
 
 /* Deterministic synthetic ids: splitmix64 over (seed, index). */

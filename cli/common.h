@@ -53,6 +53,11 @@ int dsv4q_cli_check_out(const char *opt, const char *path);
  * into $DSV4Q_CACHE or $XDG_CACHE_HOME/dsv4q or ~/.cache/dsv4q. */
 int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen);
 
+/* Say on stderr what the loader accepted leniently (BF16 weights where
+ * the config's quantization says FP8/FP4): "dsv4q CMD: note: ...". */
+struct dsv4q_model;
+void dsv4q_cli_model_notes(const char *cmd, const struct dsv4q_model *m);
+
 /* Load tokens.json {"prompt": [...], "teacher": [...]} or make a seeded
  * synthetic prompt of prompt_len and decode teacher tokens. */
 int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *err, size_t errlen);

@@ -377,6 +377,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
         res->npass += r->verdict == DSV4Q_RV_PASS;
         res->nfail += r->verdict == DSV4Q_RV_FAIL;
         res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
+        res->npartial += (r->verdict == DSV4Q_RV_PASS || r->verdict == DSV4Q_RV_FAIL) && r->calls_unchecked > 0;
     }
     res->model.verdict = DSV4Q_RV_ABSENT;
     if (o->whole_model && whole_model(&x, o->gates, err, errlen)) goto out;
@@ -476,8 +477,9 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         if (M->greedy_gated) fprintf(f, ", min %.3g  %s\n", M->greedy_min, M->greedy_pass ? "pass" : "FAIL");
         else fprintf(f, "  info\n");
     }
-    fprintf(f, "\n%d stages compared: %d pass, %d FAIL; %d not checkable; %d not captured; %.1f s -> %s\n",
-            res->npass + res->nfail, res->npass, res->nfail, res->nunc, res->nabsent, res->seconds,
+    fprintf(f, "\n%d stages compared: %d pass, %d FAIL", res->npass + res->nfail, res->npass, res->nfail);
+    if (res->npartial) fprintf(f, " (%d of them judged on part of their calls only)", res->npartial);
+    fprintf(f, "; %d not checkable; %d not captured; %.1f s -> %s\n", res->nunc, res->nabsent, res->seconds,
             dsv4q_replay_status(res) == 0 ? "PASS" : "FAIL");
 }
 
@@ -549,6 +551,7 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
     json_object_set_new(root, "pass", json_integer(res->npass));
     json_object_set_new(root, "fail", json_integer(res->nfail));
     json_object_set_new(root, "not_checkable", json_integer(res->nunc));
+    json_object_set_new(root, "partially_checked", json_integer(res->npartial));
     json_object_set_new(root, "verdict", json_string(dsv4q_replay_status(res) == 0 ? "pass" : "fail"));
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);

@@ -85,6 +85,7 @@ typedef struct dsv4q_replay {
     dsv4q_rstage *st;                 /* embed, L0 stages .. L{n-1} stages, head */
     int nst;
     int npass, nfail, nunc, nabsent;
+    int npartial;                 /* judged stages with some calls not checkable */
     dsv4q_rmodel model;
     double seconds;
 } dsv4q_replay;

@@ -68,6 +68,11 @@ typedef struct dsv4q_model {
     dsv4q_layer_w *layers;     /* n_layers + n_mtp_layers (MTP last) */
     void **owned;              /* buffers to free (wo_a dequantized, vectors) */
     long nowned, capowned;
+    /* Leniency for mixed checkpoints: weights stored BF16 where the config's
+     * quantization says FP8/FP4 are accepted and run as BF16 weights. How
+     * many, and the first one's name (callers should say so). */
+    long n_bf16_quant;
+    char first_bf16_quant[128];
 } dsv4q_model;
 
 /* Open a checkpoint directory (config.json + safetensors). Validates the

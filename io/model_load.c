@@ -269,6 +269,8 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     if (want == DSV4Q_WDT_BF16 || t->dtype == DSV4Q_DT_BF16) {
         if (t->dtype != DSV4Q_DT_BF16) return bad_dtype(t, "BF16", err, errlen);
         if (check_shape(t, 2, out, in, what, err, errlen) || check_finite(t, err, errlen)) return -1;
+        if (want != DSV4Q_WDT_BF16 && m->n_bf16_quant++ == 0)
+            snprintf(m->first_bf16_quant, sizeof m->first_bf16_quant, "%s", name);
         w->fmt = DSV4Q_WF_BF16;
         w->data = t->data;
         return 0;

@@ -412,6 +412,7 @@ static void missing_inputs_are_not_checkable(void **state)
     assert_int_equal(s->calls_unchecked, 1);
     assert_non_null(strstr(s->why, "missing input L1.moe.in"));
     assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.npartial, 1);   /* judged, but on 2 of its 3 calls */
     dsv4q_replay_free(&r);
 
     /* the attn input of layer 2 missing in the prefill: every later call of
@@ -441,6 +442,7 @@ static void missing_inputs_are_not_checkable(void **state)
     s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 2);
     assert_int_equal(s->calls_checked, 1);
     assert_int_equal(s->calls_unchecked, 2);
+    assert_int_equal(r.npartial, 1);   /* L2.attn: judged on its first call only */
     dsv4q_replay_free(&r);
 
     /* a call missing altogether: later attn stages need it, the stateless

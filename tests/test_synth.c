@@ -610,6 +610,7 @@ typedef struct {
     int drop;              /* remove it */
     int swap_shape;        /* reverse its 2-D shape */
     int to_f16;            /* restore as F16 zeros */
+    int to_bf16;           /* restore as BF16 values 1.0 of the same shape */
     long poke;             /* byte offset to overwrite (-1: none) */
     const uint8_t *bytes;  /* with these bytes */
     size_t nbytes;
@@ -645,6 +646,12 @@ static void rewrite(const char *src, const char *dst, const edit *ed)
                 dt = DSV4Q_DT_F16;
                 nb = (size_t)t->numel * 2;
                 own = calloc(nb, 1);
+            }
+            if (ed->to_bf16) {
+                dt = DSV4Q_DT_BF16;
+                nb = (size_t)t->numel * 2;
+                own = malloc(nb);
+                for (int64_t k = 0; k < t->numel; k++) ((uint16_t *)own)[k] = 0x3F80;   /* 1.0 */
             }
             if (ed->poke >= 0) {
                 own = malloc(nb);
@@ -689,7 +696,7 @@ static void test_bad_missing_tensor(void **state)
     (void)state;
     char d[256];
     bad_dir(d, sizeof d, "missing");
-    edit e = {"layers.2.attn.compressor.ape", 1, 0, 0, -1, NULL, 0};
+    edit e = {"layers.2.attn.compressor.ape", 1, 0, 0, 0, -1, NULL, 0};
     rewrite(g_a, d, &e);
     expect_refused(d, d, "'layers.2.attn.compressor.ape'", "missing");
 }
@@ -699,7 +706,7 @@ static void test_bad_shape(void **state)
     (void)state;
     char d[256], f[300];
     bad_dir(d, sizeof d, "shape");
-    edit e = {"layers.3.attn.wq_a.weight", 0, 1, 0, -1, NULL, 0};
+    edit e = {"layers.3.attn.wq_a.weight", 0, 1, 0, 0, -1, NULL, 0};
     rewrite(g_a, d, &e);
     snprintf(f, sizeof f, "%s/model.safetensors", d);
     expect_refused(d, f, "'layers.3.attn.wq_a.weight'", "shape");
@@ -710,10 +717,31 @@ static void test_bad_dtype(void **state)
     (void)state;
     char d[256], f[300];
     bad_dir(d, sizeof d, "dtype");
-    edit e = {"layers.0.attn.wkv.weight", 0, 0, 1, -1, NULL, 0};
+    edit e = {"layers.0.attn.wkv.weight", 0, 0, 1, 0, -1, NULL, 0};
     rewrite(g_a, d, &e);
     snprintf(f, sizeof f, "%s/model.safetensors", d);
     expect_refused(d, f, "'layers.0.attn.wkv.weight'", "dtype F16");
+}
+
+/* BF16 where the config says FP8: accepted (mixed checkpoints), counted
+ * and named so the commands can say so; the weight runs as BF16. */
+static void test_bf16_where_fp8(void **state)
+{
+    (void)state;
+    char d[256], err[1024];
+    bad_dir(d, sizeof d, "bf16fp8");
+    edit e = {"layers.1.attn.wq_a.weight", 0, 0, 0, 1, -1, NULL, 0};
+    rewrite(g_a, d, &e);
+    dsv4q_model *m = NULL, *ref = NULL;
+    if (dsv4q_model_open(&m, d, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(m->n_bf16_quant, 1);
+    assert_string_equal(m->first_bf16_quant, "layers.1.attn.wq_a.weight");
+    assert_int_equal(m->layers[1].wq_a.fmt, DSV4Q_WF_BF16);
+    if (dsv4q_model_open(&ref, g_a, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(ref->n_bf16_quant, 0);
+    assert_int_equal(ref->layers[1].wq_a.fmt, DSV4Q_WF_FP8);
+    dsv4q_model_close(m);
+    dsv4q_model_close(ref);
 }
 
 static void test_bad_nan_norm(void **state)
@@ -722,7 +750,7 @@ static void test_bad_nan_norm(void **state)
     char d[256], f[300];
     bad_dir(d, sizeof d, "nan");
     float nan = NAN;
-    edit e = {"layers.1.ffn_norm.weight", 0, 0, 0, 4 * 17, (const uint8_t *)&nan, 4};
+    edit e = {"layers.1.ffn_norm.weight", 0, 0, 0, 0, 4 * 17, (const uint8_t *)&nan, 4};
     rewrite(g_a, d, &e);
     snprintf(f, sizeof f, "%s/model.safetensors", d);
     expect_refused(d, f, "'layers.1.ffn_norm.weight'", "non-finite");
@@ -734,12 +762,12 @@ static void test_bad_e8m0(void **state)
     char d[256], f[300];
     static const uint8_t ff = 0xFF;
     bad_dir(d, sizeof d, "e8m0_fp4");
-    edit e = {"layers.4.ffn.experts.6.w3.scale", 0, 0, 0, 9, &ff, 1};
+    edit e = {"layers.4.ffn.experts.6.w3.scale", 0, 0, 0, 0, 9, &ff, 1};
     rewrite(g_a, d, &e);
     snprintf(f, sizeof f, "%s/model.safetensors", d);
     expect_refused(d, f, "'layers.4.ffn.experts.6.w3.scale'", "non-finite");
     bad_dir(d, sizeof d, "e8m0_fp8");
-    edit e2 = {"layers.0.attn.wq_b.scale", 0, 0, 0, 0, &ff, 1};
+    edit e2 = {"layers.0.attn.wq_b.scale", 0, 0, 0, 0, 0, &ff, 1};
     rewrite(g_a, d, &e2);
     snprintf(f, sizeof f, "%s/model.safetensors", d);
     expect_refused(d, f, "'layers.0.attn.wq_b.scale'", "non-finite");
@@ -835,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_bad_missing_tensor),
         cmocka_unit_test(test_bad_shape),
         cmocka_unit_test(test_bad_dtype),
+        cmocka_unit_test(test_bf16_where_fp8),
         cmocka_unit_test(test_bad_nan_norm),
         cmocka_unit_test(test_bad_e8m0),
         cmocka_unit_test(test_bad_truncated),
