@@ -87,8 +87,8 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
 /* Stop every call after layer `layer`'s block (0-based): the later layers
  * and the head are not run, and the logits come back as NaN. For runs that
  * only observe layers up to `layer` (dsv4q margins). -1 (the default) runs
- * the whole model. Set before the first feed; a layer >= n_layers also
- * runs the whole model. */
+ * the whole model. Set before the first feed; a layer >= n_layers - 1
+ * runs the whole model. dsv4q_run_mtp refuses a run that stops early. */
 void dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);

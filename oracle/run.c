@@ -13,6 +13,7 @@ struct dsv4q_run {
     dsv4q_runstate_f32 *r32;
     dsv4q_runstate_f64 *r64;
     long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
+    int stopped;               /* dsv4q_run_set_last_layer cut the model short */
 };
 
 int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
@@ -76,6 +77,10 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
         snprintf(err, errlen, "the model has no MTP layer");
         return -1;
     }
+    if (r->stopped) {
+        snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run stops early (last layer set)");
+        return -1;
+    }
     int rc = r->width == 32 ? dsv4q_run_mtp_f32(r->r32, ids, logits) : dsv4q_run_mtp_f64(r->r64, ids, logits);
     if (rc) snprintf(err, errlen, "MTP forward failed (no prior call, or out of memory)");
     return rc;
@@ -89,6 +94,7 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
 
 void dsv4q_run_set_last_layer(dsv4q_run *r, int layer)
 {
+    r->stopped = layer >= 0 && layer < r->m->cfg.n_layers - 1;
     if (r->width == 32) dsv4q_run_set_last_layer_f32(r->r32, layer);
     else dsv4q_run_set_last_layer_f64(r->r64, layer);
 }

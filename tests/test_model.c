@@ -203,6 +203,10 @@ static void feed3(const dsv4q_model *m, int width, int last, taplog *t, double *
     if (last >= 0) dsv4q_run_set_last_layer(r, last);
     assert_int_equal(dsv4q_run_feed(r, ids, 10, l, err, sizeof err), 0);
     for (int i = 10; i < 12; i++) assert_int_equal(dsv4q_run_feed(r, &ids[i], 1, l, err, sizeof err), 0);
+    double *mtp = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
+    assert_int_equal(dsv4q_run_mtp(r, &ids[11], mtp, err, sizeof err), last >= 0 ? -1 : 0);   /* tiny has MTP */
+    if (last >= 0) assert_non_null(strstr(err, "stops early"));
+    free(mtp);
     dsv4q_run_close(r);
 }
 
