@@ -34,6 +34,8 @@
  * Usage: build/bench/bench_ops [filter]   (filter: substring of the op name)
  * Env:   BENCH_MIN_S=<seconds per measurement> (default 0.3),
  *        BENCH_SETTLE_MS=<sleep before each measurement> (default 200)
+ *        BENCH_LINEAR_KERNEL=avx512|generic (force dsv4q_linear's row kernel,
+ *        e.g. to time the baseline x86-64 one; default: the CPU's widest)
  */
 #include <math.h>
 #include <omp.h>
@@ -720,6 +722,12 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    const char *lk = getenv("BENCH_LINEAR_KERNEL");
+    if (lk && (!dsv4q_linear_kernel_f64(lk) || !dsv4q_linear_kernel_f32(lk))) {
+        fprintf(stderr, "bench_ops: linear kernel '%s' is not available here\n", lk);
+        return 1;
+    }
+
     const int nt = omp_get_max_threads();
     openblas_set_num_threads(nt);
     const char *ev[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "GOMP_CPU_AFFINITY",
@@ -728,6 +736,7 @@ int main(int argc, char **argv)
     printf("threads: oracle OpenMP %d (omp_get_max_threads), OpenBLAS %d (openblas_set_num_threads)\n", nt,
            openblas_get_num_threads());
     printf("openblas: core %s; config %s\n", openblas_get_corename(), openblas_get_config());
+    printf("oracle linear kernel: %s\n", dsv4q_linear_kernel_f64(NULL));
     printf("env:");
     for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
         const char *v = getenv(ev[i]);

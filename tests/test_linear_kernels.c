@@ -1,0 +1,323 @@
+/*
+ * test_linear_kernels.c - dsv4q_linear gives the same bits as a plain
+ * reference of its arithmetic, with every row kernel this CPU runs.
+ *
+ * Owns that one property. oracle/linear.c keeps rdot's 8 lanes in one
+ * vector, decodes FP8/FP4 codes straight into it at 1 token, and compiles
+ * its row kernel per x86 ISA (AVX-512, baseline; one kernel elsewhere). The
+ * reference here is the pre-vectorisation code written out in scalars:
+ * decode each row from the bit layout (tests/mpref.h, not oracle/formats.c),
+ * rdot's order spelled out (lane l sums elements i % 8 == l, combine
+ * ((0+4)+(2+6))+((1+5)+(3+7)), then the tail), FP8 block dots scaled per
+ * 128 and FP4 per 32, in block order. Every kernel x thread count must
+ * match it byte for byte (memcmp), at both widths, for F32, F64, BF16, FP8
+ * (E8M0 and F32 scales, K not a multiple of 128 or of 8, all finite codes
+ * including subnormals and -0) and FP4, with s = 1, 2, 3, 16 tokens, in the
+ * exact and the source profile. Rows holding a NaN code must give NaN.
+ *
+ * The per-width bodies are written once over R / S() and compiled twice by
+ * including this file into itself (the ops.inc pattern of oracle/ops.h).
+ */
+#ifndef LK_BODY
+
+#include "tests/testutil.h"
+
+#include <omp.h>
+
+#include "oracle/boundary.h"
+#include "oracle/formats.h"
+#include "oracle/ops.h"
+#include "tests/mpref.h"
+
+/* One weight in stored form plus what the reference decodes it with. */
+typedef struct {
+    dsv4q_weight w;
+    void *data, *scale;
+    int nan_row;   /* row holding a NaN code (FP8 only), else -1 */
+} tw;
+
+static void tw_free(tw *t)
+{
+    free(t->data);
+    free(t->scale);
+}
+
+/* fmt over [N, K]; FP8 scales E8M0 (f32scale 0) or F32. */
+static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32scale, int with_nan)
+{
+    memset(t, 0, sizeof *t);
+    t->nan_row = -1;
+    long nsc = 0;
+    switch (fmt) {
+    case DSV4Q_WF_F32: {
+        float *p = malloc(sizeof(float) * (size_t)(N * K));
+        assert_non_null(p);
+        for (long i = 0; i < N * K; i++) p[i] = (float)mp_rng_gauss_f32(r, 0.1);
+        t->data = p;
+        break;
+    }
+    case DSV4Q_WF_F64: {
+        double *p = malloc(sizeof(double) * (size_t)(N * K));
+        assert_non_null(p);
+        for (long i = 0; i < N * K; i++) p[i] = mp_rng_unif(r, -0.3, 0.3);
+        t->data = p;
+        break;
+    }
+    case DSV4Q_WF_BF16: {
+        uint16_t *p = malloc(sizeof(uint16_t) * (size_t)(N * K));
+        assert_non_null(p);
+        for (long i = 0; i < N * K; i++) {
+            uint16_t c;
+            do c = (uint16_t)mp_rng_u64(r);   /* any finite code, subnormals included */
+            while (((c >> 7) & 0xFF) == 0xFF || ((c >> 7) & 0xFF) > 0x90);
+            p[i] = c;
+        }
+        t->data = p;
+        break;
+    }
+    case DSV4Q_WF_FP8: {
+        uint8_t *p = malloc((size_t)(N * K));
+        assert_non_null(p);
+        for (long i = 0; i < N * K; i++) {
+            uint8_t c;
+            do c = (uint8_t)mp_rng_u64(r);
+            while ((c & 0x7F) == 0x7F);
+            p[i] = c;
+        }
+        if (with_nan && N > 3) {
+            t->nan_row = (int)(N / 2);
+            p[t->nan_row * K + K / 3] = 0xFF;
+        }
+        nsc = ((N + 127) / 128) * ((K + 127) / 128);
+        t->data = p;
+        break;
+    }
+    case DSV4Q_WF_FP4: {
+        uint8_t *p = malloc((size_t)(N * K / 2));
+        assert_non_null(p);
+        for (long i = 0; i < N * K / 2; i++) p[i] = (uint8_t)mp_rng_u64(r);
+        nsc = N * K / 32;
+        t->data = p;
+        break;
+    }
+    default:
+        fail();
+    }
+    if (nsc) {
+        if (f32scale) {
+            float *sc = malloc(sizeof(float) * (size_t)nsc);
+            assert_non_null(sc);
+            for (long i = 0; i < nsc; i++) sc[i] = (float)mp_rng_unif(r, 1e-4, 3e-3);
+            t->scale = sc;
+        } else {
+            uint8_t *sc = malloc((size_t)nsc);
+            assert_non_null(sc);
+            /* mostly ordinary exponents, a few extreme (2^-127, 2^100) */
+            for (long i = 0; i < nsc; i++)
+                sc[i] = mp_rng_int(r, 16) == 0 ? (mp_rng_int(r, 2) ? 0 : mp_e8m0_byte(100))
+                                               : mp_e8m0_byte(-12 + mp_rng_int(r, 8));
+            t->scale = sc;
+        }
+    }
+    dsv4q_weight w = {"lk", fmt, N, K, t->data, t->scale, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0};
+    t->w = w;
+}
+
+static double tw_scale(const tw *t, long i)
+{
+    if (t->w.scale_dtype == DSV4Q_DT_F32) return ((const float *)t->scale)[i];
+    return mp_pow2i((int)((const uint8_t *)t->scale)[i] - 127);
+}
+
+/* Element k of row o as the stored value (binary64; exact at f32 too). */
+static double tw_value(const tw *t, long o, long k)
+{
+    const long K = t->w.in;
+    switch (t->w.fmt) {
+    case DSV4Q_WF_F32: return ((const float *)t->data)[o * K + k];
+    case DSV4Q_WF_F64: return ((const double *)t->data)[o * K + k];
+    case DSV4Q_WF_BF16: {
+        uint32_t u = (uint32_t)((const uint16_t *)t->data)[o * K + k] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case DSV4Q_WF_FP8: return mp_e4m3_value(((const uint8_t *)t->data)[o * K + k]);
+    case DSV4Q_WF_FP4: {
+        uint8_t b = ((const uint8_t *)t->data)[(o * K + k) / 2];
+        return mp_e2m1_value(k & 1 ? b >> 4 : b & 15);
+    }
+    default: return NAN;
+    }
+}
+
+#define LK_BODY
+#define R float
+#define S(n) n##_f32
+#include "tests/test_linear_kernels.c"
+#undef R
+#undef S
+#define R double
+#define S(n) n##_f64
+#include "tests/test_linear_kernels.c"
+#undef R
+#undef S
+
+static void test_kernel_names(void **state)
+{
+    (void)state;
+    const char *def32 = dsv4q_linear_kernel_f32(NULL), *def64 = dsv4q_linear_kernel_f64(NULL);
+    assert_non_null(def32);
+    assert_non_null(def64);
+    assert_string_equal(def32, def64);
+    assert_null(dsv4q_linear_kernel_f64("no-such-isa"));
+    assert_string_equal(dsv4q_linear_kernel_f64("generic"), "generic");   /* always available */
+    assert_string_equal(dsv4q_linear_kernel_f64(def64), def64);
+    print_message("default linear kernel: %s\n", def64);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_names),
+        cmocka_unit_test(test_linear_kernels_f32),
+        cmocka_unit_test(test_linear_kernels_f64),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* LK_BODY: one width, R = float|double, S(n) = n_f32|n_f64 */
+
+/* rdot's order, spelled out in scalars. */
+static R S(ref_dot)(const R *a, const R *b, long n)
+{
+    R s[8] = {0};
+    const long nb = n / 8;
+    for (long blk = 0; blk < nb; blk++)
+        for (int l = 0; l < 8; l++) s[l] += a[blk * 8 + l] * b[blk * 8 + l];
+    R t = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    for (long i = nb * 8; i < n; i++) t += a[i] * b[i];
+    return t;
+}
+
+/* The linear's arithmetic as the code had it before vectorisation. */
+static void S(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const R *x, long s, R *y, int out_b)
+{
+    const long K = t->w.in, N = t->w.out, nab = (K + 127) / 128;
+    const dsv4q_wfmt fmt = t->w.fmt;
+    const int quant = fmt == DSV4Q_WF_FP8 || fmt == DSV4Q_WF_FP4;
+    const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
+    R *xq = malloc(sizeof(R) * (size_t)(s * K)), *xs = malloc(sizeof(R) * (size_t)(s * nab));
+    R *wrow = malloc(sizeof(R) * (size_t)K);
+    assert_true(xq && xs && wrow);
+    for (long i = 0; i < s * K; i++) xq[i] = x[i];
+    if (act_q)
+        for (long tk = 0; tk < s; tk++)
+            S(dsv4q_act_quant_codes)(x + tk * K, K, 128, ue8m0, xq + tk * K, xs + tk * nab);
+    for (long o = 0; o < N; o++) {
+        for (long k = 0; k < K; k++) wrow[k] = (R)tw_value(t, o, k);
+        for (long tk = 0; tk < s; tk++) {
+            const R *xr = xq + tk * K;
+            R acc = 0;
+            if (fmt == DSV4Q_WF_FP8) {
+                for (long kb = 0; kb < nab; kb++) {
+                    long k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+                    R d = S(ref_dot)(wrow + k0, xr + k0, len);
+                    R sc = (R)tw_scale(t, (o / 128) * nab + kb);
+                    if (act_q) sc = xs[tk * nab + kb] * sc;
+                    acc += d * sc;
+                }
+            } else if (fmt == DSV4Q_WF_FP4) {
+                for (long kb = 0; kb < K / 32; kb++) {
+                    R d = S(ref_dot)(wrow + kb * 32, xr + kb * 32, 32), sw = (R)tw_scale(t, o * (K / 32) + kb);
+                    acc += act_q ? (d * xs[tk * nab + kb / 4]) * sw : d * sw;
+                }
+            } else {
+                acc = S(ref_dot)(wrow, xr, K);
+            }
+            if (out_b >= 0 && ((bs >> out_b) & 1u)) acc = (R)dsv4q_bf16_to_f32(dsv4q_bf16_encode((double)acc));
+            y[tk * N + o] = acc;
+        }
+    }
+    free(xq);
+    free(xs);
+    free(wrow);
+}
+
+/* One weight against the reference: every kernel, 1 and 2 threads, every
+ * token count, both profiles. Returns the number of comparisons. */
+static int S(check_weight)(const tw *t, mp_rng *r)
+{
+    static const long toks[] = {1, 2, 3, 16};
+    static const char *const kern[] = {"avx512", "generic"};
+    uint64_t src = 0;
+    assert_int_equal(dsv4q_profile_set("source", &src), 0);
+    const uint64_t sets[2] = {0, src};
+    const long K = t->w.in, N = t->w.out;
+    const char *def = S(dsv4q_linear_kernel)(NULL);
+    int n = 0;
+    R *x = malloc(sizeof(R) * (size_t)(16 * K));
+    R *ref = malloc(sizeof(R) * (size_t)(16 * N)), *got = malloc(sizeof(R) * (size_t)(16 * N));
+    assert_true(x && ref && got);
+    for (long i = 0; i < 16 * K; i++) x[i] = (R)mp_rng_gauss_f32(r, 1.0);
+    for (int si = 0; si < 2; si++)
+        for (int ti = 0; ti < 4; ti++) {
+            const long s = toks[ti];
+            const int out_b = si ? DSV4Q_B_LINEAR_BF16 : -1;
+            S(ref_linear)(sets[si], 1, t, x, s, ref, out_b);
+            for (int ki = 0; ki < 2; ki++) {
+                if (!S(dsv4q_linear_kernel)(kern[ki])) continue;   /* not on this CPU */
+                for (int th = 1; th <= 2; th++) {
+                    omp_set_num_threads(th);
+                    memset(got, 0x5A, sizeof(R) * (size_t)(s * N));
+                    assert_int_equal(S(dsv4q_linear)(sets[si], 1, &t->w, x, s, got, out_b), 0);
+                    for (long tk = 0; tk < s; tk++)
+                        for (long o = 0; o < N; o++) {
+                            R a = ref[tk * N + o], b = got[tk * N + o];
+                            int same = o == t->nan_row ? isnan(a) && isnan(b) : !memcmp(&a, &b, sizeof a);
+                            if (!same) {
+                                print_error("fmt %d [%ld,%ld] s=%ld set %d kernel %s threads %d: y[%ld][%ld] %a vs ref %a\n",
+                                            (int)t->w.fmt, N, K, s, si, kern[ki], th, tk, o, (double)b, (double)a);
+                                fail();
+                            }
+                        }
+                    n++;
+                }
+            }
+        }
+    assert_non_null(S(dsv4q_linear_kernel)(def));   /* restore the default */
+    omp_set_num_threads(2);
+    free(x);
+    free(ref);
+    free(got);
+    return n;
+}
+
+static void S(test_linear_kernels)(void **state)
+{
+    (void)state;
+    static const struct { dsv4q_wfmt fmt; long N, K; int f32scale, nan; } cases[] = {
+        {DSV4Q_WF_FP8, 200, 300, 0, 0},   /* K: 2 full blocks + 44 (5 lanes-blocks + 4 tail) */
+        {DSV4Q_WF_FP8, 130, 5, 0, 0},     /* K < 8: tail only */
+        {DSV4Q_WF_FP8, 64, 1024, 1, 0},   /* F32 block scales */
+        {DSV4Q_WF_FP8, 40, 256, 0, 1},    /* a NaN code (0xFF) in one row */
+        {DSV4Q_WF_FP4, 100, 96, 0, 0},
+        {DSV4Q_WF_FP4, 40, 512, 0, 0},
+        {DSV4Q_WF_BF16, 50, 37, 0, 0},
+        {DSV4Q_WF_BF16, 33, 256, 0, 0},
+        {DSV4Q_WF_F32, 50, 37, 0, 0},
+        {DSV4Q_WF_F64, 33, 259, 0, 0},
+    };
+    mp_rng r;
+    mp_rng_seed(&r, sizeof(R) == 4 ? "linear_kernels_f32" : "linear_kernels_f64");
+    int n = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tw t;
+        tw_make(&t, &r, cases[c].fmt, cases[c].N, cases[c].K, cases[c].f32scale, cases[c].nan);
+        n += S(check_weight)(&t, &r);
+        tw_free(&t);
+    }
+    print_message("%s: %d linear runs bit-identical to the reference\n", sizeof(R) == 4 ? "f32" : "f64", n);
+}
+
+#endif
