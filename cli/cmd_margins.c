@@ -18,6 +18,7 @@
  * hook. Output: a per-layer table (median/p90/max), --csv (every row),
  * --json, --svg (margin histograms per layer) and a receipt "margins".
  */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -140,11 +141,13 @@ static void tap_cb(void *user, int layer, const char *stage, const double *data,
     ctx *c = user;
     if (!stage) {                        /* progress: layer `layer` of a call done */
         int stop = c->nidx > 0 ? c->layers[c->nidx - 1] : c->m->cfg.n_layers - 1;
+        const int nl = c->m->cfg.n_layers;
+        const char *cut = layer == stop && stop < nl - 1 ? " (the run stops here: later layers are not observed)" : "";
         if (!c->quiet && isatty(2))
             fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", c->label, c->calls + 1, c->total_calls, layer + 1,
-                    stop + 1);
+                    nl);
         else if (!c->quiet && c->calls == 0)      /* the prefill is the long call */
-            fprintf(stderr, "[%s] prefill: layer %d/%d done\n", c->label, layer + 1, stop + 1);
+            fprintf(stderr, "[%s] prefill: layer %d/%d done%s\n", c->label, layer + 1, nl, cut);
         if (layer != stop) return;
         c->calls++;
         long step = c->total_calls > 10 ? c->total_calls / 10 : 1;
@@ -226,7 +229,12 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
         return -1;
     }
     /* Nothing after the last ratio-4 layer is observed: skip it and the head. */
-    if (c->nidx > 0) dsv4q_run_set_last_layer(r, c->layers[c->nidx - 1]);
+    if (c->nidx > 0 && dsv4q_run_set_last_layer(r, c->layers[c->nidx - 1])) {
+        snprintf(err, errlen, "internal: last layer set after the first call");
+        dsv4q_run_close(r);
+        free(logits);
+        return -1;
+    }
     if (run == RUN_RERUN) dsv4q_run_set_pick_hook(r, pick_hook, c);
     c->pos0 = 0;
     int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);
@@ -257,19 +265,20 @@ static int parse_positions(const char *spec, long nprompt, long npos, long *sel,
         const char *s = spec;
         while (*s) {
             char *end;
+            errno = 0;
             long a = strtol(s, &end, 10), b = a;
-            if (end == s || a < 0) goto bad;
+            if (end == s || a < 0 || *s == '-' || *s == '+' || errno) goto bad;
             if (*end == '-') {
                 const char *s2 = end + 1;
                 b = strtol(s2, &end, 10);
-                if (end == s2 || b < a) goto bad;
+                if (end == s2 || b < a || *s2 == '-' || *s2 == '+' || errno) goto bad;
             }
             if (b >= npos) {
                 snprintf(err, errlen, "--positions: position %ld is past the last position %ld", b, npos - 1);
                 return -1;
             }
             for (long p = a; p <= b; p++) sel[p] = 1;
-            if (*end == ',') end++;
+            if (*end == ',' && end[1]) end++;   /* a trailing comma is malformed */
             else if (*end) goto bad;
             s = end;
         }

@@ -177,7 +177,9 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                             .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
         long long id = 0;
         const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-        if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
+        if (r.load_failed)   /* a backend that cannot load or init here is not a measurement */
+            ;
+        else if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
             fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
         else if (!o->quiet)
             printf("receipt %lld written to %s\n", id, db);

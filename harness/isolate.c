@@ -73,7 +73,7 @@ const char *dsv4q_signal_name(int sig)
 const char *dsv4q_iso_status_name(dsv4q_iso_status st)
 {
     static const char *const n[] = {"ok", "unsupported", "backend error", "load error", "crash", "timeout",
-                                    "buffer overrun", "harness error"};
+                                    "buffer overrun", "harness error", "init error"};
     return (unsigned)st < sizeof n / sizeof n[0] ? n[st] : "?";
 }
 
@@ -144,7 +144,7 @@ static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job
     h->stage = ST_INIT;
     if (b->init && b->init(&ctx, err, sizeof err)) {
         snprintf(h->msg, sizeof h->msg, "backend %s: init failed: %s", spec, err[0] ? err : "(no message)");
-        h->status = DSV4Q_ISO_BACKEND_ERROR;
+        h->status = DSV4Q_ISO_INIT_ERROR;
         return;
     }
     if (job) {

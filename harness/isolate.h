@@ -40,12 +40,14 @@
 typedef enum dsv4q_iso_status {
     DSV4Q_ISO_OK = 0,
     DSV4Q_ISO_UNSUPPORTED,   /* run() said DSV4Q_BACKEND_UNSUPPORTED */
-    DSV4Q_ISO_BACKEND_ERROR, /* run() or init() returned an error */
+    DSV4Q_ISO_BACKEND_ERROR, /* run() returned an error */
     DSV4Q_ISO_LOAD_ERROR,    /* not found, no entry symbol, bad descriptor */
     DSV4Q_ISO_CRASH,         /* killed by a signal, or exited early */
     DSV4Q_ISO_TIMEOUT,
     DSV4Q_ISO_OVERRUN,       /* wrote past an output buffer */
-    DSV4Q_ISO_HARNESS_ERROR  /* fork/mmap failed */
+    DSV4Q_ISO_HARNESS_ERROR, /* fork/mmap failed */
+    DSV4Q_ISO_INIT_ERROR     /* init() returned an error: the backend cannot run here
+                                (e.g. no GPU); callers treat it like a load error */
 } dsv4q_iso_status;
 
 typedef struct dsv4q_iso_opts {

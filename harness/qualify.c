@@ -541,6 +541,13 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
                 snprintf(err, errlen, "%s", r->msg);
                 goto case_fail;
             }
+            if (r->status == DSV4Q_ISO_INIT_ERROR) {
+                /* cannot run here (e.g. no GPU): not a verdict on its kernels */
+                q[b].load_failed = 1;
+                snprintf(q[b].msg, sizeof q[b].msg, "%s", r->msg);
+                nloaded--;
+                continue;
+            }
             if (r->status == DSV4Q_ISO_UNSUPPORTED) {
                 /* the op is in caps: declining it is a failure (dsv4q_backend.h) */
                 r->verdict = DSV4Q_V_ERROR;

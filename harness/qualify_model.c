@@ -946,6 +946,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     }
     if (r->status != DSV4Q_ISO_OK) {
         free(buf);
+        r->load_failed = r->status == DSV4Q_ISO_INIT_ERROR;   /* cannot run here: exit 2, no receipt */
         return 0;   /* verdict ERROR, r->msg says why */
     }
     const job_hdr *h = buf;

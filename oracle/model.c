@@ -71,9 +71,11 @@ void X(dsv4q_run_set_pick_hook)(X(dsv4q_runstate) *r, dsv4q_pick_fn fn, void *us
     r->pick_user = user;
 }
 
-void X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
+int X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
 {
+    if (r->pos > 0) return -1;   /* the skipped layers' caches would be missing */
     r->last_layer = layer;
+    return 0;
 }
 
 static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
@@ -618,6 +620,7 @@ int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_ou
 {
     const dsv4q_config *g = &r->m->cfg;
     if (g->n_mtp_layers < 1 || !r->lastX) return -1;
+    if (r->last_layer >= 0 && r->last_layer < g->n_layers - 1) return -1;   /* lastX is not the last layer's */
     const int li = g->n_layers, hc = g->hc_mult;
     const dsv4q_layer_w *L = &r->m->layers[li];
     const long s = r->lasts, d = g->dim, p0 = r->pos - s;

@@ -58,8 +58,8 @@ long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
 long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
 void dsv4q_run_set_pick_hook_f32(dsv4q_runstate_f32 *r, dsv4q_pick_fn fn, void *user);
 void dsv4q_run_set_pick_hook_f64(dsv4q_runstate_f64 *r, dsv4q_pick_fn fn, void *user);
-void dsv4q_run_set_last_layer_f32(dsv4q_runstate_f32 *r, int layer);
-void dsv4q_run_set_last_layer_f64(dsv4q_runstate_f64 *r, int layer);
+int dsv4q_run_set_last_layer_f32(dsv4q_runstate_f32 *r, int layer);
+int dsv4q_run_set_last_layer_f64(dsv4q_runstate_f64 *r, int layer);
 void dsv4q_run_set_stage_hook_f32(dsv4q_runstate_f32 *r, dsv4q_stage_fn fn, void *user);
 void dsv4q_run_set_stage_hook_f64(dsv4q_runstate_f64 *r, dsv4q_stage_fn fn, void *user);
 int dsv4q_stage_exec_f32(dsv4q_runstate_f32 *r, const dsv4q_stage_io *io);
@@ -87,9 +87,11 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
 /* Stop every call after layer `layer`'s block (0-based): the later layers
  * and the head are not run, and the logits come back as NaN. For runs that
  * only observe layers up to `layer` (dsv4q margins). -1 (the default) runs
- * the whole model. Set before the first feed; a layer >= n_layers - 1
- * runs the whole model. dsv4q_run_mtp refuses a run that stops early. */
-void dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
+ * the whole model; a layer >= n_layers - 1 runs the whole model too.
+ * Returns 0, or -1 (nothing changed) once a call has been fed: the
+ * skipped layers' caches would be missing. dsv4q_run_mtp refuses a run
+ * that stops early (its hidden streams are not the last layer's). */
+int dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
 /* Run ONE stage on the given inputs instead of a whole call (replay of a

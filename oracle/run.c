@@ -92,11 +92,12 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
     else dsv4q_run_set_pick_hook_f64(r->r64, fn, user);
 }
 
-void dsv4q_run_set_last_layer(dsv4q_run *r, int layer)
+int dsv4q_run_set_last_layer(dsv4q_run *r, int layer)
 {
-    r->stopped = layer >= 0 && layer < r->m->cfg.n_layers - 1;
-    if (r->width == 32) dsv4q_run_set_last_layer_f32(r->r32, layer);
-    else dsv4q_run_set_last_layer_f64(r->r64, layer);
+    int rc = r->width == 32 ? dsv4q_run_set_last_layer_f32(r->r32, layer)
+                            : dsv4q_run_set_last_layer_f64(r->r64, layer);
+    if (!rc) r->stopped = layer >= 0 && layer < r->m->cfg.n_layers - 1;
+    return rc;
 }
 
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)

@@ -114,7 +114,7 @@ fi
 if ! "$DSV4Q" boundaries >/dev/null 2>>"$ENVLOG"; then
     say "dsv4q does not run here (not built, and no working prebuilt one: see --prepare)"
     DSV4Q=""
-elif grep -q "No such file or directory" "$ENVLOG"; then
+elif grep -qE "(jansson|sqlite3|sodium|mpfr|gmp|cmocka)\.h: No such file" "$ENVLOG"; then
     say "  (build-host: this image lacks -dev headers; using build/dsv4q and the test binary carried from the dev machine)"
 fi
 

@@ -13,7 +13,12 @@
  * match it byte for byte (memcmp), at both widths, for F32, F64, BF16, FP8
  * (E8M0 and F32 scales, K not a multiple of 128 or of 8, all finite codes
  * including subnormals and -0) and FP4, with s = 1, 2, 3, 16 tokens, in the
- * exact and the source profile. Rows holding a NaN code must give NaN.
+ * exact and the source profile (both act-quant scale rules: ue8m0 and
+ * exact). Rows holding a NaN code must give NaN. The reference shares one
+ * function with the code under test, the activation quantization
+ * (dsv4q_act_quant_codes: not part of this change; its bits are pinned by
+ * test_ops_cases and the goldens). The kernels compared are printed; a CPU
+ * with AVX-512F must compare the avx512 one.
  *
  * The per-width bodies are written once over R / S() and compiled twice by
  * including this file into itself (the ops.inc pattern of oracle/ops.h).
@@ -96,6 +101,8 @@ static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32sca
         uint8_t *p = malloc((size_t)(N * K / 2));
         assert_non_null(p);
         for (long i = 0; i < N * K / 2; i++) p[i] = (uint8_t)mp_rng_u64(r);
+        p[0] = 0x80;   /* -0 (nibble 8) next to +0: both decode to zero */
+        p[N * K / 4] = 0x08;
         nsc = N * K / 32;
         t->data = p;
         break;
@@ -246,7 +253,7 @@ static void S(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const R *x, long 
 
 /* One weight against the reference: every kernel, 1 and 2 threads, every
  * token count, both profiles. Returns the number of comparisons. */
-static int S(check_weight)(const tw *t, mp_rng *r)
+static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
 {
     static const long toks[] = {1, 2, 3, 16};
     static const char *const kern[] = {"avx512", "generic"};
@@ -264,13 +271,22 @@ static int S(check_weight)(const tw *t, mp_rng *r)
         for (int ti = 0; ti < 4; ti++) {
             const long s = toks[ti];
             const int out_b = si ? DSV4Q_B_LINEAR_BF16 : -1;
-            S(ref_linear)(sets[si], 1, t, x, s, ref, out_b);
+            const int ue8m0 = ti % 2 ? 0 : 1;   /* the act-quant scale rule: power of two or exact */
+            S(ref_linear)(sets[si], ue8m0, t, x, s, ref, out_b);
             for (int ki = 0; ki < 2; ki++) {
-                if (!S(dsv4q_linear_kernel)(kern[ki])) continue;   /* not on this CPU */
+                if (!S(dsv4q_linear_kernel)(kern[ki])) {   /* not on this CPU: say so, never silently */
+#if defined(__x86_64__)
+                    __builtin_cpu_init();
+                    if (!strcmp(kern[ki], "avx512") && __builtin_cpu_supports("avx512f"))
+                        fail_msg("the CPU has AVX-512F but the avx512 kernel was refused");
+#endif
+                    continue;
+                }
+                *used |= 1u << ki;
                 for (int th = 1; th <= 2; th++) {
                     omp_set_num_threads(th);
                     memset(got, 0x5A, sizeof(R) * (size_t)(s * N));
-                    assert_int_equal(S(dsv4q_linear)(sets[si], 1, &t->w, x, s, got, out_b), 0);
+                    assert_int_equal(S(dsv4q_linear)(sets[si], ue8m0, &t->w, x, s, got, out_b), 0);
                     for (long tk = 0; tk < s; tk++)
                         for (long o = 0; o < N; o++) {
                             R a = ref[tk * N + o], b = got[tk * N + o];
@@ -311,13 +327,16 @@ static void S(test_linear_kernels)(void **state)
     mp_rng r;
     mp_rng_seed(&r, sizeof(R) == 4 ? "linear_kernels_f32" : "linear_kernels_f64");
     int n = 0;
+    unsigned used = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tw t;
         tw_make(&t, &r, cases[c].fmt, cases[c].N, cases[c].K, cases[c].f32scale, cases[c].nan);
-        n += S(check_weight)(&t, &r);
+        n += S(check_weight)(&t, &r, &used);
         tw_free(&t);
     }
-    print_message("%s: %d linear runs bit-identical to the reference\n", sizeof(R) == 4 ? "f32" : "f64", n);
+    print_message("%s: %d linear runs bit-identical to the reference; kernels compared:%s%s\n",
+                  sizeof(R) == 4 ? "f32" : "f64", n, used & 1u ? " avx512" : "", used & 2u ? " generic" : "");
+    assert_true(used & 2u);   /* the baseline kernel runs everywhere */
 }
 
 #endif

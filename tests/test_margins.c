@@ -499,6 +499,10 @@ static void cli_bad_options(void **state)
                           "--positions", "3,x", "--db", db, "--quiet", NULL), 2);
     assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--prompt-len", "20", "--decode", "1",
                           "--positions", "9-4", "--db", db, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--prompt-len", "20", "--decode", "1",
+                          "--positions", "3,", "--db", db, "--quiet", NULL), 2);   /* trailing comma */
+    assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--prompt-len", "20", "--decode", "1",
+                          "--positions", "99999999999999999999", "--db", db, "--quiet", NULL), 2);   /* ERANGE */
     assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--width", "f32", "--db", db, "--quiet", NULL),
                      2);
     assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--positions", NULL), 2);

@@ -10,7 +10,8 @@
  *  - a run is bit-identical run to run and at 1 vs 2 threads (both widths);
  *  - a run stopped after layer L (dsv4q_run_set_last_layer) taps exactly
  *    what the full run taps up to and including layer L, bit for bit,
- *    nothing after it, and returns NaN logits;
+ *    nothing after it, and returns NaN logits; it refuses MTP, and cannot
+ *    be set once a call has been fed;
  *  - bad inputs (token id >= vocab, negative id, chunked prefill, past
  *    max_pos) fail with a message, never crash.
  */
@@ -200,8 +201,9 @@ static void feed3(const dsv4q_model *m, int width, int last, taplog *t, double *
     uint64_t bs;
     assert_int_equal(dsv4q_profile_set("source", &bs), 0);
     assert_int_equal(dsv4q_run_open(&r, m, width, bs, 12, log_tap, t, err, sizeof err), 0);
-    if (last >= 0) dsv4q_run_set_last_layer(r, last);
+    if (last >= 0) assert_int_equal(dsv4q_run_set_last_layer(r, last), 0);
     assert_int_equal(dsv4q_run_feed(r, ids, 10, l, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_set_last_layer(r, 1), -1);   /* too late: a call was fed */
     for (int i = 10; i < 12; i++) assert_int_equal(dsv4q_run_feed(r, &ids[i], 1, l, err, sizeof err), 0);
     double *mtp = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
     assert_int_equal(dsv4q_run_mtp(r, &ids[11], mtp, err, sizeof err), last >= 0 ? -1 : 0);   /* tiny has MTP */

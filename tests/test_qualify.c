@@ -232,6 +232,9 @@ static void test_malformed_plugins(void **state)
     expect_load_error(PLUG("crash_entry"), "crashed with signal 11 (SIGSEGV) in dsv4q_backend_entry()");
     expect_load_error("build/plugins/does_not_exist.so", "cannot load");
     expect_load_error("no-such-builtin", "unknown backend 'no-such-builtin'");
+    /* init() fails (a GPU backend without a GPU): cannot run here, exit 2,
+     * after the first case instead of an ERROR per case */
+    expect_load_error(PLUG("init_fail"), "init failed: no CUDA device (test plugin)");
 }
 
 /* Misbehaving run(): a per-case ERROR with a clear message (I2, I4). */

@@ -275,7 +275,9 @@ int put_i32(io &o, int i, const int32_t *d, int64_t n)
 }
 
 bool on(uint64_t bs, int b) { return (bs >> b) & 1u; }
-bool is_int(double v) { return v == (double)(int64_t)v; }
+/* v is an integer that fits int64_t (checked before the cast: a NaN or
+ * out-of-range cast is undefined). */
+bool is_int(double v) { return v > -0x1p62 && v < 0x1p62 && v == (double)(int64_t)v; }
 
 /* --- the operators ---------------------------------------------------------- */
 
