@@ -124,8 +124,7 @@ static float *decoded(dsv4q_capture_splice *sp, const dsv4q_weight *w)
     }
     float *f = malloc(sizeof(float) * (size_t)(w->out * w->in));
     if (!f) return NULL;
-    for (int64_t o = 0; o < w->out; o++)
-        for (int64_t k = 0; k < w->in; k++) f[o * w->in + k] = (float)dsv4q_weight_at(w, o, k);
+    for (int64_t o = 0; o < w->out; o++) dsv4q_weight_row_f32(w, o, f + o * w->in);
     sp->wc[sp->nwc++] = (wcache){w, f};
     return f;
 }

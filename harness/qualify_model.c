@@ -131,8 +131,7 @@ static int bt_weight(wm *w, dsv4q_bt *t, const char *name, const dsv4q_weight *W
     const int64_t n = W->out * W->in;
     float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
     if (!d) return OOM(w);
-    for (int64_t o = 0; o < W->out; o++)
-        for (int64_t k = 0; k < W->in; k++) d[o * W->in + k] = (float)dsv4q_weight_at(W, o, k);
+    for (int64_t o = 0; o < W->out; o++) dsv4q_weight_row_f32(W, o, d + o * W->in);
     t->data = d;
     *owned = d;
     switch (W->fmt) {

@@ -42,6 +42,37 @@ double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k)
     }
 }
 
+void dsv4q_weight_row_f32(const dsv4q_weight *w, int64_t o, float *out)
+{
+    const int64_t K = w->in;
+    switch (w->fmt) {
+    case DSV4Q_WF_FP8: {
+        const uint8_t *c = (const uint8_t *)w->data + o * K;
+        const double *t = dsv4q_e4m3_table();
+        const int64_t nkb = (K + 127) / 128;
+        for (int64_t kb = 0; kb < nkb; kb++) {
+            const double s = scale_at(w, (o / 128) * nkb + kb);
+            for (int64_t k = kb * 128; k < K && k < kb * 128 + 128; k++) out[k] = (float)(t[c[k]] * s);
+        }
+        return;
+    }
+    case DSV4Q_WF_FP4: {
+        const uint8_t *c = (const uint8_t *)w->data + o * (K / 2);
+        const double *t = dsv4q_e2m1_pair_table();   /* [byte][low, high nibble] */
+        for (int64_t kb = 0; kb < K / 32; kb++) {
+            const double s = scale_at(w, o * (K / 32) + kb);
+            for (int64_t k = kb * 32; k < kb * 32 + 32; k += 2) {
+                out[k] = (float)(t[2 * c[k / 2]] * s);
+                out[k + 1] = (float)(t[2 * c[k / 2] + 1] * s);
+            }
+        }
+        return;
+    }
+    default:
+        for (int64_t k = 0; k < K; k++) out[k] = (float)dsv4q_weight_at(w, o, k);
+    }
+}
+
 void dsv4q_yarn_range(const dsv4q_rope_params *p, double *lo, double *hi)
 {
     /* model.py find_correction_range, in double as Python computes it. */

@@ -37,6 +37,12 @@ typedef struct dsv4q_expert_w {
     dsv4q_weight w3;   /* up   [inter, dim] */
 } dsv4q_expert_w;
 
+/* Row o (0 <= o < out) decoded to float: out[k] = (float)dsv4q_weight_at(w,
+ * o, k) for every k < in, bit for bit, with the code tables and one scale
+ * lookup per block (what the harness hands a backend as the decoded form).
+ * out: [in] floats. An unknown format gives NaN. */
+void dsv4q_weight_row_f32(const dsv4q_weight *w, int64_t o, float *out);
+
 /* Decode element (o, k) of a weight to double, including its block scale. */
 double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k);
 

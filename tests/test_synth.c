@@ -723,6 +723,45 @@ static void test_bad_dtype(void **state)
     expect_refused(d, f, "'layers.0.attn.wkv.weight'", "dtype F16");
 }
 
+/* dsv4q_weight_row_f32 (the harness's decoded form of a weight) equals
+ * dsv4q_weight_at element by element, bit for bit, in every format of a
+ * synthesized checkpoint (FP8 with partial 128-blocks, FP4, BF16, F32). */
+static void check_rows(const dsv4q_weight *w)
+{
+    float *row = malloc(sizeof(float) * (size_t)w->in);
+    assert_non_null(row);
+    for (int64_t o = 0; o < w->out; o++) {
+        dsv4q_weight_row_f32(w, o, row);
+        for (int64_t k = 0; k < w->in; k++) {
+            float want = (float)dsv4q_weight_at(w, o, k);
+            if (memcmp(&want, &row[k], sizeof want))
+                fail_msg("%s [%lld,%lld]: %a vs %a", w->name, (long long)o, (long long)k, (double)row[k],
+                         (double)want);
+        }
+    }
+    free(row);
+}
+
+static void test_weight_rows(void **state)
+{
+    (void)state;
+    char err[1024];
+    dsv4q_model *m = NULL;
+    if (dsv4q_model_open(&m, g_a, err, sizeof err)) fail_msg("%s", err);
+    const dsv4q_layer_w *L = &m->layers[1];
+    assert_int_equal(L->wq_a.fmt, DSV4Q_WF_FP8);
+    check_rows(&L->wq_a);
+    check_rows(&L->wq_b);
+    check_rows(&L->wo_a);                    /* BF16 (dequantized at load) */
+    check_rows(&m->embed);                   /* BF16 */
+    check_rows(&m->head);                    /* F32 */
+    const dsv4q_layer_w *E = &m->layers[3];
+    assert_int_equal(E->experts[0].w1.fmt, DSV4Q_WF_FP4);
+    check_rows(&E->experts[0].w1);
+    check_rows(&E->experts[0].w2);
+    dsv4q_model_close(m);
+}
+
 /* BF16 where the config says FP8: accepted (mixed checkpoints), counted
  * and named so the commands can say so; the weight runs as BF16. */
 static void test_bf16_where_fp8(void **state)
@@ -864,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_bad_shape),
         cmocka_unit_test(test_bad_dtype),
         cmocka_unit_test(test_bf16_where_fp8),
+        cmocka_unit_test(test_weight_rows),
         cmocka_unit_test(test_bad_nan_norm),
         cmocka_unit_test(test_bad_e8m0),
         cmocka_unit_test(test_bad_truncated),
