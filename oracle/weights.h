@@ -40,7 +40,8 @@ typedef struct dsv4q_expert_w {
 /* Row o (0 <= o < out) decoded to float: out[k] = (float)dsv4q_weight_at(w,
  * o, k) for every k < in, bit for bit, with the code tables and one scale
  * lookup per block (what the harness hands a backend as the decoded form).
- * out: [in] floats. An unknown format gives NaN. */
+ * out: [in] floats. An unknown format gives NaN. No reference function of
+ * its own: it is dsv4q_weight_at (the reference's dequantized value) by rows. */
 void dsv4q_weight_row_f32(const dsv4q_weight *w, int64_t o, float *out);
 
 /* Decode element (o, k) of a weight to double, including its block scale. */
