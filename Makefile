@@ -16,7 +16,7 @@ LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
 
 ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
-COMMON_SRCS   := $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
+COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
 
 OBJS := $(ORACLE_WIDTH:%.c=$(BUILD)/f32/%.o) $(ORACLE_WIDTH:%.c=$(BUILD)/f64/%.o) \

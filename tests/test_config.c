@@ -5,16 +5,16 @@
  * the published Flash/Pro configs parse to their published numbers (and to
  * the built-ins), and that every missing key and every validation rule is
  * reported with the field's name. Paths are relative to the repository root
- * (tests run from there): the shared folder is ../shared.
+ * (tests run from there); the published configs are copied into tests/data/.
  */
 #include "tests/testutil.h"
 #include "io/config.h"
 
 #include <jansson.h>
 
-#define FLASH_JSON "../shared/spec/configs/deepseek-v4-flash.json"
-#define PRO_JSON   "../shared/spec/configs/deepseek-v4-pro.json"
-#define PUB_TINY   "../shared/reference-cases/pub_tiny/config.json"
+#define FLASH_JSON "tests/data/configs/deepseek-v4-flash.json"
+#define PRO_JSON   "tests/data/configs/deepseek-v4-pro.json"
+#define PUB_TINY   "tests/data/pub_tiny/config.json"
 
 /* Name of the first field that differs (NULL if equal). Names are compared
  * only when with_name. */
@@ -488,7 +488,7 @@ static void test_unknown_builtin(void **state)
     char err[512] = "";
     assert_int_equal(dsv4q_config_builtin(&c, "huge", err, sizeof err), -1);
     assert_non_null(strstr(err, "huge"));
-    assert_int_equal(dsv4q_config_load(&c, "../shared/no/such/config.json", err, sizeof err), -1);
+    assert_int_equal(dsv4q_config_load(&c, "tests/data/no/such/config.json", err, sizeof err), -1);
     assert_non_null(strstr(err, "no/such/config.json"));
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_reference_case.c - the fp64 oracle reproduces DeepSeek's own
- * reference outputs (../shared/reference-cases/pub_tiny, see its README).
+ * reference outputs (tests/data/pub_tiny, see its README).
  *
  * golden_fp64 is the reference patched to float64 with only the QAT
  * simulations kept: exactly our `qat` profile at width f64. Expected values
@@ -18,7 +18,7 @@
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 
-#define CASE "../shared/reference-cases/pub_tiny"
+#define CASE "tests/data/pub_tiny"
 
 typedef struct {
     int nlayers;

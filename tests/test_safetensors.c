@@ -716,7 +716,7 @@ static void test_every_prefix(void **state)
 static void test_reference_checkpoint(void **state)
 {
     (void)state;
-    const char *p = "../shared/reference-cases/pub_tiny/golden_fp64.safetensors";
+    const char *p = "tests/data/pub_tiny/golden_fp64.safetensors";
     if (access(p, R_OK) != 0)
         skip();
     dsv4q_st *st = open_or_fail(p);
