@@ -61,6 +61,7 @@ typedef struct dsv4q_model {
     dsv4q_config cfg;
     char dir[4096];
     dsv4q_st *st;
+    struct dsv4q_gguf *gguf;   /* set instead of st for a GGUF (io/gguf_model.h) */
     dsv4q_weight embed;        /* [vocab, dim] BF16 */
     dsv4q_weight head;         /* [vocab, dim] FP32 math */
     dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */
@@ -75,7 +76,8 @@ typedef struct dsv4q_model {
     char first_bf16_quant[128];
 } dsv4q_model;
 
-/* Open a checkpoint directory (config.json + safetensors). Validates the
+/* Open a checkpoint directory (config.json + safetensors), or a llama.cpp
+ * deepseek4 .gguf file (dispatched to dsv4q_model_open_gguf). Validates the
  * config and every tensor (presence, dtype, shape, no NaN/inf in the
  * decoded FP32-math vectors and BF16/F32 weights' scales). */
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen);

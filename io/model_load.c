@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "io/model.h"
+#include "io/gguf_model.h"
 
 typedef enum { CLS_FP8, CLS_EXPERT, CLS_BF16, CLS_F32 } wclass;
 
@@ -464,6 +465,7 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
 
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
 {
+    if (dsv4q_is_gguf(dir)) return dsv4q_model_open_gguf(out, dir, err, errlen);
     dsv4q_model *m = calloc(1, sizeof *m);
     char path[4200];
     *out = NULL;
@@ -509,5 +511,6 @@ void dsv4q_model_close(dsv4q_model *m)
     for (long i = 0; i < m->nowned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) dsv4q_st_close(m->st);
+    if (m->gguf) dsv4q_gguf_close(m->gguf);
     free(m);
 }
