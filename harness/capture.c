@@ -74,7 +74,10 @@ int dsv4q_capture_pins(const char *model_dir, char config_sha[65], char weights_
                        char *err, size_t errlen)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    struct stat fs;
+    /* a GGUF holds its config in its own metadata: the file is the config pin */
+    if (stat(model_dir, &fs) == 0 && S_ISREG(fs.st_mode)) snprintf(path, sizeof path, "%s", model_dir);
+    else snprintf(path, sizeof path, "%s/config.json", model_dir);
     if (dsv4q_sha256_hex_file(path, config_sha, err, errlen)) return -1;
     if (pin_json) *pin_json = NULL;
     if (!weights_sha && !pin_json) return 0;

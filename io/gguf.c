@@ -121,9 +121,11 @@ static int parse_kv(cur *c, dsv4q_gguf_kv *kv)
         return fail(c->err, c->errlen, "gguf: %s: key '%s' has unknown value type %u", c->file, key, t);
     kv->type = (dsv4q_gguf_vtype)t;
     kv->n = 1;
+    char what[96];
+    snprintf(what, sizeof what, "the value of key '%.60s'", key);
     if (t == DSV4Q_GGUF_STRING) {
         char *s;
-        if (rd_str(c, c->size, &s, &kv->len, key)) return -1;
+        if (rd_str(c, c->size, &s, &kv->len, what)) return -1;
         kv->str = s;
         kv->data = s;
         return 0;
@@ -155,7 +157,7 @@ static int parse_kv(cur *c, dsv4q_gguf_kv *kv)
         if (!kv->strs) return fail(c->err, c->errlen, "gguf: %s: out of memory", c->file);
         kv->data = c->p + c->pos;
         for (uint64_t i = 0; i < n; i++)
-            if (rd_str(c, c->size, &kv->strs[i], NULL, key)) return -1;
+            if (rd_str(c, c->size, &kv->strs[i], NULL, what)) return -1;
         return 0;
     }
     size_t es = scalar_size(kv->atype);

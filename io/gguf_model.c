@@ -313,6 +313,15 @@ int dsv4q_gguf_config(const dsv4q_gguf *g, dsv4q_config *cfg, char *err, size_t 
     return 0;
 }
 
+int dsv4q_gguf_load_config(const char *path, dsv4q_config *cfg, char *err, size_t errlen)
+{
+    dsv4q_gguf *g;
+    if (dsv4q_gguf_open(&g, path, err, errlen)) return -1;
+    int rc = dsv4q_gguf_config(g, cfg, err, errlen);
+    dsv4q_gguf_close(g);
+    return rc;
+}
+
 /* ---- tensors ------------------------------------------------------------- */
 
 static int own(dsv4q_model *m, void *p)

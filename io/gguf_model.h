@@ -38,6 +38,9 @@ int dsv4q_is_gguf(const char *path);
  * 1e-6), i.e. the config.json value the converter was given. */
 int dsv4q_gguf_config(const dsv4q_gguf *g, dsv4q_config *cfg, char *err, size_t errlen);
 
+/* The same from a file path (opens and closes the GGUF). */
+int dsv4q_gguf_load_config(const char *path, dsv4q_config *cfg, char *err, size_t errlen);
+
 /* Open and bind a GGUF (dsv4q_model_open dispatches here for GGUF files). */
 int dsv4q_model_open_gguf(dsv4q_model **out, const char *path, char *err, size_t errlen);
 

@@ -134,7 +134,9 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
  * order), as canonical JSON:
  *   {"config_sha256":"..","files":[{"bytes":N,"name":"..","sha256":".."},..],
  *    "total_bytes":N}
- * config.json is required. *json_out is malloc'd (caller frees).
+ * config.json is required. A regular file (a .gguf checkpoint) is pinned
+ * alone: {"files":[{..}],"format":"gguf","gguf_sha256":"..","total_bytes":N}.
+ * *json_out is malloc'd (caller frees).
  * Returns 0 or -1 with err set. */
 int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size_t errlen);
 

@@ -20,6 +20,17 @@ if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x build/tests/test_s
 else
   echo "interop_safetensors.py: skipped (python3 numpy/safetensors not installed)"
 fi
+# GGML decoders vs gguf-py's gguf.quants, and the oracle on a GGUF vs the
+# same weights in safetensors (tests/interop_gguf.py; PyPI gguf).
+if python3 -c "import numpy, gguf" 2>/dev/null && [ -x build/tests/test_gguf ] && [ -x build/dsv4q ]; then
+  if python3 tests/interop_gguf.py >/tmp/dsv4q-interop-gguf.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_gguf.py"; grep -E "^(decoder|binding)" /tmp/dsv4q-interop-gguf.log
+  else
+    fail=$((fail + 1)); failed+=("interop_gguf.py"); tail -20 /tmp/dsv4q-interop-gguf.log
+  fi
+else
+  echo "interop_gguf.py: skipped (python3 numpy/gguf not installed)"
+fi
 [ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
 echo "${pass} passed, ${fail} failed"
 [ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]
