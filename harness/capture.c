@@ -53,7 +53,8 @@ static int weights_listing_sha(const char *pin_json, char hex[65], char *err, si
     json_array_foreach(files, i, f) {
         const char *name = json_string_value(json_object_get(f, "name"));
         const char *sha = json_string_value(json_object_get(f, "sha256"));
-        if (!name || !sha || (!ends_with(name, ".safetensors") && !ends_with(name, ".index.json"))) continue;
+        if (!name || !sha || (!ends_with(name, ".safetensors") && !ends_with(name, ".index.json") &&
+                                !ends_with(name, ".gguf"))) continue;
         size_t need = strlen(name) + strlen(sha) + 4;
         if (buf && n + need >= cap) {
             char *nb = realloc(buf, (cap = 2 * (n + need)));

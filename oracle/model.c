@@ -320,10 +320,13 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     ALLOC(og, s * gd);
     ALLOC(tg, s * ol);
     ALLOC(t, s * G * ol);
+    /* group gi is rows [gi*ol, (gi+1)*ol) of wo_a, in its stored element
+     * size (BF16 from safetensors; F32/F64 from a GGUF or an F32 checkpoint) */
+    const size_t wes = L->wo_a.fmt == DSV4Q_WF_F32 ? 4 : L->wo_a.fmt == DSV4Q_WF_F64 ? 8 : 2;
     for (int gi = 0; gi < G; gi++) {
         dsv4q_weight wg = L->wo_a;
         wg.out = ol;
-        wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
+        wg.data = (const char *)L->wo_a.data + (size_t)gi * (size_t)(ol * gd) * wes;
         for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
         if (X(dsv4q_linear)(bs, r->ue8m0, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
         for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);
