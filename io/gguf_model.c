@@ -367,7 +367,7 @@ static int decodable(const dsv4q_model *m, const dsv4q_gguf_tensor *t, char *err
 {
     if (dsv4q_ggml_decodable(t->type)) return 0;
     snprintf(err, errlen, "gguf: %s: tensor '%s' has GGML type %s, which dsv4q does not decode (F32, F16, BF16, F64, "
-             "Q4_0, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4)", gpath(m), t->name,
+             "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4)", gpath(m), t->name,
              dsv4q_ggml_type_name(t->type) ? dsv4q_ggml_type_name(t->type) : "?");
     return -1;
 }

@@ -59,7 +59,8 @@ int dsv4q_ggml_decodable(int t)
 {
     switch (t) {
     case DSV4Q_GGML_F32: case DSV4Q_GGML_F16: case DSV4Q_GGML_BF16: case DSV4Q_GGML_F64:
-    case DSV4Q_GGML_Q4_0: case DSV4Q_GGML_Q8_0: case DSV4Q_GGML_Q2_K: case DSV4Q_GGML_Q4_K:
+    case DSV4Q_GGML_Q4_0: case DSV4Q_GGML_Q4_1: case DSV4Q_GGML_Q5_0: case DSV4Q_GGML_Q5_1:
+    case DSV4Q_GGML_Q8_0: case DSV4Q_GGML_Q2_K: case DSV4Q_GGML_Q4_K:
     case DSV4Q_GGML_Q5_K: case DSV4Q_GGML_Q6_K: case DSV4Q_GGML_IQ2_XXS: case DSV4Q_GGML_MXFP4:
         return 1;
     default: return 0;
@@ -87,6 +88,45 @@ static void q4_0(const uint8_t *b, float *y)
     for (int j = 0; j < 16; j++) {
         y[j] = (float)((b[2 + j] & 0x0F) - 8) * d;
         y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+    }
+}
+
+/* block_q4_1 {f16 d; f16 m; u8 qs[16]}: y = q d + m */
+static void q4_1(const uint8_t *b, float *y)
+{
+    const float d = f16(b), m = f16(b + 2);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)(b[4 + j] & 0x0F) * d + m;
+        y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+    }
+}
+
+/* block_q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: 5th bit j of qh (element j) and
+ * j + 16 (element j + 16); y = (q - 16) d */
+static void q5_0(const uint8_t *b, float *y)
+{
+    const float d = f16(b);
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    for (int j = 0; j < 16; j++) {
+        const int x0 = (int)((b[6 + j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
+        const int x1 = (int)((b[6 + j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
+        y[j] = (float)x0 * d;
+        y[j + 16] = (float)x1 * d;
+    }
+}
+
+/* block_q5_1 {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: y = q d + m */
+static void q5_1(const uint8_t *b, float *y)
+{
+    const float d = f16(b), m = f16(b + 2);
+    uint32_t qh;
+    memcpy(&qh, b + 4, 4);
+    for (int j = 0; j < 16; j++) {
+        const int x0 = (int)((b[8 + j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+        const int x1 = (int)((b[8 + j] >> 4) | ((qh >> (j + 12)) & 0x10));
+        y[j] = (float)x0 * d + m;
+        y[j + 16] = (float)x1 * d + m;
     }
 }
 
@@ -232,6 +272,9 @@ static block_fn block_decoder(int t)
 {
     switch (t) {
     case DSV4Q_GGML_Q4_0: return q4_0;
+    case DSV4Q_GGML_Q4_1: return q4_1;
+    case DSV4Q_GGML_Q5_0: return q5_0;
+    case DSV4Q_GGML_Q5_1: return q5_1;
     case DSV4Q_GGML_Q8_0: return q8_0;
     case DSV4Q_GGML_Q2_K: return q2_k;
     case DSV4Q_GGML_Q4_K: return q4_k;

@@ -12,7 +12,12 @@ byte; I32 (tid2eid) too; MTP layers are dropped (dsv4q binds none from a
 GGUF); routed experts are stacked per projection as llama.cpp does.
 FP8/FP4 tensors are refused: GGUF has no E4M3 type.
 
-usage: python3 scripts/st2gguf.py CHECKPOINT_DIR OUT.gguf
+usage: python3 scripts/st2gguf.py CHECKPOINT_DIR OUT.gguf [--f32]
+--f32: widen BF16 tensors to F32 (exact), so llama.cpp runs every matmul
+in F32 (its BF16 matmuls round the activation to BF16) and the oracle binds
+F32 weights (same values, same logits).
+The file also carries llama.cpp's "no vocabulary" keys
+(tokenizer.ggml.model = "none", deepseek4.vocab_size) so llama.cpp loads it.
 Needs: numpy, gguf (PyPI). Reads safetensors by its spec (no torch).
 """
 import json
@@ -74,23 +79,32 @@ GLOBAL = {"embed.weight": "token_embd.weight", "norm.weight": "output_norm.weigh
 EXPERT = {"w1": "ffn_gate_exps", "w2": "ffn_down_exps", "w3": "ffn_up_exps"}
 
 
+WIDEN = False
+
+
 def add(w, name, dt, arr):
-    if dt == "BF16":
+    if dt == "BF16" and WIDEN:
+        w.add_tensor(name, np.ascontiguousarray((arr.astype(np.uint32) << 16).view(np.float32)))
+    elif dt == "BF16":
         w.add_tensor(name, np.ascontiguousarray(arr), raw_dtype=gguf.GGMLQuantizationType.BF16)
     else:
         w.add_tensor(name, np.ascontiguousarray(arr))
 
 
 def main():
-    if len(sys.argv) != 3:
+    global WIDEN
+    args = [a for a in sys.argv[1:] if a != "--f32"]
+    WIDEN = len(args) != len(sys.argv) - 1
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    src, dst = sys.argv[1], sys.argv[2]
+    src, dst = args
     cfg = json.load(open(os.path.join(src, "config.json")))
     t = read_safetensors(src)
     nl = cfg["n_layers"]
     w = gguf.GGUFWriter(dst, "deepseek4")
     A = "deepseek4."
     w.add_uint32(A + "block_count", nl)
+    w.add_uint32(A + "context_length", cfg["original_seq_len"] * int(cfg["rope_factor"]) if cfg.get("original_seq_len") else 4096)
     w.add_uint32(A + "embedding_length", cfg["dim"])
     w.add_uint32(A + "attention.head_count", cfg["n_heads"])
     w.add_uint32(A + "attention.head_count_kv", 1)
@@ -129,6 +143,8 @@ def main():
     w.add_uint32(A + "hash_layer_count", cfg["n_hash_layers"])
     w.add_uint32(A + "embedding_length_out", cfg["dim"] * cfg["hc_mult"])
     w.add_string("general.name", "dsv4q st2gguf " + os.path.basename(os.path.abspath(src)))
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(A + "vocab_size", cfg["vocab_size"])
 
     for ref, gname in GLOBAL.items():
         add(w, gname, *t[ref])

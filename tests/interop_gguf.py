@@ -4,8 +4,8 @@
 same weights in safetensors.
 
 Owns two proofs:
- 1. Decoders. For each GGML type dsv4q decodes (F32, F16, BF16, Q4_0, Q8_0,
-    Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4) this writes, with gguf-py's
+ 1. Decoders. For each GGML type dsv4q decodes (F32, F16, BF16, Q4_0, Q4_1,
+    Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4) this writes, with gguf-py's
     GGUFWriter, random blocks plus edge blocks (F16 scales 0, -0, the
     smallest and largest subnormal, the largest normal; codes all 0x00 and
     all 0xFF; every MXFP4 exponent byte 0..255) as tensor q.T, and
@@ -37,7 +37,7 @@ BIN = os.path.join(ROOT, "build", "dsv4q")
 TEST = os.path.join(ROOT, "build", "tests", "test_gguf")
 
 # byte offsets of the F16 scale fields in each block (ggml-common.h structs)
-F16_FIELDS = {T.Q4_0: [0], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
               T.IQ2_XXS: [0], T.MXFP4: []}
 EDGE_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0xFBFF, 0x3C00, 0x0400]
 
@@ -87,7 +87,7 @@ def decoders(tmp, n):
     rng = np.random.default_rng(20261201)
     path = os.path.join(tmp, "from_py.gguf")
     w = gguf.GGUFWriter(path, "dsv4q-interop")
-    types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q8_0, T.Q2_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ2_XXS, T.MXFP4]
+    types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ2_XXS, T.MXFP4]
     counts = {}
     for qt in types:
         raw = blocks_for(qt, rng, n)
@@ -128,15 +128,23 @@ def binding(tmp):
     gg = os.path.join(tmp, "tiny-bf16.gguf")
     subprocess.run([BIN, "synth", "--config", "tiny-bf16", "--out", st], check=True, capture_output=True)
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "st2gguf.py"), st, gg], check=True)
+    g32 = os.path.join(tmp, "tiny-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "st2gguf.py"), st, g32, "--f32"], check=True)
     ok = True
     for width in ("f64", "f32"):
-        a, b = os.path.join(tmp, f"st_{width}.safetensors"), os.path.join(tmp, f"gg_{width}.safetensors")
-        if not (run(st, width, a) and run(gg, width, b)):
+        a = os.path.join(tmp, f"st_{width}.safetensors")
+        if not run(st, width, a):
             return False
-        same = open(a, "rb").read() == open(b, "rb").read()
-        print(f"binding: dsv4q run {width} on tiny-bf16 safetensors vs its GGUF: "
-              + ("logits byte-identical" if same else "DIFFERENT"))
-        ok = ok and same
+        # BF16 copy, and the same values widened to F32 (F32 wo_a: its groups
+        # are split at 4 bytes per element, oracle/model.c)
+        for tag, g in (("BF16", gg), ("F32", g32)):
+            b = os.path.join(tmp, f"gg_{tag}_{width}.safetensors")
+            if not run(g, width, b):
+                return False
+            same = open(a, "rb").read() == open(b, "rb").read()
+            print(f"binding: dsv4q run {width} on tiny-bf16 safetensors vs its {tag} GGUF: "
+                  + ("logits byte-identical" if same else "DIFFERENT"))
+            ok = ok and same
     fp8 = os.path.join(tmp, "tiny")
     subprocess.run([BIN, "synth", "--config", "tiny", "--out", fp8], check=True, capture_output=True)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "st2gguf.py"), fp8, fp8 + ".gguf"],

@@ -342,6 +342,16 @@ static void test_decode_hand(void **s)
     b[208] = 0x00; b[209] = 0x3C;
     assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q6_K, b, 0, 1, y), 0);
     assert_true(y[0] == -32.0f && y[16] == -64.0f && y[255] == -32.0f * 16);
+    /* Q5_0, d 1: qh bit 0 (element 0) and bit 16 (element 16) set, qs 0x0F:
+     * element 0 = (15 | 16) - 16 = 15, element 16 = (0 | 16) - 16 = 0,
+     * element 1 = 15 - 16 = -1 */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00; b[1] = 0x3C;
+    uint32_t qh = 1u | (1u << 16);
+    memcpy(b + 2, &qh, 4);
+    memset(b + 6, 0x0F, 16);
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q5_0, b, 0, 1, y), 0);
+    assert_true(y[0] == 15.0f && y[16] == 0.0f && y[1] == -1.0f && y[17] == -16.0f);
     /* undecodable types are refused, sizes are ggml's */
     assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q3_K, b, 0, 1, y), -1);
     assert_int_equal(dsv4q_ggml_block_bytes(DSV4Q_GGML_Q2_K), 84);
@@ -458,7 +468,7 @@ static void test_interop(void **s)
         free(yd);
         types++;
     }
-    assert_true(types >= 11);
+    assert_true(types >= 14);
     dsv4q_gguf_close(g);
 }
 
