@@ -31,6 +31,17 @@ if python3 -c "import numpy, gguf" 2>/dev/null && [ -x build/tests/test_gguf ] &
 else
   echo "interop_gguf.py: skipped (python3 numpy/gguf not installed)"
 fi
+# llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
+# scripts/llamacpp/build.sh, which .ci/run runs).
+if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache" 2>/dev/null; then
+  if timeout 1800 python3 tests/llamacpp_e2e.py >/tmp/dsv4q-llamacpp-e2e.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). llamacpp_e2e.py"; grep -E "^  (ok|note)" /tmp/dsv4q-llamacpp-e2e.log
+  else
+    fail=$((fail + 1)); failed+=("llamacpp_e2e.py"); tail -30 /tmp/dsv4q-llamacpp-e2e.log
+  fi
+else
+  echo "llamacpp_e2e.py: skipped (no build/llamacpp: run scripts/llamacpp/build.sh build/llamacpp)"
+fi
 [ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
 echo "${pass} passed, ${fail} failed"
 [ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]

@@ -17,6 +17,8 @@
 #include "io/gguf_model.h"
 #include "oracle/ggml_decode.h"
 #include "receipts/receipts.h"
+#include "io/synth.h"
+#include "io/model.h"
 
 #include <unistd.h>
 
@@ -418,6 +420,72 @@ static void test_pin_file(void **s)
     unlink(path);
 }
 
+/* tests/data/llamacpp/tiny-llamacpp.gguf is `dsv4q synth --config tiny
+ * --seed 1` converted by llama.cpp's own convert_hf_to_gguf.py
+ * (tests/data/README.md). The converter keeps some tensors exactly (BF16
+ * embed, F32 hc/compressor/gate/norms, I32 tid2eid) and repacks the FP4
+ * experts to MXFP4, which is lossless (E2M1 x E8M0 = MXFP4's doubled E2M1
+ * x 2^(e-128)); FP8 linears become Q8_0 (lossy, not compared). So every
+ * routed-expert element, and every exact tensor, must equal the
+ * safetensors checkpoint's bit for bit: a check of the converter's repack,
+ * our MXFP4 decoder and the binding's stacking/slicing at once. */
+static void test_llamacpp_converter_gguf(void **s)
+{
+    (void)s;
+    const char *gp = "tests/data/llamacpp/tiny-llamacpp.gguf";
+    char dir[] = "/tmp/dsv4q_gguf_ck_XXXXXX", ck[128], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ck, sizeof ck, "%s/tiny", dir);
+    dsv4q_config cfg;
+    assert_int_equal(dsv4q_config_builtin(&cfg, "tiny", err, sizeof err), 0);
+    if (dsv4q_synth_write(&cfg, 1, ck, 1, err, sizeof err)) fail_msg("%s", err);
+    dsv4q_model *a = NULL, *b = NULL;
+    if (dsv4q_model_open(&a, ck, err, sizeof err)) fail_msg("%s", err);
+    if (dsv4q_model_open(&b, gp, err, sizeof err)) fail_msg("%s", err);
+    assert_non_null(b->gguf);
+    assert_int_equal(b->cfg.n_layers, a->cfg.n_layers);
+    assert_int_equal(b->cfg.n_mtp_layers, 0);
+    assert_true(b->cfg.norm_eps == a->cfg.norm_eps && b->cfg.hc_eps == a->cfg.hc_eps);
+    assert_true(b->cfg.rope_factor == a->cfg.rope_factor && b->cfg.original_seq_len == a->cfg.original_seq_len);
+    long n = 0;
+    for (int li = 0; li < a->cfg.n_layers; li++) {
+        const dsv4q_layer_w *A = &a->layers[li], *B = &b->layers[li];
+        for (int e = 0; e < a->cfg.n_routed_experts; e++) {
+            const dsv4q_weight *wa[3] = {&A->experts[e].w1, &A->experts[e].w2, &A->experts[e].w3};
+            const dsv4q_weight *wb[3] = {&B->experts[e].w1, &B->experts[e].w2, &B->experts[e].w3};
+            for (int p = 0; p < 3; p++) {
+                assert_int_equal(wa[p]->fmt, DSV4Q_WF_FP4);
+                assert_int_equal(wb[p]->out, wa[p]->out);
+                assert_int_equal(wb[p]->in, wa[p]->in);
+                for (int64_t o = 0; o < wa[p]->out; o++)
+                    for (int64_t k = 0; k < wa[p]->in; k++, n++)
+                        if (dsv4q_weight_at(wa[p], o, k) != dsv4q_weight_at(wb[p], o, k))
+                            fail_msg("layer %d expert %d w%d [%lld, %lld]: FP4 %g, GGUF MXFP4 %g", li, e, p + 1,
+                                     (long long)o, (long long)k, dsv4q_weight_at(wa[p], o, k),
+                                     dsv4q_weight_at(wb[p], o, k));
+            }
+        }
+        for (int64_t o = 0; o < A->hc_attn_fn.out; o++)
+            for (int64_t k = 0; k < A->hc_attn_fn.in; k++)
+                assert_true(dsv4q_weight_at(&A->hc_attn_fn, o, k) == dsv4q_weight_at(&B->hc_attn_fn, o, k));
+        for (long i = 0; i < A->attn_norm.n; i++) assert_true(A->attn_norm.d[i] == B->attn_norm.d[i]);
+        for (long i = 0; i < A->attn_sink.n; i++) assert_true(A->attn_sink.d[i] == B->attn_sink.d[i]);
+        if (A->hash)
+            assert_memory_equal(A->tid2eid, B->tid2eid,
+                                sizeof(int32_t) * (size_t)a->cfg.vocab_size * (size_t)a->cfg.n_activated_experts);
+    }
+    for (int64_t o = 0; o < a->embed.out; o++)
+        for (int64_t k = 0; k < a->embed.in; k++)
+            assert_true(dsv4q_weight_at(&a->embed, o, k) == dsv4q_weight_at(&b->embed, o, k));
+    printf("llama.cpp converter GGUF: %ld routed-expert values equal the FP4 checkpoint's\n", n);
+    assert_true(n > 1000000);
+    dsv4q_model_close(a);
+    dsv4q_model_close(b);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- interop (driven by tests/interop_gguf.py) ----------------------------
  * Contract: DSV4Q_INTEROP_DIR/from_py.gguf (written by gguf-py) holds, per
  * type T, "q.T" (raw blocks, ne = [block_elems, n_blocks]) and "want.T"
@@ -484,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_name_map),
         cmocka_unit_test(test_bind_refusals),
         cmocka_unit_test(test_pin_file),
+        cmocka_unit_test(test_llamacpp_converter_gguf),
         cmocka_unit_test(test_interop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

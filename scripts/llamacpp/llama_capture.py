@@ -30,7 +30,7 @@ ggml stores [ne0, ne1, ...] with ne0 contiguous; numpy's C order reverses
 it, so [n_embd, hc, tokens] is exactly the capture's [tokens, hc, dim].
 
 usage: python3 llama_capture.py MODEL.gguf OUT_DIR [--prompt-len N] [--decode M]
-         [--seed S] [--threads T] [--kv f32|f16] [--gpu-layers N]
+         [--seed S] [--threads T] [--kv f32|f16] [--flash-attn auto|on|off] [--gpu-layers N]
 env: LLAMA_CPP_LIB_PATH = the directory of libllama.so / libggml*.so;
      PYTHONPATH must reach the llama_cpp package (llama-cpp-python).
 """
@@ -173,6 +173,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kv", choices=("f32", "f16"), default="f32")
     ap.add_argument("--gpu-layers", type=int, default=0)
+    ap.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
     ap.add_argument("--extra", default="", help="comma-separated graph names (e.g. q-0,kv-0) also written, "
                     "raw, to OUT/extra-NNNN.safetensors (debugging; not part of the capture)")
     a = ap.parse_args()
@@ -195,6 +196,7 @@ def main():
     cp.n_seq_max = 1
     cp.n_threads = cp.n_threads_batch = a.threads
     cp.type_k = cp.type_v = GGML_TYPE_F32 if a.kv == "f32" else GGML_TYPE_F16
+    cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[a.flash_attn]
     cp.cb_eval = grab.cb
     cp.cb_eval_user_data = None
     ctx = L.llama_init_from_model(model, cp)
@@ -208,7 +210,7 @@ def main():
     meta_base = {"dsv4q_capture_version": "1", "checkpoint_sha256": ck,
                  "weights_sha256": hashlib.sha256(listing.encode()).hexdigest(),
                  "engine": "llama.cpp", "engine_version": ENGINE_VERSION, "profile": "exact",
-                 "llamacpp_kv_type": a.kv, "llamacpp_threads": str(a.threads)}
+                 "llamacpp_kv_type": a.kv, "llamacpp_flash_attn": a.flash_attn, "llamacpp_threads": str(a.threads)}
     calls = [(0, toks[:a.prompt_len])] + [(a.prompt_len + i, [toks[a.prompt_len + i]]) for i in range(a.decode)]
     for ci, (pos, ids) in enumerate(calls):
         grab.got = {}
