@@ -33,7 +33,7 @@ else
 fi
 # llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
 # scripts/llamacpp/build.sh, which .ci/run runs).
-if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache" 2>/dev/null; then
+if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache, typing_extensions" 2>/dev/null; then
   if timeout 1800 python3 tests/llamacpp_e2e.py >/tmp/dsv4q-llamacpp-e2e.log 2>&1; then
     pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). llamacpp_e2e.py"; grep -E "^  (ok|note)" /tmp/dsv4q-llamacpp-e2e.log
   else

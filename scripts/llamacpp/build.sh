@@ -10,6 +10,11 @@
 # OUTDIR/env.sh (exports for llama_capture.py); prints the build time.
 set -eu
 out=$(mkdir -p "$1" && cd "$1" && pwd); shift
+# the C++ toolchain llama.cpp needs (Debian packages; CI runs as root)
+if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq cmake g++ ninja-build >/dev/null
+fi
 ver=0.3.36
 if [ ! -d "$out/src/llama_cpp_python-$ver" ]; then
   mkdir -p "$out/src"
