@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "io/gguf_model.h"
 #include "oracle/formats.h"
 #include "oracle/ggml_decode.h"
@@ -77,6 +78,9 @@ int dsv4q_gguf_name(const char *ref, char *buf, size_t len, int *expert)
 
 int dsv4q_is_gguf(const char *path)
 {
+    struct stat sb;
+    /* only a regular file is looked into (a FIFO would block fopen) */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "rb");
     char m[4];
     if (!f) return 0;

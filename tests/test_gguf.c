@@ -20,6 +20,7 @@
 #include "io/synth.h"
 #include "io/model.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- a byte builder for GGUF images ------------------------------------- */
@@ -287,6 +288,15 @@ static void test_open_file_errors(void **s)
     assert_int_equal(dsv4q_gguf_open(&g, "/tmp", err, sizeof err), -1);
     assert_non_null(strstr(err, "not a regular file"));
     assert_int_equal(dsv4q_is_gguf("/tmp"), 0);
+    /* a FIFO is not opened (opening it would block until a writer comes) */
+    char fifo[] = "/tmp/dsv4q_fifo_XXXXXX";
+    int fd = mkstemp(fifo);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(dsv4q_is_gguf(fifo), 0);
+    unlink(fifo);
 }
 
 /* ---- decoders: hand-computed blocks --------------------------------------- */
