@@ -18,9 +18,10 @@ Everything else (FP8 dequantization to Q8_0, FP4 experts repacked to MXFP4,
 BF16/F32 kept, tid2eid to I32, MTP dropped) is llama.cpp's own code.
 
 usage: python3 convert_synth.py LLAMA_CPP_DIR CHECKPOINT_DIR OUT.gguf
-Needs: torch, numpy, safetensors, sentencepiece? no: only what
-convert_hf_to_gguf.py imports (torch, numpy, and llama.cpp's gguf-py from
-LLAMA_CPP_DIR/gguf-py).
+Needs what convert_hf_to_gguf.py imports: torch, numpy, safetensors,
+transformers (PyPI), and llama.cpp's own gguf-py (LLAMA_CPP_DIR/gguf-py,
+which knows MODEL_ARCH.DEEPSEEK4; PyPI gguf 0.19.0 does not).
+Measured: 36 s for `tiny` on 2 busy cores.
 """
 import json
 import os
