@@ -28,6 +28,7 @@
 #include "cli/common.h"
 #include "harness/backend.h"
 #include "harness/capture.h"
+#include "receipts/capture_pins.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"

@@ -24,6 +24,9 @@
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
+#include "base/util.h"
+#define now_s dsv4q_now_s   /* base/util.h */
+#define jnum dsv4q_json_num   /* base/util.h */
 
 #define GUARD 64
 #define GUARD_BYTE 0x5A
@@ -861,13 +864,6 @@ static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char
                             &h->decode_op, detail, detaillen, err, errlen);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int oracle_logits(const dsv4q_model *m, int width, uint64_t bs, const int32_t *ids, long nprompt, long ndecode,
                          double *logits, char *err, size_t errlen)
 {
@@ -983,8 +979,9 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     }
     r->greedy = (double)r->agree / (double)rows;
     const dsv4q_gate_rule *rule = o->gates ? &o->gates->model_nrms : NULL;
-    r->bound = rule && rule->on ? dsv4q_gate_bound(rule, r->level, DSV4Q_BT_NONE) : INFINITY;
-    r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);
+    const dsv4q_judgement j = dsv4q_judge(rule, r->nrms, r->level, DSV4Q_BT_NONE);
+    r->bound = j.gated ? j.bound : INFINITY;
+    r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);   /* ungated: NaN still fails (G2) */
     if (r->greedy_min >= 0) {
         long need = (long)ceil(r->greedy_min * (double)rows - 1e-9);
         r->greedy_required = need < r->level_agree ? need : r->level_agree;
@@ -1061,13 +1058,6 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
     fprintf(f, "(oracle f64 + f32 runs: %.2f s)\n-> %s\n", r->oracle_seconds, r->verdict == DSV4Q_V_PASS ? "PASS" : "FAIL");
-}
-
-static json_t *jnum(double v)
-{
-    if (isnan(v)) return json_null();
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
 }
 
 char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)

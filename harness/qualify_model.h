@@ -68,7 +68,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "gates/gates.h"
+#include "harness/verdict.h"
 #include "harness/isolate.h"
 #include "harness/qualify.h"
 #include "io/model.h"

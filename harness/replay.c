@@ -20,6 +20,11 @@
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
+#include "base/util.h"
+#define jnum dsv4q_json_num   /* base/util.h */
+#define ulp_in dsv4q_ulp_in   /* harness/verdict.h */
+#define ord32 dsv4q_ord32   /* base/util.h */
+#define ord16 dsv4q_ord16   /* base/util.h */
 
 #define NSTAGE_LAYER 8   /* per-layer stages: hc_attn_pre .. hc_ffn_post */
 
@@ -46,28 +51,8 @@ const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int la
 
 /* ---- metrics ----------------------------------------------------------- */
 
-static int64_t ord32(float f)
-{
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int64_t)INT32_MIN - i : i;
-}
-
-static int64_t ord16(uint16_t c) { return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c; }
-
 /* ULP distance of a from b in the storage dtype of a capture tensor: BF16 /
  * F16 in their own units, F32 and F64 in binary32 units. */
-static double ulp_in(int dt, double a, double b)
-{
-    if (a == b) return 0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    int64_t d;
-    if (dt == DSV4Q_DT_BF16) d = ord16(dsv4q_bf16_encode(a)) - ord16(dsv4q_bf16_encode(b));
-    else if (dt == DSV4Q_DT_F16) d = ord16(dsv4q_f16_encode(a)) - ord16(dsv4q_f16_encode(b));
-    else d = ord32((float)a) - ord32((float)b);
-    return (double)(d < 0 ? -d : d);
-}
-
 /* The storage dtype an output is judged in (ULPs, the gates' floor_u): the
  * dump's own dtype when it is narrow (BF16, F16), else where the claimed
  * profile keeps that output (stages.h storage: BF16 when its boundary is
@@ -142,12 +127,13 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
             double v, l;
             metric_at(r, m, t, &v, &l);
             if (isnan(v) && isnan(l)) continue;
-            int gated = rule && rule->on;
-            double b = gated ? dsv4q_gate_bound(rule, l, gate_dtype(r->dtype[t])) : NAN;
-            double score = gated ? (dsv4q_gate_pass(v, b) ? (b > 0 ? v / b : 0) : INFINITY) : v;
+            const dsv4q_judgement j = dsv4q_judge(rule, v, l, gate_dtype(r->dtype[t]));
+            const int gated = j.gated;
+            const double b = gated ? j.bound : NAN;
+            double score = gated ? (j.pass ? (b > 0 ? v / b : 0) : INFINITY) : v;
             if (w->out < 0 || score > worst) {
                 worst = score;
-                *w = (dsv4q_rrow){1, gated, gated ? dsv4q_gate_pass(v, b) : 1, t, v, l, b};
+                *w = (dsv4q_rrow){1, gated, j.pass, t, v, l, b};
             }
         }
         if (w->measured && w->gated && !w->pass) ok = 0;
@@ -304,8 +290,9 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
     double v = dsv4q_acc_nrms(&M->val), l = dsv4q_acc_nrms(&M->lvl);
     M->nrms = (dsv4q_rrow){1, gt->model_nrms.on, 1, 0, v, l, NAN};
     if (M->nrms.gated) {
-        M->nrms.bound = dsv4q_gate_bound(&gt->model_nrms, l, gate_dtype(dt));
-        M->nrms.pass = dsv4q_gate_pass(v, M->nrms.bound);
+        const dsv4q_judgement j = dsv4q_judge(&gt->model_nrms, v, l, gate_dtype(dt));
+        M->nrms.bound = j.bound;
+        M->nrms.pass = j.pass;
     }
     M->greedy_min = gt->greedy_min;
     M->greedy_gated = gt->greedy_min >= 0;
@@ -481,13 +468,6 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
     if (res->npartial) fprintf(f, " (%d of them judged on part of their calls only)", res->npartial);
     fprintf(f, "; %d not checkable; %d not captured; %.1f s -> %s\n", res->nunc, res->nabsent, res->seconds,
             dsv4q_replay_status(res) == 0 ? "PASS" : "FAIL");
-}
-
-static json_t *jnum(double v)
-{
-    if (isnan(v)) return json_null();
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
 }
 
 char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g)

@@ -37,7 +37,7 @@
 #define DSV4Q_REPLAY_H
 
 #include <stdio.h>
-#include "gates/gates.h"
+#include "harness/verdict.h"
 #include "harness/capture.h"
 #include "harness/metrics.h"
 #include "io/model.h"

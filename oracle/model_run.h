@@ -10,7 +10,7 @@
 #define DSV4Q_MODEL_RUN_H
 
 #include <stdint.h>
-#include "io/model.h"
+#include "oracle/model_types.h"
 #include "oracle/stages.h"
 
 /* Tap callback: stage output of `layer` (-1: outside the blocks) with n

@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "io/config.h"
+#include "oracle/model_types.h"
 
 typedef enum dsv4q_stage {
     DSV4Q_STAGE_EMBED = 0,

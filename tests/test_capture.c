@@ -26,6 +26,7 @@
 #include "cli/cmds.h"
 #include "gates/gates.h"
 #include "harness/capture.h"
+#include "receipts/capture_pins.h"
 #include "harness/replay.h"
 #include "io/config.h"
 #include "io/model.h"
