@@ -109,8 +109,7 @@ static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
 /* Gate every measured metric of a stage (P3) and set its verdict. */
 static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
-    int op = dsv4q_op_find(si->gate_op);
+    int op = dsv4q_stage_gate_op(r->stage);   /* links checked in dsv4q_replay_run */
     if (r->calls_checked == 0) {
         r->verdict = DSV4Q_RV_UNCHECKABLE;
         return;
@@ -325,6 +324,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(res, 0, sizeof *res);
+    if (dsv4q_stage_gates_check(err, errlen)) return -1;   /* no stage judged without its gate */
     res->nst = 2 + NSTAGE_LAYER * nl;
     res->st = calloc((size_t)res->nst, sizeof *res->st);
     rctx x = {.m = m, .cap = cap, .res = res};

@@ -7,6 +7,7 @@
  * it contains: an engine author reads one row and knows which tensor to dump
  * and what the oracle will compute from it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "oracle/boundary.h"
@@ -80,6 +81,43 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                           "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
                           "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits"},
 };
+
+#define TAP_NAME_(E, name, sel) [DSV4Q_TAP_##E] = #name,
+static const char *const tap_names[DSV4Q_TAP_COUNT] = {DSV4Q_TAP_LIST(TAP_NAME_)};
+#undef TAP_NAME_
+#define TAP_SEL_(E, name, sel) [DSV4Q_TAP_##E] = sel,
+static const unsigned char tap_sel[DSV4Q_TAP_COUNT] = {DSV4Q_TAP_LIST(TAP_SEL_)};
+#undef TAP_SEL_
+
+const char *dsv4q_tap_name(int tap) { return tap >= 0 && tap < DSV4Q_TAP_COUNT ? tap_names[tap] : NULL; }
+int dsv4q_tap_is_selection(int tap) { return tap >= 0 && tap < DSV4Q_TAP_COUNT && tap_sel[tap]; }
+
+int dsv4q_tap_find(const char *name)
+{
+    for (int i = 0; name && i < DSV4Q_TAP_COUNT; i++)
+        if (!strcmp(tap_names[i], name)) return i;
+    return -1;
+}
+
+int dsv4q_stage_table_check(char *err, size_t errlen)
+{
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) {
+        const dsv4q_stage_info *si = &table[i];
+        const char *why = NULL;
+        if (si->id != i || !si->name) why = "id or name missing";
+        else if (dsv4q_tap_find(si->tap) < 0) why = "its tap is not in DSV4Q_TAP_LIST";
+        else if (!si->gate_op || !si->gate_op[0]) why = "no gate operator (it would go ungated)";
+        else if (si->per_layer != (i != DSV4Q_STAGE_EMBED && i != DSV4Q_STAGE_HEAD))
+            why = "only embed (first) and head (last) are model-level";
+        for (int j = 0; !why && j < i; j++)
+            if (!strcmp(table[j].name, si->name)) why = "name appears twice";
+        if (why) {
+            snprintf(err, errlen, "stage table row %d (%s): %s", i, si->name ? si->name : "?", why);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 const dsv4q_stage_info *dsv4q_stage_get(int id)
 {

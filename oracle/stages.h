@@ -96,6 +96,49 @@ typedef struct dsv4q_stage_info {
     const char *tap;         /* the `run --taps` tap of its first output */
 } dsv4q_stage_info;
 
+/*
+ * THE tap list (append-only): the named values `run --taps`, sensitivity
+ * and margins observe in a forward pass, X(ENUM, name, selection). The
+ * forward pass (oracle/model.c) taps by DSV4Q_TAP_<ENUM>, never by a bare
+ * string; a stage row's `tap` must be one of these names (checked by
+ * dsv4q_stage_table_check). selection = 1: an index set per row (compared
+ * as sets, cli/taps.c).
+ */
+#define DSV4Q_TAP_LIST(X)                 \
+    X(EMBED, embed, 0)                    \
+    X(HC_ATTN_PRE, hc_attn_pre, 0)        \
+    X(ATTN_NORM, attn_norm, 0)            \
+    X(Q, q, 0)                            \
+    X(KV, kv, 0)                          \
+    X(IDX_SCORE, idx_score, 0)            \
+    X(IDX_TOPK, idx_topk, 1)              \
+    X(ATTN_OUT, attn_out, 0)              \
+    X(ATTN, attn, 0)                      \
+    X(HC_ATTN_POST, hc_attn_post, 0)      \
+    X(HC_FFN_PRE, hc_ffn_pre, 0)          \
+    X(FFN_NORM, ffn_norm, 0)              \
+    X(MOE_WEIGHTS, moe_weights, 0)        \
+    X(MOE_IDX, moe_idx, 1)                \
+    X(MOE_OUT, moe_out, 0)                \
+    X(BLOCK_OUT, block_out, 0)            \
+    X(FINAL_NORM, final_norm, 0)          \
+    X(LOGITS, logits, 0)
+
+#define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
+typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;
+#undef DSV4Q_TAP_ENUM_
+
+const char *dsv4q_tap_name(int tap);               /* NULL if out of range */
+int dsv4q_tap_find(const char *name);              /* -1 if unknown */
+int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
+
+/* Check the stage table when it is used: every stage names a known tap
+ * and a gate operator (gate_op non-empty; the harness resolves it against
+ * the operator list: harness/verdict.h dsv4q_stage_gates_check), names are
+ * unique, and per-layer stages come in forward order between embed and
+ * head (S2). 0, or -1 with a message naming the row. */
+int dsv4q_stage_table_check(char *err, size_t errlen);
+
 const dsv4q_stage_info *dsv4q_stage_get(int id);   /* NULL if out of range */
 int dsv4q_stage_find(const char *name);            /* -1 if unknown */
 
