@@ -26,27 +26,20 @@
 #define ord32 dsv4q_ord32   /* base/util.h */
 #define ord16 dsv4q_ord16   /* base/util.h */
 
-#define NSTAGE_LAYER 8   /* per-layer stages: hc_attn_pre .. hc_ffn_post */
-
 const char *dsv4q_rverdict_name(dsv4q_rverdict v)
 {
     static const char *const n[] = {"pass", "FAIL", "not checkable", "not captured"};
     return (unsigned)v < 4 ? n[v] : "?";
 }
 
-static int slot_of(int stage, int layer, int nlayers)
-{
-    if (stage == DSV4Q_STAGE_EMBED) return 0;
-    if (stage == DSV4Q_STAGE_HEAD) return 1 + NSTAGE_LAYER * nlayers;
-    return 1 + layer * NSTAGE_LAYER + (stage - DSV4Q_STAGE_HC_ATTN_PRE);
-}
+/* Result slots follow the stage table's forward order (dsv4q_stage_slot). */
+static int slot_of(int stage, int layer, int nlayers) { return (int)dsv4q_stage_slot_of(nlayers, stage, layer); }
 
 const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
 {
-    int nl = (res->nst - 2) / NSTAGE_LAYER;
-    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return NULL;
-    if (dsv4q_stage_get(stage)->per_layer && (layer < 0 || layer >= nl)) return NULL;
-    return &res->st[slot_of(stage, layer, nl)];
+    const long base = dsv4q_stage_nslots(0), per = dsv4q_stage_nslots(1) - base;
+    const long i = dsv4q_stage_slot_of((int)((res->nst - base) / per), stage, layer);
+    return i < 0 ? NULL : &res->st[i];
 }
 
 /* ---- metrics ----------------------------------------------------------- */
@@ -325,7 +318,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(res, 0, sizeof *res);
     if (dsv4q_stage_gates_check(err, errlen)) return -1;   /* no stage judged without its gate */
-    res->nst = 2 + NSTAGE_LAYER * nl;
+    res->nst = (int)dsv4q_stage_nslots(nl);
     res->st = calloc((size_t)res->nst, sizeof *res->st);
     rctx x = {.m = m, .cap = cap, .res = res};
     int rc = -1;
@@ -345,11 +338,11 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         if (!o->quiet) fprintf(stderr, "[replay] call %d/%d (position %ld, %ld tokens)\n", i + 1, cap->ncalls, c->pos, c->s);
-        if (replay_stage(&x, c, DSV4Q_STAGE_EMBED, -1, err, errlen)) goto out;
-        for (int l = 0; l < nl; l++)
-            for (int st = DSV4Q_STAGE_HC_ATTN_PRE; st <= DSV4Q_STAGE_HC_FFN_POST; st++)
-                if (replay_stage(&x, c, st, l, err, errlen)) goto out;
-        if (replay_stage(&x, c, DSV4Q_STAGE_HEAD, -1, err, errlen)) goto out;
+        for (long k = 0; k < res->nst; k++) {   /* the forward order of the stage table */
+            int st, l;
+            dsv4q_stage_slot(nl, k, &st, &l);
+            if (replay_stage(&x, c, st, l, err, errlen)) goto out;
+        }
     }
     for (int i = 0; i < res->nst; i++) {
         dsv4q_rstage *r = &res->st[i];

@@ -107,8 +107,9 @@ int dsv4q_stage_table_check(char *err, size_t errlen)
         if (si->id != i || !si->name) why = "id or name missing";
         else if (dsv4q_tap_find(si->tap) < 0) why = "its tap is not in DSV4Q_TAP_LIST";
         else if (!si->gate_op || !si->gate_op[0]) why = "no gate operator (it would go ungated)";
-        else if (si->per_layer != (i != DSV4Q_STAGE_EMBED && i != DSV4Q_STAGE_HEAD))
-            why = "only embed (first) and head (last) are model-level";
+        else if (si->per_layer && i > 0 && !table[i - 1].per_layer)
+            for (int j = 0; j < i - 1 && !why; j++)
+                if (table[j].per_layer) why = "per-layer stages must be one contiguous run (forward order, S2)";
         for (int j = 0; !why && j < i; j++)
             if (!strcmp(table[j].name, si->name)) why = "name appears twice";
         if (why) {
@@ -117,6 +118,50 @@ int dsv4q_stage_table_check(char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+/* The table's three runs (S2): model-level rows before the first per-layer
+ * row, the per-layer rows, model-level rows after them. */
+static void runs(int *first_pl, int *npl)
+{
+    int f = -1, n = 0;
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
+        if (table[i].per_layer) {
+            if (f < 0) f = i;
+            n++;
+        }
+    *first_pl = f;
+    *npl = n;
+}
+
+long dsv4q_stage_nslots(int n_layers)
+{
+    int f, n;
+    runs(&f, &n);
+    return (DSV4Q_STAGE_COUNT - n) + (long)n * (n_layers > 0 ? n_layers : 0);
+}
+
+int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer)
+{
+    int f, n;
+    runs(&f, &n);
+    const long nl = n_layers > 0 ? n_layers : 0, mid = (long)n * nl;
+    if (i < 0 || i >= dsv4q_stage_nslots(n_layers)) return -1;
+    if (i < f) { *stage = (int)i; *layer = -1; return 0; }
+    if (i < f + mid) { *stage = f + (int)((i - f) % n); *layer = (int)((i - f) / n); return 0; }
+    *stage = (int)(i - mid + n);   /* past the per-layer rows */
+    *layer = -1;
+    return 0;
+}
+
+long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
+{
+    int f, n;
+    runs(&f, &n);
+    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return -1;
+    if (!table[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
+    if (layer < 0 || layer >= n_layers) return -1;
+    return f + (long)layer * n + (stage - f);
 }
 
 const dsv4q_stage_info *dsv4q_stage_get(int id)

@@ -139,6 +139,17 @@ int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
  * head (S2). 0, or -1 with a message naming the row. */
 int dsv4q_stage_table_check(char *err, size_t errlen);
 
+/* The forward order of one call for n_layers layers, as slots 0..n-1: the
+ * model-level stages that precede the per-layer rows in the table (embed),
+ * then every layer's per-layer stages in table order, then the model-level
+ * stages after them (head). replay, `dsv4q stages --names` and goldens
+ * iterate this instead of spelling the order out. */
+long dsv4q_stage_nslots(int n_layers);
+/* Slot i -> stage id and layer (-1 for model-level). -1 if i is out of range. */
+int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer);
+/* (stage, layer) -> slot, -1 if there is none. */
+long dsv4q_stage_slot_of(int n_layers, int stage, int layer);
+
 const dsv4q_stage_info *dsv4q_stage_get(int id);   /* NULL if out of range */
 int dsv4q_stage_find(const char *name);            /* -1 if unknown */
 
