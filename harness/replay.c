@@ -180,10 +180,11 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
     if (!nin && !nout) return 0;   /* this stage is not in this call */
     if (r->verdict == DSV4Q_RV_ABSENT) r->verdict = DSV4Q_RV_UNCHECKABLE;   /* judged at the end */
     char name[DSV4Q_STAGE_NAME_MAX];
-    if (si->stateful && x->attn_next[layer] != c->pos) {
+    const int ci = dsv4q_stage_cache_index(stage, layer, g);   /* -1: stateless */
+    if (ci >= 0 && x->attn_next[ci] != c->pos) {
         dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, 0);
         set_why(r, "missing earlier call: %s at position %ld is not in the capture (the layer's caches need every "
-                "earlier call)", name, x->attn_next[layer]);
+                "earlier call)", name, x->attn_next[ci]);
         return 0;
     }
     if (missing_in >= 0) {
@@ -212,7 +213,7 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
         snprintf(err, errlen, "replaying %s at position %ld: %s", si->name, c->pos, e2);
         return -1;
     }
-    if (si->stateful) x->attn_next[layer] = c->pos + c->s;
+    if (ci >= 0) x->attn_next[ci] = c->pos + c->s;
     if (!nout) {
         dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 1, 0);
         set_why(r, "no output captured (%s, call at position %ld)", name, c->pos);
@@ -322,7 +323,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     res->st = calloc((size_t)res->nst, sizeof *res->st);
     rctx x = {.m = m, .cap = cap, .res = res};
     int rc = -1;
-    x.attn_next = calloc((size_t)nl, sizeof(long));
+    x.attn_next = calloc((size_t)(nl + g->n_mtp_layers), sizeof(long));
     if (!res->st || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
         for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
@@ -346,7 +347,10 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     }
     for (int i = 0; i < res->nst; i++) {
         dsv4q_rstage *r = &res->st[i];
-        if (r->verdict == DSV4Q_RV_ABSENT) { res->nabsent++; continue; }
+        if (r->verdict == DSV4Q_RV_ABSENT) {
+            res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
+            continue;
+        }
         judge(r, o->gates);
         char miss[160] = "";
         for (int t = 0; t < r->nout; t++)
@@ -433,7 +437,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         int k = 0;
         for (int i = 0; i < res->nst; i++) {
             const dsv4q_rstage *r = &res->st[i];
-            if (r->verdict != DSV4Q_RV_ABSENT) continue;
+            if (r->verdict != DSV4Q_RV_ABSENT || dsv4q_stage_get(r->stage)->optional) continue;
             char key[48];
             row_key(r, key, sizeof key);
             if (k < 24) fprintf(f, "%s %s", k ? "," : "", key);
@@ -479,7 +483,7 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
         char key[48];
         row_key(r, key, sizeof key);
         if (r->verdict == DSV4Q_RV_ABSENT) {
-            json_array_append_new(absent, json_string(key));
+            if (!dsv4q_stage_get(r->stage)->optional) json_array_append_new(absent, json_string(key));
             continue;
         }
         json_t *s = json_object(), *ms = json_object();

@@ -693,6 +693,8 @@ long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
  * caller feeds a layer's calls in order (run.c checks it). The wrapper in
  * run.c has validated stage, layer, s, pos0 and the ids.
  */
+static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits);
+
 int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
@@ -728,6 +730,7 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
     case DSV4Q_STAGE_HEAD:
         rc = head(r, in[0], &r->m->hc_head_fn, &r->m->hc_head_scale, &r->m->hc_head_base, &r->m->norm, out[0]);
         break;
+    case DSV4Q_STAGE_MTP: rc = g->n_mtp_layers < 1 ? -1 : mtp(r, in[0], s, p0, io->ids, out[0]); break;
     default: break;
     }
     if (!rc)
@@ -751,27 +754,26 @@ oom:
  * model's last call (the reference does not fix which; we take those) and
  * `ids` for the same positions. Returns logits of the last row.
  */
-int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_out)
+/* The MTP block and its head on given hidden streams Xin [s, hc, d] of the
+ * call at p0 (the mtp stage; dsv4q_run_mtp and dsv4q_stage_exec). */
+static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits)
 {
     const dsv4q_config *g = &r->m->cfg;
-    if (g->n_mtp_layers < 1 || !r->lastX) return -1;
-    if (r->last_layer >= 0 && r->last_layer < g->n_layers - 1) return -1;   /* lastX is not the last layer's */
     const int li = g->n_layers, hc = g->hc_mult;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    const long s = r->lasts, d = g->dim, p0 = r->pos - s;
+    const long d = g->dim;
     const uint64_t bs = r->bs;
-    real *e = NULL, *pe = NULL, *h = NULL, *ph = NULL, *Xs = NULL, *logits = NULL;
+    real *e = NULL, *pe = NULL, *h = NULL, *ph = NULL, *Xs = NULL;
     int rc = -1;
     ALLOC(e, s * d);
     ALLOC(pe, s * d);
     ALLOC(h, s * hc * d);
     ALLOC(ph, s * hc * d);
     ALLOC(Xs, s * hc * d);
-    ALLOC(logits, g->vocab_size);
     for (long t = 0; t < s; t++)
         for (long i = 0; i < d; i++) e[t * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
     AT(li, p0, s);
-    if (OP(rmsnorm, e, s, d, &L->enorm, e) || OP(rmsnorm, r->lastX, s * hc, d, &L->hnorm, h) ||
+    if (OP(rmsnorm, e, s, d, &L->enorm, e) || OP(rmsnorm, Xin, s * hc, d, &L->hnorm, h) ||
         OP(linear, &L->e_proj, e, s, pe, DSV4Q_B_LINEAR_BF16) ||
         OP(linear, &L->h_proj, h, s * hc, ph, DSV4Q_B_LINEAR_BF16)) goto oom;
     for (long t = 0; t < s; t++)
@@ -782,9 +784,28 @@ int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_ou
     AT(-1, p0, s);
     if (head(r, Xs + (s - 1) * hc * d, &L->hc_head_fn, &L->hc_head_scale, &L->hc_head_base, &L->norm, logits))
         goto oom;
+    rc = 0;
+oom:
+    free(e); free(pe); free(h); free(ph); free(Xs);
+    return rc;
+}
+
+int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->n_mtp_layers < 1 || !r->lastX) return -1;
+    if (r->last_layer >= 0 && r->last_layer < g->n_layers - 1) return -1;   /* lastX is not the last layer's */
+    const long s = r->lasts, p0 = r->pos - s;
+    const int li = -1;   /* a model-level stage (REPORT) */
+    real *logits = NULL;
+    int rc = -1;
+    ALLOC(logits, g->vocab_size);
+    if (mtp(r, r->lastX, s, p0, ids, logits)) goto oom;
+    tap(r, -1, TAP(MTP_LOGITS), logits, g->vocab_size, 1);
+    REPORT(DSV4Q_STAGE_MTP, r->lastX, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     rc = 0;
 oom:
-    free(e); free(pe); free(h); free(ph); free(Xs); free(logits);
+    free(logits);
     return rc;
 }

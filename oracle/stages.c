@@ -80,6 +80,16 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                           B(RESID_BF16) | B(NORM_BF16),
                           "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
                           "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits"},
+    [DSV4Q_STAGE_MTP] = {DSV4Q_STAGE_MTP, "mtp", 0, 1, 1, 1, 1,
+                         {{"X", 3, {S_, HC, D_}, "hc streams of the call after the last layer (+ the MTP token ids)",
+                           ST(RESID_BF16)}},
+                         {{"logits", 1, {V_}, "MTP logits of the call's last token"}},
+                         B(GEMM_ACT_FP8) | B(KV_FP8) | B(CKV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) |
+                             B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) | B(LINEAR_BF16) | B(QNORM_BF16) |
+                             B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(HADAMARD_BF16) | B(CMP_BF16) |
+                             B(IDX_PARTIAL_BF16) | B(RESID_BF16) | B(MOE_BF16),
+                         "oracle/model.c dsv4q_run_mtp (enorm, hnorm, e_proj + h_proj, one block, hc_head, head)",
+                         "model.py MTPBlock.forward", "linear", "mtp_logits", 1},
 };
 
 #define TAP_NAME_(E, name, sel) [DSV4Q_TAP_##E] = #name,
@@ -162,6 +172,13 @@ long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
     if (!table[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
     if (layer < 0 || layer >= n_layers) return -1;
     return f + (long)layer * n + (stage - f);
+}
+
+int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    if (!si || !si->stateful) return -1;
+    return si->per_layer ? layer : cfg->n_layers;
 }
 
 const dsv4q_stage_info *dsv4q_stage_get(int id)

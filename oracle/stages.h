@@ -13,8 +13,10 @@
  *   moe          x[s,d] + token ids            -> y[s,d]
  *   hc_ffn_post                                   (as hc_attn_post)
  *
- * plus two model-level stages: embed (token ids -> X[s,hc,d]) and head (the
- * last row's X[hc,d] -> logits[vocab]). Token ids are never a tensor: they
+ * plus model-level stages: embed (token ids -> X[s,hc,d]), head (the last
+ * row's X[hc,d] -> logits[vocab]) and mtp (the call's X[s,hc,d] after the
+ * last layer + the MTP token ids -> the MTP head's logits[vocab] of the last
+ * row; stateful: the MTP layer's caches; optional in a capture). Token ids are never a tensor: they
  * come from the call (a capture's __metadata__ "token_ids").
  *
  * Owns: the table (names, tensors, shapes, boundaries, reference, oracle
@@ -56,6 +58,7 @@ typedef enum dsv4q_stage {
     DSV4Q_STAGE_MOE,
     DSV4Q_STAGE_HC_FFN_POST,
     DSV4Q_STAGE_HEAD,
+    DSV4Q_STAGE_MTP,             /* appended: the MTP block + its head (optional) */
     DSV4Q_STAGE_COUNT
 } dsv4q_stage;
 
@@ -94,6 +97,8 @@ typedef struct dsv4q_stage_info {
     const char *reference;   /* DeepSeek's code */
     const char *gate_op;     /* operator of gates/ whose rules bound it */
     const char *tap;         /* the `run --taps` tap of its first output */
+    int optional;            /* 1: an engine may leave it out of a capture (MTP);
+                                replay does not count it as missing */
 } dsv4q_stage_info;
 
 /*
@@ -122,7 +127,8 @@ typedef struct dsv4q_stage_info {
     X(MOE_OUT, moe_out, 0)                \
     X(BLOCK_OUT, block_out, 0)            \
     X(FINAL_NORM, final_norm, 0)          \
-    X(LOGITS, logits, 0)
+    X(LOGITS, logits, 0)                  \
+    X(MTP_LOGITS, mtp_logits, 0)
 
 #define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
 typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;
@@ -138,6 +144,12 @@ int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
  * unique, and per-layer stages come in forward order between embed and
  * head (S2). 0, or -1 with a message naming the row. */
 int dsv4q_stage_table_check(char *err, size_t errlen);
+
+/* Which layer's caches a stateful stage carries: its own layer for a
+ * per-layer stage (attn), the first MTP layer (n_layers) for mtp; -1 for a
+ * stateless stage. Callers that track "the next position of each cache"
+ * size their arrays n_layers + n_mtp_layers. */
+int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg);
 
 /* The forward order of one call for n_layers layers, as slots 0..n-1: the
  * model-level stages that precede the per-layer rows in the table (embed),

@@ -104,8 +104,8 @@ static void test_stage_links(void **state)
     assert_int_equal(dsv4q_tap_find("idx_topk"), DSV4Q_TAP_IDX_TOPK);
     assert_true(dsv4q_tap_is_selection(DSV4Q_TAP_MOE_IDX) && !dsv4q_tap_is_selection(DSV4Q_TAP_Q));
     assert_int_equal(dsv4q_tap_find("nope"), -1);
-    /* forward order for 3 layers: embed, 3 x 8 per-layer stages, head = 26 slots */
-    assert_int_equal(dsv4q_stage_nslots(3), 26);
+    /* forward order for 3 layers: embed, 3 x 8 per-layer stages, head, mtp = 27 slots */
+    assert_int_equal(dsv4q_stage_nslots(3), 27);
     int st = -9, l = -9;
     assert_int_equal(dsv4q_stage_slot(3, 0, &st, &l), 0);
     assert_true(st == DSV4Q_STAGE_EMBED && l == -1);
@@ -113,8 +113,10 @@ static void test_stage_links(void **state)
     assert_true(st == DSV4Q_STAGE_ATTN && l == 1);
     assert_int_equal(dsv4q_stage_slot(3, 25, &st, &l), 0);
     assert_true(st == DSV4Q_STAGE_HEAD && l == -1);
-    assert_int_equal(dsv4q_stage_slot(3, 26, &st, &l), -1);
-    for (long i = 0; i < 26; i++) {                                     /* slot_of inverts slot */
+    assert_int_equal(dsv4q_stage_slot(3, 26, &st, &l), 0);
+    assert_true(st == DSV4Q_STAGE_MTP && l == -1);
+    assert_int_equal(dsv4q_stage_slot(3, 27, &st, &l), -1);
+    for (long i = 0; i < 27; i++) {                                     /* slot_of inverts slot */
         assert_int_equal(dsv4q_stage_slot(3, i, &st, &l), 0);
         assert_int_equal(dsv4q_stage_slot_of(3, st, l), i);
     }
