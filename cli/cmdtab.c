@@ -40,9 +40,11 @@
     {"--junit", NULL, "FILE", "", "write a JUnit XML report: one testcase per case", 0},                          \
     {"--failures-only", NULL, NULL, "", "print only the failing rows (the summary and failed: list stay)", 0},     \
     {"--stop-on-fail", "-x", NULL, "", "stop after the first failing case", 0},                                   \
-    {"--require-all", NULL, NULL, "", "a case the backend does not implement fails instead of being skipped", 0}
+    {"--require-all", NULL, NULL, "", "a case the backend does not implement fails instead of being skipped", 0}, \
+    {"--require", NULL, "OPS", "", "these operators (comma-separated) must be implemented: their skips fail", 0}
 
 static const char *const NO_CONFLICTS[] = {NULL};
+static const char *const QUALIFY_CONFLICTS[] = {"--require-all", "--require", NULL};
 static const char *const INPUT_CONFLICTS[] = {"--tokens", "--prompt-len", "--tokens", "--seed", NULL};
 
 static const dsv4q_mode MODES[] = {
@@ -69,7 +71,7 @@ static const dsv4q_mode MODES[] = {
                              O_THREADS,
                              O_QUIET,
                              O_END},
-     NO_CONFLICTS, dsv4q_cmd_qualify},
+     QUALIFY_CONFLICTS, dsv4q_cmd_qualify},
     {"qualify", "--whole-model", NULL,
      "compose the whole model from the backend's operators; logit NRMS vs the fp64 oracle against a factor x the "
      "fp32 floor, greedy agreement",
