@@ -111,6 +111,26 @@ static void mutant_fails_with_case_keys(void **state)
     assert_int_equal(access(junit, R_OK), 0);
 }
 
+/* A transposed hc_post output fails more than one metric of one case: the
+ * second FAIL row must carry the key too (`grep FAIL` keeps it). */
+static void second_metric_row_has_its_key(void **state)
+{
+    (void)state;
+    assert_int_equal(dsv4q("qualify", "--backend", "mutant:hc_post_transposed", "-q", "--db", db, "--case", "hc_post(",
+                           "--failures-only", NULL), 1);
+    int rows = 0, cases = 0;
+    for (char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        size_t len = strcspn(l, "\n");
+        if (len >= 4 && !strncmp(l + len - 4, "FAIL", 4) && !strstr(l, " cases: ")) {
+            rows++;
+            if (strncmp(l, "hc_post(", 8)) fail_msg("FAIL row without its case key: %.*s", (int)len, l);
+        }
+        cases += !strncmp(l, "failed: hc_post(", 16);
+    }
+    assert_true(cases >= 1);
+    assert_true(rows > cases);
+}
+
 static int have_junitparser(void)
 {
     return system("python3 -c 'import junitparser' >/dev/null 2>&1") == 0;
@@ -178,6 +198,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mutant_fails_with_case_keys),
+        cmocka_unit_test(second_metric_row_has_its_key),
         cmocka_unit_test(junit_reads_with_junitparser),
         cmocka_unit_test(stop_filters_failures_only),
         cmocka_unit_test(skips_are_a_third_state),
