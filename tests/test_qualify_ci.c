@@ -121,7 +121,7 @@ static void second_metric_row_has_its_key(void **state)
     int rows = 0, cases = 0;
     for (char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
         size_t len = strcspn(l, "\n");
-        if (len >= 4 && !strncmp(l + len - 4, "FAIL", 4) && !strstr(l, " cases: ")) {
+        if (len >= 4 && !strncmp(l + len - 4, "FAIL", 4) && !(l[0] >= '0' && l[0] <= '9')) {   /* not the summary */
             rows++;
             if (strncmp(l, "hc_post(", 8)) fail_msg("FAIL row without its case key: %.*s", (int)len, l);
         }
