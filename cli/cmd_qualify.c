@@ -101,22 +101,11 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
     char err[1024], so_sha[DSV4Q_SHA256_HEX + 1] = "", gate_sha[DSV4Q_SHA256_HEX + 1] = "";
     if (q->desc.is_path && dsv4q_sha256_file(q->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
     if (gate_path && dsv4q_sha256_file(gate_path, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
-    char *cmdline = dsv4q_command_line(argc, argv);
-    dsv4q_receipt r = {.kind = "qualify", .command_line = cmdline, .backend_id = q->desc.spec,
+    dsv4q_receipt r = {.kind = "qualify", .backend_id = q->desc.spec,
                        .backend_version = q->desc.version, .backend_sha256 = so_sha, .profile = q->profile,
                        .widths = "f32,f64", .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
                        .verdict = status == 0 ? "pass" : status == 1 ? "fail" : "error"};
-    long long id = 0;
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    int rc = 0;
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
-        rc = -1;
-    } else if (!o->quiet) {
-        printf("receipt %lld written to %s\n", id, db);
-    }
-    free(cmdline);
-    return rc;
+    return dsv4q_cli_receipt_store("qualify", o, &r, argc, argv, 0);
 }
 
 /* --whole-model: one composed run per backend, judged with gates.model. */
@@ -127,22 +116,9 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
         return 2;
     }
-    if (dsv4q_cli_model_dir(o, dir, sizeof dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        return 2;
-    }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("qualify", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("qualify", o, dir, sizeof dir, &m, &t)) return 2;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(t.nprompt + t.nteacher + 1));
     if (!ids) {
         fprintf(stderr, "dsv4q qualify: out of memory\n");
@@ -186,14 +162,8 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                             .tokens_pin = t.pin, .config_json = cfgjson, .profile = r.profile, .widths = "f32,f64",
                             .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
                             .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
-        long long id = 0;
-        const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-        if (r.load_failed)   /* a backend that cannot load or init here is not a measurement */
-            ;
-        else if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
-            fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
-        else if (!o->quiet)
-            printf("receipt %lld written to %s\n", id, db);
+        if (!r.load_failed)   /* a backend that cannot load or init here is not a measurement */
+            dsv4q_cli_receipt_store("qualify", o, &rc, argc, argv, 0);
         free(metrics);
         dsv4q_wm_free(&r);
         if (b + 1 < q->nb) printf("\n");

@@ -61,19 +61,12 @@ static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_capture *cap, con
     free(ids);
     char prof[700];
     snprintf(prof, sizeof prof, "%s%s%s", cap->profile, cap->boundary[0] ? " + " : "", cap->boundary);
-    char *cmdline = dsv4q_command_line(argc, argv);
-    dsv4q_receipt r = {.kind = "replay", .command_line = cmdline, .backend_id = cap->engine,
+    dsv4q_receipt r = {.kind = "replay", .backend_id = cap->engine,
                        .backend_version = cap->engine_version, .backend_sha256 = "", .checkpoint_pin_json = pin,
                        .tokens_pin = tok, .profile = prof, .widths = "f32,f64", .gate_file = g->origin,
                        .gate_sha256 = gate_sha, .metrics_json = metrics,
                        .verdict = status == 0 ? "pass" : "fail"};
-    long long id = 0;
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err))
-        fprintf(stderr, "dsv4q replay: receipt not written: %s\n", err);
-    else if (!o->quiet)
-        printf("receipt %lld written to %s\n", id, db);
-    free(cmdline);
+    dsv4q_cli_receipt_store("replay", o, &r, argc, argv, 0);
 }
 
 int dsv4q_cmd_replay(int argc, char **argv)
@@ -87,21 +80,13 @@ int dsv4q_cmd_replay(int argc, char **argv)
         fprintf(stderr, "dsv4q replay: --capture FILE|DIR is required (docs/captures.md)\n");
         return 2;
     }
-    if (dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q replay: %s\n", err);
-        return 2;
-    }
     dsv4q_gates g;
     if (q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err)) {
         fprintf(stderr, "dsv4q replay: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q replay: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("replay", m);
+    if (dsv4q_cli_start("replay", &o, dir, sizeof dir, &m, NULL)) return 2;
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;

@@ -3,6 +3,14 @@
  * table (cli/cmdtab.c): the front door checks argv against it, then
  * dispatches to the command.
  */
+#include <stdio.h>
 #include "cli/cmdtab.h"
 
-int main(int argc, char **argv) { return dsv4q_cli_main(argc, argv); }
+int main(int argc, char **argv)
+{
+    /* line-buffered stdout: in a CI log (stdout and stderr into one pipe)
+     * warnings and progress on stderr fall between table lines, never
+     * inside one and never ahead of the rows they follow */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return dsv4q_cli_main(argc, argv);
+}

@@ -28,9 +28,9 @@ else
   skipped=$((skipped + 1))
   echo "interop_safetensors.py: skipped (python3 numpy/safetensors not installed; run make pydeps)"
 fi
-if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser" 2>/dev/null; then
+if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser, yaml" 2>/dev/null; then
   fail=$((fail + 1)); failed+=("python-test-deps")
-  echo "CI=true: python3 lacks numpy/safetensors/junitparser (make pydeps): interop tests would be skipped"
+  echo "CI=true: python3 lacks numpy/safetensors/junitparser/yaml (make pydeps): interop tests would be skipped"
 fi
 [ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
 echo "${pass} passed, ${fail} failed, ${skipped} skipped"
