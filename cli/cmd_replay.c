@@ -17,6 +17,8 @@
 #include <string.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/junit.h"
+#include "cli/qreport.h"
 #include "gates/gates.h"
 #include "harness/capture.h"
 #include "harness/replay.h"
@@ -25,7 +27,7 @@
 #include "receipts/receipts.h"
 
 typedef struct ropts {
-    const char *capture, *gates;
+    const char *capture, *gates, *junit;
     int no_model, all_metrics;
 } ropts;
 
@@ -35,13 +37,16 @@ static int extra(void *ctx, int argc, char **argv, int i)
     const char *a = argv[i];
     if (!strcmp(a, "--no-model")) { q->no_model = 1; return 1; }
     if (!strcmp(a, "--all-metrics")) { q->all_metrics = 1; return 1; }
-    if (strcmp(a, "--capture") && strcmp(a, "--gates")) return 0;
+    if (strcmp(a, "--capture") && strcmp(a, "--gates") && strcmp(a, "--junit")) return 0;
     if (i + 1 >= argc) {
         fprintf(stderr, "dsv4q replay: %s needs a value\n", a);
         return -1;
     }
     if (!strcmp(a, "--capture")) q->capture = argv[i + 1];
-    else q->gates = argv[i + 1];
+    else if (!strcmp(a, "--junit")) {
+        if (dsv4q_cli_check_out(a, argv[i + 1])) return -1;
+        q->junit = argv[i + 1];
+    } else q->gates = argv[i + 1];
     return 2;
 }
 
@@ -116,6 +121,12 @@ int dsv4q_cmd_replay(int argc, char **argv)
         FILE *f = fopen(o.json, "w");
         if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || fclose(f))
             fprintf(stderr, "dsv4q replay: cannot write %s\n", o.json);
+    }
+    dsv4q_junit *ju = NULL;
+    if (q.junit) {
+        if (dsv4q_junit_open(&ju, q.junit, err, sizeof err)) goto fail;
+        dsv4q_rreport_junit(ju, &res, cap->engine);
+        if (dsv4q_junit_close(ju, err, sizeof err)) { fprintf(stderr, "dsv4q replay: %s\n", err); st = 2; }
     }
     write_receipt(&o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
                   metrics, st, argc, argv);

@@ -130,6 +130,7 @@ static const dsv4q_mode MODES[] = {
                              {"--capture", NULL, "FILE|DIR", "", "the engine's capture", DSV4Q_OPT_REQ},
                              O_GATES,
                              {"--no-model", NULL, NULL, "", "skip the whole-model comparison of captured logits", 0},
+                             {"--junit", NULL, "FILE", "", "write a JUnit XML report: one testcase per stage", 0},
                              O_ALLM, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
      NO_CONFLICTS, dsv4q_cmd_replay},
     {"stages", NULL, NULL, "the stage table: what an engine capture holds (tensor names, shapes, boundaries)",

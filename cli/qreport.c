@@ -8,6 +8,8 @@
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "harness/metrics.h"
+#include "harness/replay.h"
+#include "oracle/stages.h"
 #include "oracle/formats.h"
 
 static int skip_required(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro)
@@ -163,5 +165,44 @@ void dsv4q_qreport_junit(dsv4q_junit *j, const dsv4q_qual *q, const dsv4q_qrepor
         dsv4q_junit_case(j, cls, r->key, r->seconds,
                          r->verdict == DSV4Q_V_ERROR ? DSV4Q_JUNIT_ERROR : DSV4Q_JUNIT_FAILURE, msg, body);
         free(body);
+    }
+}
+
+void dsv4q_rreport_junit(dsv4q_junit *j, const dsv4q_replay *res, const char *engine)
+{
+    char suite[300], cls[300];
+    snprintf(suite, sizeof suite, "replay %s", engine);
+    snprintf(cls, sizeof cls, "replay.%s", engine);
+    dsv4q_junit_suite(j, suite);
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        if (r->verdict == DSV4Q_RV_ABSENT) continue;
+        const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
+        char key[64], msg[600] = "";
+        if (si->per_layer) snprintf(key, sizeof key, "L%d.%s", r->layer, si->name);
+        else snprintf(key, sizeof key, "model.%s", si->name);
+        if (r->verdict == DSV4Q_RV_UNCHECKABLE) {
+            dsv4q_junit_case(j, cls, key, -1, DSV4Q_JUNIT_SKIPPED, r->why, NULL);
+            continue;
+        }
+        if (r->verdict != DSV4Q_RV_FAIL) {
+            dsv4q_junit_case(j, cls, key, -1, DSV4Q_JUNIT_PASS, NULL, NULL);
+            continue;
+        }
+        for (int m = 0; m < DSV4Q_M_COUNT && !msg[0]; m++) {
+            const dsv4q_rrow *w = &r->row[m];
+            if (w->measured && w->gated && !w->pass)
+                snprintf(msg, sizeof msg, "%s %.3e > bound %.3e (level %.3e)", dsv4q_metric_name(m), w->value, w->bound,
+                         w->level);
+        }
+        dsv4q_junit_case(j, cls, key, -1, DSV4Q_JUNIT_FAILURE, msg[0] ? msg : "failed", NULL);
+    }
+    const dsv4q_rmodel *M = &res->model;
+    if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "logit nrms %.3e (level %.3e, bound %.3e); greedy %ld/%ld (oracle-f32 %ld/%ld)",
+                 M->nrms.value, M->nrms.level, M->nrms.bound, M->agree, M->rows, M->agree_lvl, M->rows);
+        dsv4q_junit_case(j, cls, "model.logits", -1, M->verdict == DSV4Q_RV_FAIL ? DSV4Q_JUNIT_FAILURE : DSV4Q_JUNIT_PASS,
+                         msg, NULL);
     }
 }

@@ -43,4 +43,12 @@ struct dsv4q_junit;
  * every failing metric. */
 void dsv4q_qreport_junit(struct dsv4q_junit *j, const dsv4q_qual *q, const dsv4q_qreport_opts *ro);
 
+struct dsv4q_replay;
+/* One JUnit suite "replay ENGINE" with one testcase per captured stage row
+ * (name "L3.attn" / "model.head", classname "replay.ENGINE"): failure =
+ * the first failing gated metric with value, bound and level; a stage that
+ * could not be checked is skipped with the reason; the whole-model
+ * comparison is one more testcase "model.logits" when it ran. */
+void dsv4q_rreport_junit(struct dsv4q_junit *j, const struct dsv4q_replay *res, const char *engine);
+
 #endif
