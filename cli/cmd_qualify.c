@@ -25,6 +25,7 @@
  * backend that cannot be loaded: missing symbol, wrong ABI version, entry
  * point crash).
  */
+#include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmds.h"
@@ -147,7 +148,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                         .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet};
     int worst = 0;
     FILE *jf = NULL;
-    if (o->json && !(jf = fopen(o->json, "w"))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
+    if (o->json && !(jf = dsv4q_out_open(o->json, NULL, 0))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
     if (jf && q->nb > 1) fputs("[", jf);
     char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg), *cmdline = dsv4q_command_line(argc, argv);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q qualify: %s\n", err);
@@ -190,7 +191,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     if (jf) {
         if (q->nb > 1) fputs("]", jf);
         fputs("\n", jf);
-        fclose(jf);
+        if (dsv4q_out_close(jf, NULL, 0)) worst = 2;   /* ENOSPC/EIO: exit 2, no file left */
     }
     free(pin);
     free(cfgjson);
@@ -263,7 +264,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     int worst = 0;
     FILE *jf = NULL;
-    if (o.json && !(jf = fopen(o.json, "w"))) {
+    if (o.json && !(jf = dsv4q_out_open(o.json, NULL, 0))) {
         fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
         return 2;
     }
@@ -284,7 +285,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     if (jf) {
         if (q.nb > 1) fputs("]", jf);
         fputs("\n", jf);
-        fclose(jf);
+        if (dsv4q_out_close(jf, NULL, 0)) worst = 2;   /* ENOSPC/EIO: exit 2, no file left */
     }
     return worst;
 }

@@ -13,6 +13,7 @@
  * not be checked and why, the whole-model comparison when logits were
  * captured, and writes a receipt (kind "replay"). Exit 0 pass, 1 fail.
  */
+#include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmds.h"
@@ -128,9 +129,12 @@ int dsv4q_cmd_replay(int argc, char **argv)
     int st = dsv4q_replay_status(&res);
     metrics = dsv4q_replay_json(&res, cap, &g);
     if (o.json) {
-        FILE *f = fopen(o.json, "w");
-        if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || fclose(f))
+        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+        if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || dsv4q_out_close(f, NULL, 0)) {
             fprintf(stderr, "dsv4q replay: cannot write %s\n", o.json);
+            rc = 2;   /* no receipt for a run whose output failed */
+            goto out;
+        }
     }
     write_receipt(&o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
                   metrics, st, argc, argv);

@@ -8,6 +8,7 @@
  * whole-model numbers (logit NRMS over all rows, max abs, greedy agreement)
  * are the floor a whole-model kernel gate is set against. Writes a receipt.
  */
+#include "base/file.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -141,8 +142,9 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     json_object_set_new(jm, "boundaries", json_string(bnames));
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
-        FILE *f = fopen(o.json, "w");
-        if (!f || fputs(metrics, f) < 0 || fclose(f)) {
+        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+        if (!f || fputs(metrics, f) < 0 || dsv4q_out_close(f, NULL, 0)) {
+            dsv4q_out_discard(f);   /* no-op once closed */
             fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
             free(metrics);
             json_decref(jm);

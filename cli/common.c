@@ -2,6 +2,7 @@
  * common.c - shared option parsing, model resolution and token input for
  * the dsv4q subcommands (see common.h).
  */
+#include "base/file.h"
 #include <errno.h>
 #include <jansson.h>
 #include <omp.h>
@@ -185,12 +186,13 @@ int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *
         return -1;
     }
     if (o->tokens) {
-        if (access(o->tokens, R_OK) != 0) {
-            snprintf(err, errlen, "%s: cannot open tokens file: %s", o->tokens, strerror(errno));
+        char *text;
+        size_t tlen;
+        if (dsv4q_file_read_all(o->tokens, "tokens file", DSV4Q_LIMIT_JSON, &text, &tlen, err, errlen) != 0)
             return -1;
-        }
         json_error_t je;
-        json_t *root = json_load_file(o->tokens, 0, &je);
+        json_t *root = json_loadb(text, tlen, 0, &je);
+        free(text);
         if (!root) {
             snprintf(err, errlen, "%s: invalid JSON at line %d: %s", o->tokens, je.line, je.text);
             return -1;

@@ -103,7 +103,17 @@ LANES_AI lvec e2m1_perm8(const uint8_t *p, const e2m1_regs *r)
     uint32_t w;
     memcpy(&w, p, 4);
     const lidx n = ((lidx){0} + w) >> (lidx){0, 4, 8, 12, 16, 20, 24, 28};
+#if defined(__clang__)
+    /* clang has no two-vector variable shuffle: the same lookup, lane by lane */
+    lvec v;
+    for (int i = 0; i < 8; i++) {
+        unsigned k = (unsigned)(n[i] & 15);
+        v[i] = k < 8 ? r->lo[k] : r->hi[k - 8];
+    }
+    return v;
+#else
     return __builtin_shuffle(r->lo, r->hi, n);
+#endif
 }
 
 /* rdot(a, b, n) with the 8 lanes in one vector: the same operations. */

@@ -10,6 +10,7 @@
  * hand-written (no getopt global state) so the entry points can be called
  * repeatedly in one process (tests).
  */
+#include "base/file.h"
 #include "receipts/receipts_internal.h"
 
 #include <errno.h>
@@ -300,12 +301,13 @@ done:
 /* Read a whole file ("-" = stdin); malloc'd, NULL with err. */
 static char *slurp(const char *path, char *err, size_t errlen)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    char ferr[400];
+    FILE *f = strcmp(path, "-") == 0 ? stdin : dsv4q_file_fopen_read(path, "receipts file", ferr, sizeof ferr);
     char *buf = NULL, *q;
     size_t n = 0, cap = 0, k;
 
     if (!f) {
-        dsv4q_rcpt_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        dsv4q_rcpt_err(err, errlen, "%s", ferr);
         return NULL;
     }
     for (;;) {
