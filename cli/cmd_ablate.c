@@ -128,6 +128,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     const char *ex[2] = {NULL, NULL};   /* --base, --svg */
     char err[1024], dir[4096];
     if (dsv4q_cli_parse(&o, argc, argv, extra, ex)) return 2;
+    if (dsv4q_cli_db_check(&o, "ablate")) return 2;   /* before any work */
     if (ex[0]) o.profile = ex[0];
     if (!o.width) o.width = 64;
     dsv4q_cli_threads(&o);

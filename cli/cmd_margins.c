@@ -542,6 +542,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
     xopts x = {"last", NULL, NULL};
     char err[1024], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, extra, &x)) return 2;
+    if (dsv4q_cli_db_check(&o, "margins")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     if (o.width) { fprintf(stderr, "dsv4q margins: runs both widths; --width is not an option here\n"); return 2; }
     dsv4q_cli_opts oc = o;
@@ -712,13 +713,19 @@ int dsv4q_cmd_margins(int argc, char **argv)
     rc = 0;
     if (o.json) {
         json_object_set(jm, "rows", jrows);
-        if (json_dump_file(jm, o.json, JSON_COMPACT | JSON_SORT_KEYS)) {
+        FILE *jf = dsv4q_out_open(o.json, NULL, 0);
+        if (!jf || json_dumpf(jm, jf, JSON_COMPACT | JSON_SORT_KEYS) || dsv4q_out_close(jf, NULL, 0)) {
+            dsv4q_out_discard(jf);   /* no-op once closed */
             fprintf(stderr, "dsv4q margins: cannot write %s\n", o.json);
             rc = 2;
         }
     }
     if (x.csv && write_csv(x.csv, &c)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.csv); rc = 2; }
     if (x.svg && write_svg(x.svg, &c, o.profile)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.svg); rc = 2; }
+    if (rc) {   /* no receipt for a run whose output failed */
+        fprintf(stderr, "dsv4q margins: no receipt stored: an output failed\n");
+        goto out;
+    }
 
     char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
     long long id = 0;

@@ -245,6 +245,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         fprintf(stderr, "dsv4q qualify: --backend B is required (built-ins: %s; or a path to a plugin .so)\n", list);
         return 2;
     }
+    if (dsv4q_cli_db_check(&o, "qualify")) return 2;   /* before any work */
     dsv4q_gates g;
     if ((q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err))) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
@@ -276,16 +277,28 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         dsv4q_qual_print(stdout, &res[b], &g, q.all_metrics);
         char *metrics = dsv4q_qual_json(&res[b], &g);
         if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
-        /* a failed load is not a measurement: no receipt for it */
-        if (!res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv)) worst = 2;
         free(metrics);
-        dsv4q_qual_free(&res[b]);
         if (b + 1 < q.nb) printf("\n");
     }
+    int out_failed = 0;
     if (jf) {
         if (q.nb > 1) fputs("]", jf);
         fputs("\n", jf);
-        if (dsv4q_out_close(jf, NULL, 0)) worst = 2;   /* ENOSPC/EIO: exit 2, no file left */
+        if (dsv4q_out_close(jf, NULL, 0)) out_failed = 1;   /* ENOSPC/EIO: exit 2, no file left */
+    }
+    /* receipts only after every output of the command is in place */
+    for (int b = 0; b < q.nb; b++) {
+        int st = dsv4q_qual_status(&res[b]);
+        char *metrics = out_failed ? NULL : dsv4q_qual_json(&res[b], &g);
+        /* a failed load is not a measurement: no receipt for it */
+        if (!out_failed && !res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv))
+            worst = 2;
+        free(metrics);
+        dsv4q_qual_free(&res[b]);
+    }
+    if (out_failed) {
+        fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
+        worst = 2;
     }
     return worst;
 }

@@ -83,6 +83,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
     ropts q = {0};
     char err[2048], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, extra, &q)) return 2;
+    if (dsv4q_cli_db_check(&o, "replay")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     if (!q.capture) {
         fprintf(stderr, "dsv4q replay: --capture FILE|DIR is required (docs/captures.md)\n");

@@ -49,6 +49,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     dsv4q_cli_opts o;
     char err[1024], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    if (dsv4q_cli_db_check(&o, "sensitivity")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     uint64_t bs;
     if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {

@@ -4,6 +4,7 @@
  */
 #include "base/file.h"
 #include <errno.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "cli/common.h"
 #include "io/config.h"
 #include "io/model.h"
+#include "io/safetensors.h"
 #include "io/sha256.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
@@ -115,6 +117,14 @@ static int mkdirs(const char *path)
     return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
 int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen)
 {
     if (o->model) {
@@ -129,7 +139,23 @@ int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *er
     snprintf(dir, len, "%s/tiny-seed1", base);
     char cfgp[4200];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
-    if (access(cfgp, R_OK) == 0) return 0;
+    if (access(cfgp, F_OK) == 0 || access(dir, F_OK) == 0) {
+        /* a damaged cache (truncated weights, edited config, half a synth)
+         * is rebuilt, not run: the embedded default is deterministic */
+        char e2[1024];
+        dsv4q_config cc;
+        dsv4q_st *st = NULL;
+        if (dsv4q_config_load(&cc, cfgp, e2, sizeof e2) == 0 && dsv4q_st_open(&st, dir, e2, sizeof e2) == 0) {
+            dsv4q_st_close(st);
+            return 0;
+        }
+        fprintf(stderr, "dsv4q: the cached default %s is damaged (%s); rebuilding it\n", dir, e2);
+        if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "the cached default %s is damaged and cannot be removed (%s); remove it "
+                     "(rm -rf '%s') and run again", dir, strerror(errno), dir);
+            return -1;
+        }
+    }
     if (mkdirs(base)) {
         snprintf(err, errlen, "cannot create cache directory %s: %s", base, strerror(errno));
         return -1;
@@ -263,6 +289,14 @@ int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errl
 void dsv4q_cli_threads(const dsv4q_cli_opts *o)
 {
     if (o->threads > 0) omp_set_num_threads(o->threads);
+}
+
+int dsv4q_cli_db_check(const dsv4q_cli_opts *o, const char *cmd)
+{
+    char err[1024];
+    if (dsv4q_receipts_precheck(o->db ? o->db : dsv4q_receipts_default_db(), err, sizeof err) == 0) return 0;
+    fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
+    return -1;
 }
 
 int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,

@@ -279,9 +279,9 @@ static int cmd_export(const opts *o)
         fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
     }
-    f = o->out ? fopen(o->out, "w") : stdout;
+    f = o->out ? dsv4q_out_open(o->out, err, sizeof err) : stdout;   /* atomic: temp + fsync + rename */
     if (!f) {
-        fprintf(stderr, "dsv4q receipts export: cannot write %s: %s\n", o->out, strerror(errno));
+        fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
     }
     if (fputs(json, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0) {
@@ -290,9 +290,13 @@ static int cmd_export(const opts *o)
     }
     rc = 0;
 done:
-    if (f && f != stdout && fclose(f) != 0 && rc == 0) {
-        fprintf(stderr, "dsv4q receipts export: cannot write %s: %s\n", o->out, strerror(errno));
-        rc = EXIT_USAGE;
+    if (f && f != stdout) {
+        if (rc != 0)
+            dsv4q_out_discard(f);
+        else if (dsv4q_out_close(f, err, sizeof err) != 0) {
+            fprintf(stderr, "dsv4q receipts export: %s\n", err);
+            rc = EXIT_USAGE;
+        }
     }
     free(json);
     return rc;

@@ -691,6 +691,24 @@ done:
     return rc;
 }
 
+int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    int corrupt = 0;
+    if (!db_path || !*db_path)
+        db_path = dsv4q_receipts_default_db();
+    if (dsv4q_rcpt_open(db_path, 1, &db, &corrupt, err, errlen))
+        return -1;
+    int rc = 0;
+    if (sqlite3_db_readonly(db, "main") == 1) {
+        dsv4q_rcpt_err(err, errlen, "receipts database %s is read-only: no receipt could be stored "
+                       "(use --db or DSV4Q_DB for a writable one)", db_path);
+        rc = -1;
+    }
+    sqlite3_close(db);
+    return rc;
+}
+
 /* ---- write (R5, R6, R7) ------------------------------------------------------ */
 
 static int in_list(const char *s, const char *const *list, size_t n)

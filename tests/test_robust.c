@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/file.h"
+#include "cli/common.h"
+#include <sys/wait.h>
 #include "harness/capture.h"
 #include "io/config.h"
 #include "io/model.h"
@@ -394,6 +396,121 @@ static void failed_write_leaves_no_file(void **state)
     }
 }
 
+/* The CLI: an output that cannot be written is exit 2, no file and no
+ * receipt; a foreign receipts database is refused before any work. */
+static int sh(const char *fmt, const char *a, const char *b)
+{
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, fmt, a, b);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void cli_failed_output_is_exit_2_without_receipt(void **state)
+{
+    (void)state;
+    char db[400], js[400], cmd[1200];
+    path_in(db, sizeof db, "cli.db");
+    path_in(js, sizeof js, "cli.json");
+    snprintf(cmd, sizeof cmd, "DSV4Q_FAULT_WRITE=ENOSPC ./%s/dsv4q qualify --backend cpu-ref --ops rmsnorm -q "
+             "--db '%%s' --json '%%s' >/dev/null 2>&1", DSV4Q_TEST_BUILD);
+    assert_int_equal(sh(cmd, db, js), 2);
+    assert_int_equal(access(js, F_OK), -1);
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(d, "SELECT count(*) FROM receipts", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(d);
+    /* without the fault: the file and one receipt */
+    snprintf(cmd, sizeof cmd, "./%s/dsv4q qualify --backend cpu-ref --ops rmsnorm -q --db '%%s' --json '%%s' "
+             ">/dev/null 2>&1", DSV4Q_TEST_BUILD);
+    assert_int_equal(sh(cmd, db, js), 0);
+    assert_int_equal(access(js, F_OK), 0);
+}
+
+static void cli_foreign_db_refused_before_work(void **state)
+{
+    (void)state;
+    char db[400], out[400], cmd[1200];
+    path_in(db, sizeof db, "foreign.db");
+    path_in(out, sizeof out, "foreign.out");
+    make_db(db, "CREATE TABLE t(x);");
+    snprintf(cmd, sizeof cmd, "./%s/dsv4q sensitivity --prompt-len 4 --db '%%s' > '%%s' 2>&1", DSV4Q_TEST_BUILD);
+    assert_int_equal(sh(cmd, db, out), 2);
+    char *b;
+    size_t n;
+    char err[600];
+    assert_int_equal(dsv4q_file_read_all(out, "out", 1 << 20, &b, &n, err, sizeof err), 0);
+    ASSERT_HAS(b, "is not a dsv4q receipts database");
+    if (strstr(b, "calls done") || strstr(b, "whole model")) fail_msg("work was done before the refusal: %s", b);
+    free(b);
+}
+
+/* A truncated cache of the embedded default is detected and rebuilt. */
+static void damaged_default_cache_is_rebuilt(void **state)
+{
+    (void)state;
+    char cache[400], p[600], dir[4096], err[1024];
+    path_in(cache, sizeof cache, "cache");
+    setenv("DSV4Q_CACHE", cache, 1);
+    dsv4q_cli_opts o;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err), 0);   /* fresh synth */
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    off_t full = sb.st_size;
+    assert_int_equal(truncate(p, full / 2), 0);
+    dsv4q_st *st;
+    assert_int_equal(dsv4q_st_open(&st, dir, err, sizeof err), -1);   /* damaged */
+    assert_int_equal(dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err), 0);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_size, full);
+    assert_int_equal(dsv4q_st_open(&st, dir, err, sizeof err), 0);
+    dsv4q_st_close(st);
+    unsetenv("DSV4Q_CACHE");
+}
+
+/* synth: SIGTERM mid-way removes the temporary directory; a too-small
+ * filesystem is refused before writing (checked by hand on a 2 MB tmpfs,
+ * docs/robustness.md: it needs root). */
+static void synth_sigterm_leaves_no_temp_dir(void **state)
+{
+    (void)state;
+    char d[400], out[500];
+    path_in(d, sizeof d, "sig");
+    mkdir(d, 0755);
+    snprintf(out, sizeof out, "%s/x", d);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char err[512];
+        dsv4q_config cfg;
+        if (dsv4q_config_builtin(&cfg, "flash-slice", err, sizeof err)) _exit(9);
+        _exit(dsv4q_synth_write(&cfg, 1, out, 1, err, sizeof err) ? 1 : 0);
+    }
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q '^\\.x\\.synth-'", d);
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = system(cmd) == 0;
+        if (!seen) usleep(50000);
+    }
+    int st;
+    if (seen) kill(pid, SIGTERM);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (seen && WIFSIGNALED(st)) {
+        assert_int_equal(WTERMSIG(st), SIGTERM);
+        assert_int_not_equal(system(cmd), 0);   /* no temporary left */
+        assert_int_equal(access(out, F_OK), -1);
+    } else {
+        print_message("synth finished before the signal: cleanup not exercised this time\n");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +527,10 @@ int main(void)
         cmocka_unit_test(receipts_view_refused),
         cmocka_unit_test(receipts_extra_trigger_and_types_refused),
         cmocka_unit_test(failed_write_leaves_no_file),
+        cmocka_unit_test(cli_failed_output_is_exit_2_without_receipt),
+        cmocka_unit_test(cli_foreign_db_refused_before_work),
+        cmocka_unit_test(damaged_default_cache_is_rebuilt),
+        cmocka_unit_test(synth_sigterm_leaves_no_temp_dir),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
