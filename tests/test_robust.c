@@ -24,6 +24,8 @@
 #include "io/safetensors.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
+#include "oracle/ops.h"
+#include "oracle/weights.h"
 #include "receipts/receipts.h"
 #include "receipts/receipts_internal.h"
 #include "tests/tinyfix.h"
@@ -511,6 +513,30 @@ static void synth_sigterm_leaves_no_temp_dir(void **state)
     }
 }
 
+/* Tensors at offsets that are not multiples of their element size (the
+ * format allows it): read by value, not by a misaligned typed load (UBSan
+ * in `make asan` halts on one). The expected values are the inputs. */
+static void misaligned_weights_read_exactly(void **state)
+{
+    (void)state;
+    enum { N = 3, K = 8 };
+    float v[N * K];
+    for (int i = 0; i < N * K; i++) v[i] = (float)(i - 7) / 8;
+    unsigned char raw[sizeof v + 8];
+    memcpy(raw + 1, v, sizeof v);   /* a float at an odd address */
+    dsv4q_weight w = {"w", DSV4Q_WF_F32, N, K, raw + 1, NULL, DSV4Q_DT_F32};
+    for (int o = 0; o < N; o++)
+        for (int k = 0; k < K; k++) assert_true(dsv4q_weight_at(&w, o, k) == (double)v[o * K + k]);
+    double x[K], y[N];
+    for (int k = 0; k < K; k++) x[k] = 1;
+    assert_int_equal(dsv4q_linear_f64(0, 0, &w, x, 1, y, -1), 0);
+    for (int o = 0; o < N; o++) {
+        double want = 0;   /* sums of multiples of 1/8: exact */
+        for (int k = 0; k < K; k++) want += v[o * K + k];
+        assert_true(y[o] == want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +547,7 @@ int main(void)
         cmocka_unit_test(index_dotdot_refused),
         cmocka_unit_test(index_symlink_escape_refused),
         cmocka_unit_test(metadata_only_file_opens),
+        cmocka_unit_test(misaligned_weights_read_exactly),
         cmocka_unit_test(capture_position_past_max_seq_len_refused),
         cmocka_unit_test(long_engine_name_refused_as_such),
         cmocka_unit_test(run_bounded_by_max_seq_len_and_memory),
