@@ -154,45 +154,68 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q qualify: %s\n", err);
     char gate_sha[DSV4Q_SHA256_HEX + 1] = "";
     if (dsv4q_sha256_file(g->origin, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
-    for (int b = 0; b < q->nb; b++) {
-        dsv4q_wm_result r;
+    /* results are kept until every output is in place: no receipt for a
+     * command whose JSON failed (docs/robustness.md) */
+    dsv4q_wm_result *rs = calloc((size_t)q->nb, sizeof *rs);
+    char **mets = calloc((size_t)q->nb, sizeof *mets);
+    int nb_done = 0;
+    if (!rs || !mets) {
+        fprintf(stderr, "dsv4q qualify: out of memory\n");
+        worst = 2;
+    }
+    for (int b = 0; rs && mets && b < q->nb; b++) {
+        dsv4q_wm_result *r = &rs[b];
         if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s\n", q->backend[b]);
-        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, &r, err, sizeof err)) {
+        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, r, err, sizeof err)) {
             fprintf(stderr, "dsv4q qualify: %s\n", err);
-            dsv4q_wm_free(&r);
+            dsv4q_wm_free(r);
             worst = 2;
             break;
         }
-        int st = dsv4q_wm_status(&r);
+        nb_done = b + 1;
+        int st = dsv4q_wm_status(r);
         if (st > worst) worst = st;
-        if (r.load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r.msg);
-        dsv4q_wm_print(stdout, &r, g);
-        char *metrics = dsv4q_wm_json(&r, g);
-        if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
+        if (r->load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r->msg);
+        dsv4q_wm_print(stdout, r, g);
+        mets[b] = dsv4q_wm_json(r, g);
+        if (jf && mets[b]) fprintf(jf, "%s%s", b ? "," : "", mets[b]);
+        if (b + 1 < q->nb) printf("\n");
+    }
+    int out_failed = 0;
+    if (jf) {
+        if (q->nb > 1) fputs("]", jf);
+        fputs("\n", jf);
+        if (dsv4q_out_close(jf, NULL, 0)) out_failed = 1;   /* ENOSPC/EIO: exit 2, no file left */
+        jf = NULL;
+    }
+    if (out_failed) {
+        fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
+        worst = 2;
+    }
+    for (int b = 0; b < nb_done; b++) {
+        dsv4q_wm_result *r = &rs[b];
+        int st = dsv4q_wm_status(r);
         char so_sha[DSV4Q_SHA256_HEX + 1] = "";
-        if (r.desc.is_path && dsv4q_sha256_file(r.desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
-        dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r.desc.spec,
-                            .backend_version = r.desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
-                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r.profile, .widths = "f32,f64",
-                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
+        if (r->desc.is_path && dsv4q_sha256_file(r->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
+        dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r->desc.spec,
+                            .backend_version = r->desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
+                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r->profile, .widths = "f32,f64",
+                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = mets[b],
                             .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
         long long id = 0;
         const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-        if (r.load_failed)   /* a backend that cannot load or init here is not a measurement */
+        if (out_failed || r->load_failed)   /* a backend that cannot load or init here is not a measurement */
             ;
         else if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
             fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
         else if (!o->quiet)
             printf("receipt %lld written to %s\n", id, db);
-        free(metrics);
-        dsv4q_wm_free(&r);
-        if (b + 1 < q->nb) printf("\n");
+        free(mets[b]);
+        dsv4q_wm_free(r);
     }
-    if (jf) {
-        if (q->nb > 1) fputs("]", jf);
-        fputs("\n", jf);
-        if (dsv4q_out_close(jf, NULL, 0)) worst = 2;   /* ENOSPC/EIO: exit 2, no file left */
-    }
+    free(rs);
+    free(mets);
+    if (jf) dsv4q_out_discard(jf);
     free(pin);
     free(cfgjson);
     free(cmdline);
