@@ -521,12 +521,12 @@ static int attention(wm *w, int li, const float *x, long s, long p0, float *out)
             nkeys = s + l->ncrows;
             AL(keys, nkeys * D);
             memcpy(keys, kv, sizeof(float) * (size_t)(s * D));
-            memcpy(keys + s * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));
+            if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));   /* ratio 0: crows NULL */
         } else {
             nkeys = win + l->ncrows;
             AL(keys, nkeys * D);
             memcpy(keys, l->ring, sizeof(float) * (size_t)((long)win * D));
-            memcpy(keys + (long)win * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));
+            if (l->ncrows) memcpy(keys + (long)win * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));
         }
         const dsv4q_bt in[4] = {bt_f32("q", q, 3, s, H, D), bt_f32("kv", keys, 2, nkeys, D, 0),
                                 bt_i32("idx", idx, 2, s, ncols), bt_vec("sink", &L->attn_sink)};
