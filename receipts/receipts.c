@@ -697,7 +697,23 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
     int corrupt = 0;
     if (!db_path || !*db_path)
         db_path = dsv4q_receipts_default_db();
-    if (dsv4q_rcpt_open(db_path, 1, &db, &corrupt, err, errlen))
+    struct stat sb;
+    if (stat(db_path, &sb) != 0 && errno == ENOENT) {
+        /* not created here: a command that fails before measuring records nothing;
+         * only the directory must take the new file */
+        char dir[4096];
+        const char *sl = strrchr(db_path, '/');
+        if (!sl) snprintf(dir, sizeof dir, ".");
+        else if (sl == db_path) snprintf(dir, sizeof dir, "/");
+        else snprintf(dir, sizeof dir, "%.*s", (int)(sl - db_path), db_path);
+        if (access(dir, W_OK | X_OK) != 0) {
+            dsv4q_rcpt_err(err, errlen, "cannot create receipts database %s: directory %s: %s", db_path, dir,
+                           strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (dsv4q_rcpt_open(db_path, 0, &db, &corrupt, err, errlen))
         return -1;
     int rc = 0;
     if (sqlite3_db_readonly(db, "main") == 1) {
