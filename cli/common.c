@@ -19,6 +19,8 @@
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
+#include "base/util.h"
+#define mkdirs dsv4q_mkdir_p   /* base/util.h */
 
 static int need_arg(int argc, char **argv, int i)
 {
@@ -102,19 +104,6 @@ int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt ex
 #undef VAL
     }
     return 0;
-}
-
-static int mkdirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
