@@ -8,6 +8,7 @@
  * which is also what catches a truncated or corrupted weight early rather
  * than as a NaN logit three layers later.
  */
+#include "base/unaligned.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +258,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
         for (int64_t o = 0; o < out; o++)
             for (int64_t k = 0; k < in; k++) {
                 int64_t si = (o / 128) * nkb + k / 128;
-                double sc = s->dtype == DSV4Q_DT_F32 ? ((const float *)s->data)[si]
+                double sc = s->dtype == DSV4Q_DT_F32 ? dsv4q_ld_f32(s->data, si)
                                                      : dsv4q_e8m0_decode(((const uint8_t *)s->data)[si]);
                 /* code * 2^e is exact in BF16 (3-bit mantissa): no rounding happens */
                 bf[o * in + k] = dsv4q_bf16_from_f32((float)(e4[codes[o * in + k]] * sc));

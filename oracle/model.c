@@ -436,12 +436,12 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
         nkeys = s + l->ncrows;
         ALLOC(keys, nkeys * D);
         memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
-        memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));   /* ratio 0: no rows, crows NULL */
     } else {
         nkeys = win + l->ncrows;
         ALLOC(keys, nkeys * D);
         memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
-        memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        if (l->ncrows) memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
     }
     if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &L->attn_sink, scale, o)) goto oom;
     }

@@ -10,6 +10,7 @@
  * that a verdict was computed from exactly those bytes. The byte formats
  * are part of the receipt format (docs/receipts.md, "Pins").
  */
+#include "base/file.h"
 #include "receipts/receipts_internal.h"
 
 #include <dirent.h>
@@ -37,9 +38,10 @@ int dsv4q_sha256_file(const char *path, char hex_out[DSV4Q_SHA256_HEX + 1],
 
     if (dsv4q_rcpt_sodium(err, errlen))
         goto done;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    char ferr[400];
+    fd = dsv4q_file_open_read(path, "file to pin", NULL, ferr, sizeof ferr);
     if (fd < 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        dsv4q_rcpt_err(err, errlen, "%s", ferr);
         goto done;
     }
     buf = malloc(PIN_CHUNK);

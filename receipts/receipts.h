@@ -111,6 +111,14 @@ DSV4Q_MUST_USE
 int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen);
 
+/* Validate the receipts database a command will write its receipt to -
+ * application id, schema version, the exact schema (no view, trigger or
+ * retyped column), writable - so a bad database is reported before any
+ * work, not after it. An absent database is not created (only its
+ * directory must be writable). 0, or -1 with err naming the database and
+ * the problem. */
+int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen);
+
 /* Export receipt `id` as a self-contained JSON document (malloc'd into
  * *json_out, caller frees): the receipt's fields, the canonical string,
  * hash, signature, signer key id and, if known, the full public key (from

@@ -18,8 +18,8 @@ for t in "$@"; do
   if [ $rc -ne 0 ]; then failed+=("$(basename "$t")"); [ -z "$f" ] && fail=$((fail + 1)); fi
 done
 # Interop with the ecosystem's own safetensors reader/writer (PyPI).
-if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x build/tests/test_safetensors ]; then
-  if python3 tests/interop_safetensors.py >/tmp/dsv4q-interop.log 2>&1; then
+if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/tests/test_safetensors" ]; then
+  if python3 tests/interop_safetensors.py run "${DSV4Q_TEST_BUILD:-build}/tests/test_safetensors" >/tmp/dsv4q-interop.log 2>&1; then
     pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_safetensors.py"
   else
     fail=$((fail + 1)); failed+=("interop_safetensors.py"); tail -20 /tmp/dsv4q-interop.log
