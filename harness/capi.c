@@ -424,8 +424,32 @@ static json_t *coords(const dsv4q_bt *t, long i)
     return a;
 }
 
+/* Plain ULP distance of a (a value of storage dtype dt) from the reference
+ * b rounded to dt: the ordinal distance of the two codes (qualify.c's
+ * ulp_in; without window_attn_decode's row floor). */
+static int64_t ord_of(int32_t dt, double v)
+{
+    if (dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16) {
+        uint16_t c = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_encode(v) : dsv4q_f16_encode(v);
+        return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c;
+    }
+    float f = (float)v;
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+static double ulp_plain(int32_t dt, double a, double b)
+{
+    if (a == b) return 0;
+    if (isnan(a) || isnan(b)) return INFINITY;
+    int64_t d = ord_of(dt, a) - ord_of(dt, b);
+    return (double)(d < 0 ? -d : d);
+}
+
 /* Where the candidate is worst: a non-finite mismatch first, else the
- * largest |a - b| (the max_abs metric's element); selections: the first
+ * largest |a - b| (the max_abs metric's element), and the element with the
+ * most ULPs ("ulp": where an ulp_max failure sits); selections: the first
  * row whose set differs. */
 static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *ref)
 {
@@ -455,19 +479,24 @@ static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *
         return w;
     }
     const double *b = ref;
-    long at = -1;
-    double worst = -1;
+    long at = -1, uat = -1;
+    double worst = -1, uworst = -1;
     for (long i = 0; i < n; i++) {
         double a = cand_at(cand, i);
-        if (!isfinite(a) && a != b[i]) { at = i; break; }
-        double d = fabs(a - b[i]);
+        if (!isfinite(a) && a != b[i]) { at = uat = i; uworst = INFINITY; break; }
+        double d = fabs(a - b[i]), u = ulp_plain(cand->dtype, a, b[i]);
         if (isfinite(d) && d > worst) { worst = d; at = i; }
+        if (u > uworst) { uworst = u; uat = i; }
     }
     if (at < 0) return w;
     json_object_set_new(w, "index", json_integer(at));
     json_object_set_new(w, "coords", coords(tmpl, at));
     json_object_set_new(w, "candidate", jnum(cand_at(cand, at)));
     json_object_set_new(w, "reference", jnum(b[at]));
+    if (uat >= 0)
+        json_object_set_new(w, "ulp", json_pack("{s:o,s:o,s:o,s:o}", "coords", coords(tmpl, uat), "candidate",
+                                                 jnum(cand_at(cand, uat)), "reference", jnum(b[uat]), "ulps",
+                                                 jnum(uworst)));
     return w;
 }
 

@@ -45,7 +45,7 @@ n() { echo "$last" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
 p=$(n passed); f=$(n failed); e=$(n error); s=$(n skipped)
 bad=$((f + e))
 if [ "$s" != 0 ]; then
-  echo "pytest_check: $s test(s) skipped (reasons above)"
+  echo "pytest_check: $s test(s) skipped (reasons above)"; echo "[  SKIPPED ] $s test(s)."
   [ $want_torch = 1 ] && { echo "pytest_check: skips are failures here (torch required)"; bad=$((bad + s)); }
 fi
 [ $rc -ne 0 ] && [ $bad = 0 ] && bad=1     # pytest itself failed (collection, usage)

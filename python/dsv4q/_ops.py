@@ -52,6 +52,27 @@ class Weight:
             raise DSV4QError("dsv4q.Weight: scale_dtype must be e8m0 or f32 (got %r)" % (scale_dtype,))
 
 
+# bytes per element of each raw form (dsv4q_backend.h)
+_RAW_ITEM = {"bf16": 2, "f8_e4m3": 1, "fp8": 1, "e2m1": 1, "fp4": 1, "f32": 4}
+
+
+def _raw_bytes(a, what, itemsize):
+    """A raw stored form as contiguous numpy, its element size checked (a
+    wrong dtype would make the C side read past the buffer). torch bfloat16
+    / float8 tensors are taken as their codes."""
+    if type(a).__module__.startswith("torch"):
+        import torch
+        a = a.detach().cpu().contiguous()
+        if a.dtype.is_floating_point and a.element_size() in (1, 2) and a.dtype != torch.float16:
+            a = a.view(torch.uint8 if a.element_size() == 1 else torch.int16)
+        a = a.numpy()
+    a = np.ascontiguousarray(np.asarray(a))
+    if a.dtype.itemsize != itemsize or (itemsize == 4 and a.dtype != np.float32):
+        raise DSV4QError("dsv4q.Weight %s: raw data has dtype %s (%d bytes per element), expected %d-byte codes"
+                         % (what, a.dtype, a.dtype.itemsize, itemsize))
+    return a
+
+
 def _op(op):
     if op not in OPS:
         raise DSV4QError("dsv4q: unknown operator %r (operators: %s)" % (op, ", ".join(OPS)))
@@ -90,7 +111,7 @@ class _Call:
             fill_bt(bt, t["name"], arr, dt)
             self.keep.append(arr)
             if w is not None and w.raw is not None:
-                raw = np.ascontiguousarray(np.asarray(w.raw))
+                raw = _raw_bytes(w.raw, t["name"], _RAW_ITEM[w.fmt])
                 self.keep.append(raw)
                 bt.raw = raw.ctypes.data
                 bt.raw_dtype = _RAW_DT[w.fmt]
@@ -98,8 +119,10 @@ class _Call:
                 for k, n in enumerate(raw.shape):
                     bt.raw_shape[k] = n
                 if w.scale is not None:
-                    sc = np.asarray(w.scale)
-                    sc = np.ascontiguousarray(sc, dtype=np.float32 if w.scale_dtype == "f32" else np.uint8)
+                    if w.scale_dtype == "f32":
+                        sc = np.ascontiguousarray(np.asarray(w.scale), dtype=np.float32)
+                    else:   # E8M0 codes: never convert values (0.5 -> 0 would be silent garbage)
+                        sc = _raw_bytes(w.scale, t["name"] + " scale", 1)
                     self.keep.append(sc)
                     bt.raw_scale = sc.ctypes.data
                     bt.scale_dtype = _SCALE_DT[w.scale_dtype]

@@ -99,6 +99,11 @@ class Verdict:
                                  "(|diff| %.4g)" % (name, tuple(w["coords"]), _num(w["candidate"]),
                                                     _num(w["reference"]),
                                                     abs(_num(w["candidate"]) - _num(w["reference"]))))
+                    u = w.get("ulp")
+                    if u and tuple(u["coords"]) != tuple(w["coords"]):
+                        lines.append("    most ULPs of %s at index %s: candidate %.9g vs reference %.9g (%.4g ulps "
+                                     "of %s)" % (name, tuple(u["coords"]), _num(u["candidate"]), _num(u["reference"]),
+                                                 _num(u["ulps"]), self.outputs[name].dtype))
                 elif "row" in w:
                     lines.append("    first differing row of %s: row %d: candidate %s vs reference %s" % (
                         name, w["row"], w["candidate"], w["reference"]))

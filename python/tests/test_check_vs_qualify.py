@@ -86,3 +86,14 @@ def test_failing_mutant_is_reported_with_location():
     assert "nrms" in names
     w = v.outputs["o"].worst
     assert len(w["coords"]) == 3 and w["candidate"] != w["reference"]
+
+
+def test_most_ulps_location_matches_the_ulp_max_metric():
+    """The reported 'most ULPs' element carries exactly the ulp_max value the
+    metric found (sparse_attn's ULP is the plain per-element one)."""
+    c = dsv4q.Case("sparse_attn(recipe=normal)")
+    r1, _ = c.run_backend("mutant:attn_sink_missing")
+    v = c.check(r1)
+    u = v.outputs["o"].worst["ulp"]
+    assert u["ulps"] == v.outputs["o"].metrics["ulp_max"].value > 0
+    assert "most ULPs of o at index" in v.report() or tuple(u["coords"]) == tuple(v.outputs["o"].worst["coords"])

@@ -109,3 +109,12 @@ def test_raw_fp8_weight_runs_the_fp8_gemm():
     bad = dsv4q.Weight(w.values, raw=w.raw, fmt="fp8", scale=w.scale[:, :31])
     with pytest.raises(dsv4q.DSV4QError, match="scale"):
         dsv4q.oracle.linear(c.inputs["x"], bad, **c.params)
+
+
+def test_raw_weight_with_the_wrong_code_dtype_is_refused():
+    c = dsv4q.Case("linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)")
+    w = c.inputs["w"]
+    for bad, what in [(dsv4q.Weight(w.values, raw=w.raw.astype(np.uint16), fmt="fp8", scale=w.scale), "raw data"),
+                      (dsv4q.Weight(w.values, raw=w.raw, fmt="fp8", scale=w.scale.astype(np.float32)), "scale")]:
+        with pytest.raises(dsv4q.DSV4QError, match=what):
+            dsv4q.oracle.linear(c.inputs["x"], bad, **c.params)
