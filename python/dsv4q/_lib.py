@@ -2,8 +2,9 @@
 
 Owns: finding the shared library, the ctypes mirror of the frozen ABI
 struct ``dsv4q_bt`` (harness/dsv4q_backend.h), and the conversion of numpy
-arrays / CPU torch tensors to ``dsv4q_bt`` without copies when they are
-already contiguous float32 / int32. No numerics live here: every number comes
+arrays / torch tensors to ``dsv4q_bt`` without copies when they are
+contiguous float32 / int32 CPU tensors (device tensors are copied to the
+host; BF16 / F16 inputs are widened to F32, which is exact). No numerics live here: every number comes
 from the C library (harness/dsv4q_capi.h).
 
 Library lookup order: ``$DSV4Q_LIB`` (a path to libdsv4q.so), the copy
@@ -148,10 +149,12 @@ def enc(s):
 # ---- arrays ---------------------------------------------------------------
 
 def _torch_to_numpy(t):
-    """CPU torch tensor -> numpy (a view; bfloat16 as its uint16 codes)."""
-    if t.device.type != "cpu":
-        raise DSV4QError("dsv4q: tensor on %s: move it to the CPU first (t.cpu())" % t.device)
+    """torch tensor -> numpy: a view of a contiguous CPU tensor; a device
+    tensor (CUDA, ...) is copied to the host first; bfloat16 as its uint16
+    codes."""
     t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
     if str(t.dtype) == "torch.bfloat16":
         import torch
         return t.contiguous().view(torch.int16).numpy().view(np.uint16), "bf16"
@@ -180,8 +183,8 @@ def as_array(a, what, kind):
         if a.dtype.kind != "f":
             raise DSV4QError("dsv4q: output %s has dtype %s (float32, float16, bfloat16 or int32)" % (what, a.dtype))
         return np.ascontiguousarray(a, dtype=np.float32), BT["f32"]
-    if tag == "bf16":
-        raise DSV4QError("dsv4q: input %s is bfloat16: pass t.float() (inputs are F32 values)" % what)
+    if tag == "bf16":   # BF16 -> F32 is exact: the code in the high half
+        return (a.astype(np.uint32) << np.uint32(16)).view(np.float32), BT["f32"]
     if kind == "i32":
         if a.dtype.kind not in "iu":
             raise DSV4QError("dsv4q: input %s must be an integer array (got %s)" % (what, a.dtype))

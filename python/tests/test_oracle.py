@@ -118,3 +118,21 @@ def test_raw_weight_with_the_wrong_code_dtype_is_refused():
                       (dsv4q.Weight(w.values, raw=w.raw, fmt="fp8", scale=w.scale.astype(np.float32)), "scale")]:
         with pytest.raises(dsv4q.DSV4QError, match=what):
             dsv4q.oracle.linear(c.inputs["x"], bad, **c.params)
+
+
+def test_bf16_torch_inputs_are_widened_exactly(torch):
+    x = torch.tensor([[3.0, 4.0]]).to(torch.bfloat16)
+    w = torch.tensor([1.0, 2.0]).to(torch.bfloat16)
+    y = dsv4q.oracle.rmsnorm(x, w, eps=0.0, profile="exact")
+    assert np.allclose(y, np.array([[3, 8]]) / math.sqrt(12.5), rtol=0, atol=1e-15)
+
+
+def test_empty_and_nonfinite_inputs_do_not_crash():
+    y = dsv4q.oracle.rmsnorm(np.zeros((0, 4), np.float32), np.ones(4, np.float32), eps=1e-6)
+    assert y.shape == (0, 4)
+    x = np.ones((2, 4), np.float32)
+    y = dsv4q.oracle.rmsnorm(x, np.ones(4, np.float32), eps=1e-6, width="f32")
+    y[1, 2] = np.nan
+    v = dsv4q.check("rmsnorm", {"x": x, "w": np.ones(4, np.float32)}, y, eps=1e-6)
+    assert not v.passed and v.outputs["y"].metrics["nonfinite"].value == 1
+    assert "worst element of y at index (1, 2)" in v.report()
