@@ -96,13 +96,13 @@ clean:
 # the oracle and metrics headers, keeping their oracle/ harness/ paths) and
 # lib/pkgconfig/dsv4q.pc (`pkg-config --cflags --libs dsv4q`).
 PREFIX ?= /usr/local
-PUB_HEADERS := harness/dsv4q_backend.h harness/dsv4q_capi.h harness/metrics.h oracle/ops.h oracle/ops.inc \
+PUB_HEADERS := harness/dsv4q_backend.h cli/dsv4q_capi.h harness/metrics.h oracle/ops.h oracle/ops.inc \
                oracle/weights.h oracle/formats.h oracle/boundary.h
 install: $(LIB) $(SOLIB)
 	@d=$(DESTDIR)$(PREFIX); mkdir -p $$d/lib/pkgconfig $$d/include/dsv4q/oracle $$d/include/dsv4q/harness && \
 	install -m 644 $(LIB) $$d/lib/libdsv4q.a && install -m 755 $(SOLIB) $$d/lib/libdsv4q.so.1 && \
 	ln -sf libdsv4q.so.1 $$d/lib/libdsv4q.so && mkdir -p $$d/share/dsv4q/gates && install -m 644 gates/default.json $$d/share/dsv4q/gates/ && \
-	for h in $(PUB_HEADERS); do install -m 644 $$h $$d/include/dsv4q/$$h || exit 1; done && \
+	for h in $(PUB_HEADERS); do install -D -m 644 $$h $$d/include/dsv4q/$$h || exit 1; done && \
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/.*DSV4Q_VERSION *\"\([^\"]*\)\".*/\1/p' receipts/version.h | head -1)|" \
 	    scripts/dsv4q.pc.in > $$d/lib/pkgconfig/dsv4q.pc && echo "installed dsv4q into $$d"
 

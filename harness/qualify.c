@@ -719,7 +719,7 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
     return s;
 }
 
-/* ---- one case, outputs given (harness/capi.c, dsv4q.check) ------------- */
+/* ---- one case, outputs given (cli/capi.c, dsv4q.check) ------------- */
 
 int dsv4q_qualify_measure(const dsv4q_case *c, uint64_t bs, void *out[2][DSV4Q_OPS_MAX_T],
                           int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g, dsv4q_qcase *r, void **ref_f64,

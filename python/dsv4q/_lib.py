@@ -5,7 +5,7 @@ struct ``dsv4q_bt`` (harness/dsv4q_backend.h), and the conversion of numpy
 arrays / torch tensors to ``dsv4q_bt`` without copies when they are
 contiguous float32 / int32 CPU tensors (device tensors are copied to the
 host; BF16 / F16 inputs are widened to F32, which is exact). No numerics live here: every number comes
-from the C library (harness/dsv4q_capi.h).
+from the C library (cli/dsv4q_capi.h).
 
 Library lookup order: ``$DSV4Q_LIB`` (a path to libdsv4q.so), the copy
 bundled into the package at install time (``dsv4q/_lib/libdsv4q.so``), the

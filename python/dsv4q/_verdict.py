@@ -1,5 +1,5 @@
 """The verdict of ``dsv4q.check``: every metric, level, bound and pass/fail
-per output, as the C side computed them (harness/capi.c check_core JSON).
+per output, as the C side computed them (cli/capi.c check_core JSON).
 
 Owns: the Python view of that JSON and its human-readable report (the
 message ``dsv4q.testing.assert_qualified`` raises). Nothing is recomputed.

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include "harness/dsv4q_backend.h"
-#include "harness/dsv4q_capi.h"
+#include "cli/dsv4q_capi.h"
 #include "harness/metrics.h"
 #include "oracle/ops.h"
 

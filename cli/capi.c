@@ -1,5 +1,5 @@
 /*
- * capi.c - the flat C API of libdsv4q.so (harness/dsv4q_capi.h): shape
+ * capi.c - the flat C API of libdsv4q.so (cli/dsv4q_capi.h): shape
  * validation from the operator table, the oracle on caller tensors, and the
  * qualify verdict of caller outputs, as JSON for bindings.
  *
@@ -8,7 +8,9 @@
  * guard a foreign caller needs (shapes unified against the table's
  * symbolic shape strings, so a wrong shape is an error and never an
  * out-of-bounds read) and the location of the worst element, which the
- * harness does not report but a test failure message should.
+ * harness does not report but a test failure message should. It lives in
+ * cli/, the top layer, because it reaches the harness and the gate files
+ * (gates/) alike, like the commands do.
  */
 #include <ctype.h>
 #include <jansson.h>
@@ -19,7 +21,7 @@
 #include "gates/gates.h"
 #include "harness/backend.h"
 #include "harness/cases.h"
-#include "harness/dsv4q_capi.h"
+#include "cli/dsv4q_capi.h"
 #include "harness/isolate.h"
 #include "harness/oracle_exec.h"
 #include "harness/qualify.h"
