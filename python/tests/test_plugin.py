@@ -40,7 +40,8 @@ def test_plain():
 
 def test_receipts_and_junit(tmp_path, dsv4q_bin):
     (tmp_path / "test_k.py").write_text(TESTS)
-    db, xml = tmp_path / "r.db", tmp_path / "j.xml"
+    db, xml, key = tmp_path / "r.db", tmp_path / "j.xml", tmp_path / "k" / "signing.key"
+    assert run([dsv4q_bin, "keygen", "--out", str(key)]).returncode == 0
     # installed package: the pytest11 entry point loads the plugin; from a
     # source tree (no install) load it by name
     eps = importlib.metadata.entry_points()
@@ -49,20 +50,24 @@ def test_receipts_and_junit(tmp_path, dsv4q_bin):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(dsv4q.__file__).parents[1]),
                                                        os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plug, str(tmp_path / "test_k.py"),
-                        "--dsv4q-receipts", str(db), "--dsv4q-key", "", "--dsv4q-junit", str(xml)],
+                        "--dsv4q-receipts", str(db), "--dsv4q-key", str(key), "--dsv4q-junit", str(xml)],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert p.returncode == 1, p.stdout + p.stderr          # test_bad fails
     assert "1 failed, 2 passed" in p.stdout
     rows = sqlite3.connect(str(db)).execute("SELECT kind, verdict, backend_id FROM receipts ORDER BY id").fetchall()
     assert [(k, v) for k, v, _ in rows] == [("qualify", "pass"), ("qualify", "fail"), ("qualify", "pass")]
     assert rows[1][2].endswith("test_k.py::test_bad")
-    v = run([dsv4q_bin, "receipts", "verify", "--db", str(db)])
+    # strict: every receipt must carry a valid signature by this key
+    v = run([dsv4q_bin, "receipts", "verify", "--all", "--pubkey", str(key) + ".pub", "--db", str(db)])
     assert v.returncode == 0, v.stdout + v.stderr
+    other = tmp_path / "k2" / "signing.key"
+    assert run([dsv4q_bin, "keygen", "--out", str(other)]).returncode == 0
+    assert run([dsv4q_bin, "receipts", "verify", "--all", "--pubkey", str(other) + ".pub", "--db", str(db)]).returncode == 1
     # tamper with one stored verdict: the C verifier must notice
     con = sqlite3.connect(str(db))
     con.execute("UPDATE receipts SET verdict = 'pass' WHERE id = 2")
     con.commit()
-    assert run([dsv4q_bin, "receipts", "verify", "--db", str(db)]).returncode == 1
+    assert run([dsv4q_bin, "receipts", "verify", "--all", "--pubkey", str(key) + ".pub", "--db", str(db)]).returncode == 1
     suite = ET.parse(str(xml)).getroot()
     assert suite.get("tests") == "3" and suite.get("failures") == "1"
     bad = [tc for tc in suite if tc.get("name") == "test_bad"][0]
