@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's tests, as a user gets the package: a venv
-# ($DSV4Q_VENV, default build/pyvenv, created once), `pip install ./python`
+# ($DSV4Q_VENV; default build/venv of `make pydeps` if present, else
+# build/pyvenv, created once), `pip install ./python`
 # (reinstalled every run; the wheel bundles build/libdsv4q.so and
 # gates/default.json), then pytest over python/tests and examples/pytorch.
 # Prints cmocka-style summary lines so tests/run_all.sh folds the counts into
@@ -13,7 +14,9 @@
 # skipped with their reason (the count is printed).
 set -u
 cd "$(dirname "$0")/.."
-V=${DSV4Q_VENV:-build/pyvenv}
+# the shared test venv of `make pydeps` (build/venv) when there is one
+V=${DSV4Q_VENV:-}
+[ -z "$V" ] && { [ -x build/venv/bin/python ] && V=build/venv || V=build/pyvenv; }
 log=build/pytest-setup.log
 mkdir -p build
 : > "$log"
