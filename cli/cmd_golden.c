@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include "cli/cmds.h"
 #include "goldens/golden.h"
+#include "base/util.h"
+#define now_s dsv4q_now_s   /* base/util.h */
 
 static void golden_usage(FILE *f)
 {
@@ -63,13 +65,6 @@ static void default_dir(int for_check, char *out, size_t n)
         }
     }
     snprintf(out, n, "goldens");
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int dsv4q_cmd_golden(int argc, char **argv)

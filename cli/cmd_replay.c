@@ -19,6 +19,7 @@
 #include "cli/common.h"
 #include "gates/gates.h"
 #include "harness/capture.h"
+#include "receipts/capture_pins.h"
 #include "harness/replay.h"
 #include "io/model.h"
 #include "oracle/boundary.h"

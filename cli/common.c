@@ -16,6 +16,8 @@
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
+#include "base/util.h"
+#define mkdirs dsv4q_mkdir_p   /* base/util.h */
 
 static int need_arg(int argc, char **argv, int i)
 {
@@ -99,19 +101,6 @@ int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt ex
 #undef VAL
     }
     return 0;
-}
-
-static int mkdirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen)

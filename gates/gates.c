@@ -15,24 +15,11 @@
 #include "gates/gates.h"
 #include "harness/backend.h"
 
-static const char *const mnames[DSV4Q_M_COUNT] = {
-    "nrms", "max_abs", "max_rel", "ulp_max", "cos_dist", "argmax_miss", "nonfinite", "jaccard_dist", "flips", "rerun",
-};
-
-const char *dsv4q_metric_name(int m) { return m >= 0 && m < DSV4Q_M_COUNT ? mnames[m] : NULL; }
-
-int dsv4q_metric_find(const char *name)
-{
-    for (int m = 0; m < DSV4Q_M_COUNT; m++)
-        if (!strcmp(mnames[m], name)) return m;
-    return -1;
-}
-
 static void metric_list(char *buf, size_t len)
 {
     buf[0] = 0;
     for (int m = 0; m < DSV4Q_M_COUNT; m++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", m ? ", " : "", mnames[m]);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", m ? ", " : "", dsv4q_metric_name(m));
 }
 
 static int num(json_t *v, const char *origin, const char *path, const char *field, double *out, char *err,
@@ -265,28 +252,3 @@ int dsv4q_gates_default(dsv4q_gates *g, char *err, size_t errlen)
     return -1;
 }
 
-double dsv4q_dtype_unit(int dtype)
-{
-    switch (dtype) {
-    case DSV4Q_BT_BF16: return 0x1p-8;
-    case DSV4Q_BT_F16: return 0x1p-11;
-    case DSV4Q_BT_F32: return 0x1p-24;
-    case DSV4Q_BT_F64: return 0x1p-53;
-    default: return 0;
-    }
-}
-
-double dsv4q_gate_bound(const dsv4q_gate_rule *r, double level, int dtype)
-{
-    if (isnan(level)) return NAN;
-    int di = dtype == DSV4Q_BT_BF16 ? 0 : dtype == DSV4Q_BT_F16 ? 1 : dtype == DSV4Q_BT_F32 ? 2 : -1;
-    double fl = r->floor + (di >= 0 ? r->floor_u[di] * dsv4q_dtype_unit(dtype) : 0);
-    if (isinf(level)) return r->factor > 0 ? INFINITY : fl;
-    return r->factor * level + fl;
-}
-
-int dsv4q_gate_pass(double value, double bound)
-{
-    if (isnan(value) || isnan(bound)) return 0;
-    return value <= bound;
-}

@@ -37,26 +37,10 @@
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
-
-static int gfail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int gfail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "base/util.h"
+#define gfail dsv4q_errf   /* base/util.h */
+#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
+#define now_s dsv4q_now_s   /* base/util.h */
 
 /* ======================================================================== *
  * 1. context: arena, generator, weights, outputs
@@ -711,19 +695,6 @@ static int write_atomic(const char *path, const void *data, size_t n, char *err,
         return gfail(err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
     }
     return 0;
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 /* --- case selection -------------------------------------------------------- */

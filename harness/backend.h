@@ -16,6 +16,7 @@
 #define DSV4Q_HARNESS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "harness/dsv4q_backend.h"
 
@@ -45,6 +46,10 @@ const char *const *dsv4q_cpuref_mutants(void);
  * profile). Returns 0 or -1 with a message naming what is wrong. */
 int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *err, size_t errlen);
 
+/* Number of elements of a tensor (product of its shape; 0 if ndim 0). The
+ * one copy (cpu-ref, capture --backend and oracle_exec use it). */
+int64_t dsv4q_bt_numel(const dsv4q_bt *t);
+
 /* --- the per-operator contract (one table) ---------------------------- */
 
 #define DSV4Q_OPS_MAX_T 8
@@ -68,6 +73,7 @@ typedef struct dsv4q_op_info {
     const char *boundaries;      /* rounding points it contains */
     const char *notes;
     int selection;               /* output 0/1 is compared as a set */
+    const char *ename;           /* "DSV4Q_OP_LINEAR" (generated) */
 } dsv4q_op_info;
 
 /* Glue shared by the harness's model compositions (qualify --whole-model,
@@ -84,6 +90,9 @@ long dsv4q_moe_gather(const int32_t *ix, const float *wts, const float *x, long 
 
 const dsv4q_op_info *dsv4q_op_get(int op);       /* NULL if out of range */
 int dsv4q_op_find(const char *name);             /* -1 if unknown */
+/* Check the table against DSV4Q_OP_LIST: every row documents exactly the
+ * list's arity, names are unique. 0, or -1 with a message naming the row. */
+int dsv4q_op_table_check(char *err, size_t errlen);
 /* docs/backends.md's generated operator section (markdown). */
 void dsv4q_op_markdown(FILE *f);
 

@@ -19,16 +19,9 @@
 #include "harness/capture.h"
 #include "io/sha256.h"
 #include "oracle/boundary.h"
-#include "receipts/receipts.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "base/util.h"
+#define fail dsv4q_errf   /* base/util.h */
+#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -36,58 +29,7 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-/* ---- pins -------------------------------------------------------------- */
-
-/* SHA-256 of the `sha256sum` listing of the weight files in a pin JSON. */
-static int weights_listing_sha(const char *pin_json, char hex[65], char *err, size_t errlen)
-{
-    json_error_t je;
-    json_t *root = json_loads(pin_json, 0, &je), *files = root ? json_object_get(root, "files") : NULL;
-    if (!json_is_array(files)) {
-        json_decref(root);
-        return fail(err, errlen, "checkpoint pin: unexpected JSON");
-    }
-    size_t cap = 4096, n = 0, i;
-    char *buf = malloc(cap);
-    json_t *f;
-    json_array_foreach(files, i, f) {
-        const char *name = json_string_value(json_object_get(f, "name"));
-        const char *sha = json_string_value(json_object_get(f, "sha256"));
-        if (!name || !sha || (!ends_with(name, ".safetensors") && !ends_with(name, ".index.json"))) continue;
-        size_t need = strlen(name) + strlen(sha) + 4;
-        if (buf && n + need >= cap) {
-            char *nb = realloc(buf, (cap = 2 * (n + need)));
-            if (!nb) free(buf);
-            buf = nb;
-        }
-        if (!buf) break;
-        n += (size_t)snprintf(buf + n, cap - n, "%s  %s\n", sha, name);
-    }
-    json_decref(root);
-    if (!buf) return fail(err, errlen, "out of memory");
-    dsv4q_sha256_hex(buf, n, hex);
-    free(buf);
-    return 0;
-}
-
-int dsv4q_capture_pins(const char *model_dir, char config_sha[65], char weights_sha[65], char **pin_json,
-                       char *err, size_t errlen)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
-    if (dsv4q_sha256_hex_file(path, config_sha, err, errlen)) return -1;
-    if (pin_json) *pin_json = NULL;
-    if (!weights_sha && !pin_json) return 0;
-    char *pin = NULL;
-    if (dsv4q_pin_checkpoint(model_dir, &pin, err, errlen)) return -1;
-    if (weights_sha && weights_listing_sha(pin, weights_sha, err, errlen)) {
-        free(pin);
-        return -1;
-    }
-    if (pin_json) *pin_json = pin;
-    else free(pin);
-    return 0;
-}
+/* ---- pins: receipts/capture_pins.c (they hash through the receipts' pins) */
 
 /* ---- reader ------------------------------------------------------------ */
 
@@ -373,19 +315,6 @@ struct dsv4q_capture_writer {
     int failed;
     char err[1024];
 };
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
-}
 
 /* "call-" digits ".safetensors": the writer's own file names. */
 static int is_call_file(const char *n)

@@ -65,13 +65,8 @@ typedef struct dsv4q_capture {
                                   sha256sum listing of its files */
 } dsv4q_capture;
 
-/* The pins of a checkpoint directory as a capture states them:
- * config_sha = SHA-256 of config.json; weights_sha (NULL: not computed) =
- * SHA-256 of the sha256sum listing of its weight files (reads every byte).
- * pin_json (may be NULL) receives dsv4q_pin_checkpoint's JSON, from which
- * weights_sha is derived (the receipt records it). 0 or -1 + message. */
-int dsv4q_capture_pins(const char *model_dir, char config_sha[65], char weights_sha[65], char **pin_json,
-                       char *err, size_t errlen);
+/* dsv4q_capture_pins (a capture's checkpoint pins): receipts/capture_pins.h,
+ * one layer up, since it hashes through receipts/pin.c. */
 
 /* Open and validate a capture (see above) against cfg and the checkpoint
  * pins config_sha / weights_sha (weights_sha NULL or "": the capture's

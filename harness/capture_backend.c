@@ -179,13 +179,6 @@ static dsv4q_bt fbt(const char *name, const void *data, int i32, int ndim, int64
     return t;
 }
 
-static int64_t bt_numel(const dsv4q_bt *t)
-{
-    int64_t n = t->ndim > 0 ? 1 : 0;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-    return n;
-}
-
 /* One ABI call; narrow outputs (BF16 / F16 codes) are widened in place. */
 static int brun(dsv4q_capture_splice *sp, int op, const dsv4q_bt *in, int nin, dsv4q_bt *out, int nout,
                 const double *par, int npar)
@@ -200,7 +193,7 @@ static int brun(dsv4q_capture_splice *sp, int op, const dsv4q_bt *in, int nin, d
                      rc == DSV4Q_BACKEND_UNSUPPORTED ? "unsupported" : e);
     for (int i = 0; i < nout; i++) {
         if (out[i].dtype != DSV4Q_BT_BF16 && out[i].dtype != DSV4Q_BT_F16) continue;
-        int64_t n = bt_numel(&out[i]);
+        int64_t n = dsv4q_bt_numel(&out[i]);
         const uint16_t *code = out[i].data;
         float *f = out[i].data;
         for (int64_t k = n - 1; k >= 0; k--)   /* back to front: f[k] lies above code[k] */

@@ -127,26 +127,29 @@ const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_c
 
 /* Parameters per op in canonical order, with defaults (Flash shapes);
  * recipe and seed are appended to every op. */
-static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {
-    [DSV4Q_OP_LINEAR] = {{"s", "2"}, {"N", "1024"}, {"K", "4096"}, {"fmt", "fp8"}, {"out", "bf16"}},
-    [DSV4Q_OP_RMSNORM] = {{"rows", "2"}, {"d", "4096"}},
-    [DSV4Q_OP_QHEAD_NORM] = {{"s", "2"}, {"H", "64"}, {"D", "512"}},
-    [DSV4Q_OP_ROPE] = {{"rows", "8"}, {"r", "64"}, {"pos", "65600"}, {"rope", "yarn"}, {"inv", "0"}},
-    [DSV4Q_OP_ACT_QUANT] = {{"rows", "2"}, {"n", "4096"}, {"block", "128"}},
-    [DSV4Q_OP_FP4_QUANT] = {{"rows", "64"}, {"n", "128"}},
-    [DSV4Q_OP_HADAMARD] = {{"rows", "64"}, {"n", "128"}},
-    [DSV4Q_OP_SPARSE_ATTN] = {{"s", "2"}, {"H", "64"}, {"D", "512"}, {"win", "128"}, {"sel", "512"}},
-    [DSV4Q_OP_COMPRESSOR] = {{"s", "8"}, {"d", "4096"}, {"ratio", "4"}, {"Dc", "512"}, {"rotate", "0"}},
-    [DSV4Q_OP_INDEXER_SCORE] = {{"s", "1"}, {"Hi", "64"}, {"Di", "128"}, {"T", "16384"}, {"start", "65536"}},
-    [DSV4Q_OP_TOPK] = {{"rows", "2"}, {"T", "16384"}, {"k", "512"}},
-    [DSV4Q_OP_HC_PRE] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
-    [DSV4Q_OP_HC_POST] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
-    [DSV4Q_OP_HC_HEAD] = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
-    [DSV4Q_OP_MOE_GATE] = {{"s", "4"}, {"d", "4096"}, {"E", "256"}, {"k", "6"}, {"route", "topk"},
-                           {"func", "sqrtsoftplus"}},
-    [DSV4Q_OP_EXPERT] = {{"n", "2"}, {"d", "4096"}, {"I", "2048"}, {"fmt", "fp4"}},
-    [DSV4Q_OP_WINDOW_ATTN_DECODE] = {{"H", "64"}, {"D", "512"}, {"win", "128"}, {"p", "300"}, {"sel", "512"}},
-};
+/* Key parameters per op, canonical order, with defaults (Flash shapes):
+ * PSPEC_<name> for every row of DSV4Q_OP_LIST (a missing one does not
+ * compile); recipe and seed are appended to every op. */
+#define PSPEC_linear {{"s", "2"}, {"N", "1024"}, {"K", "4096"}, {"fmt", "fp8"}, {"out", "bf16"}}
+#define PSPEC_rmsnorm {{"rows", "2"}, {"d", "4096"}}
+#define PSPEC_qhead_norm {{"s", "2"}, {"H", "64"}, {"D", "512"}}
+#define PSPEC_rope {{"rows", "8"}, {"r", "64"}, {"pos", "65600"}, {"rope", "yarn"}, {"inv", "0"}}
+#define PSPEC_act_quant {{"rows", "2"}, {"n", "4096"}, {"block", "128"}}
+#define PSPEC_fp4_quant {{"rows", "64"}, {"n", "128"}}
+#define PSPEC_hadamard {{"rows", "64"}, {"n", "128"}}
+#define PSPEC_sparse_attn {{"s", "2"}, {"H", "64"}, {"D", "512"}, {"win", "128"}, {"sel", "512"}}
+#define PSPEC_compressor {{"s", "8"}, {"d", "4096"}, {"ratio", "4"}, {"Dc", "512"}, {"rotate", "0"}}
+#define PSPEC_indexer_score {{"s", "1"}, {"Hi", "64"}, {"Di", "128"}, {"T", "16384"}, {"start", "65536"}}
+#define PSPEC_topk {{"rows", "2"}, {"T", "16384"}, {"k", "512"}}
+#define PSPEC_hc_pre {{"s", "2"}, {"hc", "4"}, {"d", "4096"}}
+#define PSPEC_hc_post {{"s", "2"}, {"hc", "4"}, {"d", "4096"}}
+#define PSPEC_hc_head {{"s", "2"}, {"hc", "4"}, {"d", "4096"}}
+#define PSPEC_moe_gate {{"s", "4"}, {"d", "4096"}, {"E", "256"}, {"k", "6"}, {"route", "topk"}, {"func", "sqrtsoftplus"}}
+#define PSPEC_expert {{"n", "2"}, {"d", "4096"}, {"I", "2048"}, {"fmt", "fp4"}}
+#define PSPEC_window_attn_decode {{"H", "64"}, {"D", "512"}, {"win", "128"}, {"p", "300"}, {"sel", "512"}}
+#define PSPEC_ROW(E, nm, ni, no, np) [DSV4Q_OP_##E] = PSPEC_##nm,
+static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {DSV4Q_OP_LIST(PSPEC_ROW)};
+#undef PSPEC_ROW
 
 #define KV_MAX 10
 typedef struct {
@@ -997,6 +1000,57 @@ oom:
 
 /* ---- public ------------------------------------------------------------ */
 
+/* ---- per-operator hooks ------------------------------------------------ */
+
+/* topk: the selection is made from the input scores themselves (the tie-run
+ * rule of the selection metrics needs them). */
+static int post_topk(dsv4q_case *c, char *err, size_t errlen)
+{
+    long n = (long)dsv4q_bt_numel(&c->in[0]);
+    double *z = own(c, sizeof(double) * (size_t)n);
+    if (!z) { snprintf(err, errlen, "%s: out of memory", c->key); return -1; }
+    for (long i = 0; i < n; i++) z[i] = ((const float *)c->in[0].data)[i];
+    c->sel_scores = z;
+    c->sel_rows = (long)c->in[0].shape[0];
+    c->sel_T = (long)c->in[0].shape[1];
+    c->sel_out = 0;
+    return 0;
+}
+
+/* One row per operator, HOOKS_<name> for every row of DSV4Q_OP_LIST (the
+ * shape of llama.cpp test-backend-ops' test_case: a builder that makes the
+ * inputs of a key, plus defaulted hooks). Hooks left NULL take the default:
+ *   build  required: parse the key's parameters, check the recipe, make
+ *          inputs, output templates and params
+ *   post   after build (default: nothing); e.g. topk's selection scores
+ * A later hook (a per-case supports(), a role per tensor) is one more field
+ * here with a NULL default. */
+typedef struct case_hooks {
+    int (*build)(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen);
+    int (*post)(dsv4q_case *c, char *err, size_t errlen);
+} case_hooks;
+
+#define HOOKS_linear {.build = b_linear}
+#define HOOKS_rmsnorm {.build = b_rmsnorm}
+#define HOOKS_qhead_norm {.build = b_qhead_norm}
+#define HOOKS_rope {.build = b_rope}
+#define HOOKS_act_quant {.build = b_quant}
+#define HOOKS_fp4_quant {.build = b_quant}
+#define HOOKS_hadamard {.build = b_quant}
+#define HOOKS_sparse_attn {.build = b_sparse_attn}
+#define HOOKS_compressor {.build = b_compressor}
+#define HOOKS_indexer_score {.build = b_indexer}
+#define HOOKS_topk {.build = b_topk, .post = post_topk}
+#define HOOKS_hc_pre {.build = b_hc}
+#define HOOKS_hc_post {.build = b_hc}
+#define HOOKS_hc_head {.build = b_hc}
+#define HOOKS_moe_gate {.build = b_moe_gate}
+#define HOOKS_expert {.build = b_expert}
+#define HOOKS_window_attn_decode {.build = b_window_attn}
+#define HOOK_ROW(E, nm, ni, no, np) [DSV4Q_OP_##E] = HOOKS_##nm,
+static const case_hooks hooks[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(HOOK_ROW)};
+#undef HOOK_ROW
+
 static uint64_t fnv1a(const char *s)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -1023,40 +1077,9 @@ int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen)
         return -1;
     }
     rng r = {fnv1a(c->key)};   /* K2: seeded by the canonical key only */
-    int rc;
-    switch (c->op) {
-    case DSV4Q_OP_LINEAR: rc = b_linear(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_RMSNORM: rc = b_rmsnorm(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_QHEAD_NORM: rc = b_qhead_norm(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_ROPE: rc = b_rope(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_ACT_QUANT:
-    case DSV4Q_OP_FP4_QUANT:
-    case DSV4Q_OP_HADAMARD: rc = b_quant(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_SPARSE_ATTN: rc = b_sparse_attn(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_COMPRESSOR: rc = b_compressor(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_INDEXER_SCORE: rc = b_indexer(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_TOPK: rc = b_topk(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_HC_PRE:
-    case DSV4Q_OP_HC_POST:
-    case DSV4Q_OP_HC_HEAD: rc = b_hc(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_MOE_GATE: rc = b_moe_gate(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_EXPERT: rc = b_expert(c, &kv, &r, err, errlen); break;
-    case DSV4Q_OP_WINDOW_ATTN_DECODE: rc = b_window_attn(c, &kv, &r, err, errlen); break;
-    default: rc = -1; snprintf(err, errlen, "%s: no builder", c->key);
-    }
-    if (!rc && c->op == DSV4Q_OP_TOPK) {
-        /* the selection is made from the input scores themselves */
-        long n = (long)dsv4q_bt_numel(&c->in[0]);
-        double *z = own(c, sizeof(double) * (size_t)n);
-        if (!z) { snprintf(err, errlen, "%s: out of memory", c->key); rc = -1; }
-        else {
-            for (long i = 0; i < n; i++) z[i] = ((const float *)c->in[0].data)[i];
-            c->sel_scores = z;
-            c->sel_rows = (long)c->in[0].shape[0];
-            c->sel_T = (long)c->in[0].shape[1];
-            c->sel_out = 0;
-        }
-    }
+    const case_hooks *h = &hooks[c->op];
+    int rc = h->build(c, &kv, &r, err, errlen);
+    if (!rc && h->post) rc = h->post(c, err, errlen);
     if (rc) dsv4q_case_free(c);
     return rc;
 }

@@ -21,24 +21,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Mutant ids. Each is cpu-ref with one defect seen in a real engine. */
+/* THE mutant list (append-only): each is cpu-ref with one defect seen in a
+ * real engine.
+ *     X(ENUM, name, ops it must fail, what is wrong)
+ * Generated from it: the ids below (CPUREF_M_<ENUM>, 1..), the names and
+ * backend descriptors of harness/cpuref_backend.c ("mutant:<name>"), and
+ * through dsv4q_backend_mutants() every usage list. The kernels test
+ * `mut == CPUREF_M_<ENUM>` where the defect lives. tests/test_qualify_mutants.c
+ * keeps its own expectation of where each fails (an independent record). */
+#define CPUREF_MUTANT_LIST(X)                                                                              \
+    X(IDX_ROPE_HALFSPLIT, idx_rope_halfsplit, "rope,compressor",                                           \
+      "indexer RoPE half-split (GPT-NeoX) instead of interleaved")                                         \
+    X(IDX_K_NO_HADAMARD, idx_k_no_hadamard, "compressor", "Hadamard on indexer queries but not on the keys") \
+    X(ATTN_SINK_MISSING, attn_sink_missing, "sparse_attn,window_attn_decode",                             \
+      "attention sink left out of the softmax denominator")                                                \
+    X(CMP_BLOCK0_ZEROS, cmp_block0_zeros, "compressor",                                                    \
+      "overlap block 0 averaged with zero rows instead of masked")                                         \
+    X(HC_POST_TRANSPOSED, hc_post_transposed, "hc_post", "hc_post mixes with C^T")                          \
+    X(SWIGLU_NO_CLAMP, swiglu_no_clamp, "expert", "swiglu_limit ignored")                                   \
+    X(UE8M0_LOG2F, ue8m0_log2f, "act_quant", "ue8m0 FP8 scale from ceilf(log2f(amax/448))")                 \
+    X(FP4_AS_INT8, fp4_as_int8, "expert", "packed FP4 expert bytes read as signed integers")                \
+    X(TOPK_TIE_UNSTABLE, topk_tie_unstable, "topk", "tie order among equal scores varies between calls")    \
+    X(YARN_ON_RATIO0, yarn_on_ratio0, "rope", "YaRN applied although original_seq_len == 0")                \
+    X(CMP_ROPE_LAST_POS, cmp_rope_last_pos, "compressor", "compressed row RoPE'd at the block's last position") \
+    X(WINDOW_OFF_BY_ONE, window_off_by_one, "window_attn_decode",                                          \
+      "decode attention reads the ring before writing the current token: slot p % w still holds "          \
+      "position p - w (stale)")
+
+#define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
 enum cpuref_mutant {
     CPUREF_OK = 0,
-    CPUREF_M_IDX_ROPE_HALFSPLIT,  /* indexer RoPE half-split (GPT-NeoX) instead of interleaved */
-    CPUREF_M_IDX_K_NO_HADAMARD,   /* Hadamard on indexer queries but not on the keys */
-    CPUREF_M_ATTN_SINK_MISSING,   /* attention sink left out of the softmax denominator */
-    CPUREF_M_CMP_BLOCK0_ZEROS,    /* overlap block 0 averaged with zero rows instead of masked */
-    CPUREF_M_HC_POST_TRANSPOSED,  /* hc_post mixes with C^T */
-    CPUREF_M_SWIGLU_NO_CLAMP,     /* swiglu_limit ignored */
-    CPUREF_M_UE8M0_LOG2F,         /* ue8m0 FP8 scale from ceilf(log2f(amax/448)) */
-    CPUREF_M_FP4_AS_INT8,         /* packed FP4 expert bytes read as signed integers */
-    CPUREF_M_TOPK_TIE_UNSTABLE,   /* tie order among equal scores varies between calls */
-    CPUREF_M_YARN_ON_RATIO0,      /* YaRN applied although original_seq_len == 0 */
-    CPUREF_M_CMP_ROPE_LAST_POS,   /* compressed row RoPE'd at the block's last position */
-    CPUREF_M_WINDOW_OFF_BY_ONE,   /* decode attention reads the ring before writing the current
-                                     token: slot p % w still holds position p - w (stale) */
+    CPUREF_MUTANT_LIST(CPUREF_M_ENUM_)
     CPUREF_M_COUNT
 };
+#undef CPUREF_M_ENUM_
 
 /* ---- formats (cpuref_formats.c) --------------------------------------- */
 

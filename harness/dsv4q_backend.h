@@ -162,28 +162,53 @@ extern "C" {
 /* The symbol a plugin exports. */
 #define DSV4Q_BACKEND_ENTRY_SYMBOL "dsv4q_backend_entry"
 
+/*
+ * THE operator list (append-only). One row per operator, in enum order:
+ *     X(ENUM, name, nin, nout, nparam)
+ * ENUM gives DSV4Q_OP_<ENUM>; name is the stable lower-case name (case
+ * keys, gate files, docs); nin/nout/nparam the exact arity of a call.
+ * Everything else that lists operators is generated from this row: the
+ * enum below, the contract table (harness/backend_ops.c, whose per-operator
+ * prose is keyed by name), the oracle dispatch (harness/oracle_exec.inc),
+ * cpu-ref's dispatch (harness/cpuref_backend.c), the case builders and key
+ * grammar (harness/cases.c) and docs/backends.md. A missing piece for a new
+ * row is a compile error there. Rows above WINDOW_ATTN_DECODE are the
+ * first ABI v1 release; values never move, new rows only go at the end.
+ * Backends are never forced to implement a new row: it is outside their
+ * caps, and the harness skips it.
+ */
+#define DSV4Q_OP_LIST(X)                        \
+    X(LINEAR, linear, 2, 1, 2)                  \
+    X(RMSNORM, rmsnorm, 2, 1, 1)                \
+    X(QHEAD_NORM, qhead_norm, 1, 1, 1)          \
+    X(ROPE, rope, 2, 1, 6)                      \
+    X(ACT_QUANT, act_quant, 1, 1, 2)            \
+    X(FP4_QUANT, fp4_quant, 1, 1, 0)            \
+    X(HADAMARD, hadamard, 1, 1, 0)              \
+    X(SPARSE_ATTN, sparse_attn, 4, 1, 1)        \
+    X(COMPRESSOR, compressor, 5, 1, 10)         \
+    X(INDEXER_SCORE, indexer_score, 3, 1, 2)    \
+    X(TOPK, topk, 1, 1, 1)                      \
+    X(HC_PRE, hc_pre, 4, 3, 3)                  \
+    X(HC_POST, hc_post, 4, 1, 0)                \
+    X(HC_HEAD, hc_head, 4, 1, 2)                \
+    X(MOE_GATE, moe_gate, 5, 2, 3)              \
+    X(EXPERT, expert, 5, 1, 2)                  \
+    /* appended after the first release */      \
+    X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3)
+
+#define DSV4Q_OP_ENUM_(E, name, nin, nout, npar) DSV4Q_OP_##E,
 enum dsv4q_op {
-    DSV4Q_OP_LINEAR = 0,
-    DSV4Q_OP_RMSNORM,
-    DSV4Q_OP_QHEAD_NORM,
-    DSV4Q_OP_ROPE,
-    DSV4Q_OP_ACT_QUANT,
-    DSV4Q_OP_FP4_QUANT,
-    DSV4Q_OP_HADAMARD,
-    DSV4Q_OP_SPARSE_ATTN,
-    DSV4Q_OP_COMPRESSOR,
-    DSV4Q_OP_INDEXER_SCORE,
-    DSV4Q_OP_TOPK,
-    DSV4Q_OP_HC_PRE,
-    DSV4Q_OP_HC_POST,
-    DSV4Q_OP_HC_HEAD,
-    DSV4Q_OP_MOE_GATE,
-    DSV4Q_OP_EXPERT,
-    /* --- appended after the first release of ABI v1 (values above are
-     * frozen; new operators only ever go here, before COUNT) --- */
-    DSV4Q_OP_WINDOW_ATTN_DECODE,
+    /* DSV4Q_OP_LINEAR = 0, DSV4Q_OP_RMSNORM, ... in DSV4Q_OP_LIST order */
+    DSV4Q_OP_LIST(DSV4Q_OP_ENUM_)
     DSV4Q_OP_COUNT
 };
+#undef DSV4Q_OP_ENUM_
+#ifndef __cplusplus
+/* Frozen values: a reordered list would break every built plugin. */
+_Static_assert(DSV4Q_OP_LINEAR == 0 && DSV4Q_OP_EXPERT == 15 && DSV4Q_OP_WINDOW_ATTN_DECODE == 16,
+               "DSV4Q_OP_LIST is append-only");
+#endif
 
 #define DSV4Q_CAP(op) ((uint64_t)1 << (op))
 /* The sixteen operators of the first ABI v1 release (LINEAR .. EXPERT).

@@ -30,6 +30,8 @@
 #include <unistd.h>
 #include "harness/isolate.h"
 #include "harness/oracle_exec.h"
+#include "base/util.h"
+#define now_s dsv4q_now_s   /* base/util.h */
 
 #define GUARD 64
 #define GUARD_BYTE 0x5A
@@ -205,13 +207,6 @@ static void child_signals(void)
 }
 
 /* ---- parent side ------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
 {

@@ -9,14 +9,6 @@
 #include "harness/oracle_exec.h"
 #include "oracle/ops.h"
 
-int64_t dsv4q_bt_numel(const dsv4q_bt *t)
-{
-    if (t->ndim <= 0) return 0;
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim && i < 6; i++) n *= t->shape[i];
-    return n;
-}
-
 /* The oracle's view of a weight tensor: its stored form when it has one. */
 static dsv4q_weight wview(const dsv4q_bt *t)
 {

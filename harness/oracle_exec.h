@@ -19,12 +19,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "harness/dsv4q_backend.h"
+#include "harness/backend.h"
 
 int dsv4q_oracle_exec_f32(uint64_t bs, const dsv4q_bcall *call, void *const *out, char *err, size_t errlen);
 int dsv4q_oracle_exec_f64(uint64_t bs, const dsv4q_bcall *call, void *const *out, char *err, size_t errlen);
 
-/* Number of elements of a tensor (product of its shape; 0 if ndim 0). */
-int64_t dsv4q_bt_numel(const dsv4q_bt *t);
+/* dsv4q_bt_numel: harness/backend.h. */
 
 #endif

@@ -18,6 +18,12 @@
 #include "harness/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
+#include "base/util.h"
+#define now_s dsv4q_now_s   /* base/util.h */
+#define jnum dsv4q_json_num   /* base/util.h */
+#define ulp_in dsv4q_ulp_in   /* harness/verdict.h */
+#define ord32 dsv4q_ord32   /* base/util.h */
+#define ord16 dsv4q_ord16   /* base/util.h */
 
 const char *dsv4q_verdict_name(dsv4q_verdict v)
 {
@@ -94,35 +100,7 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
 
 /* ---- metrics ----------------------------------------------------------- */
 
-static int64_t ord32(float f)
-{
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int64_t)INT32_MIN - i : i;
-}
-
-static int64_t ord16(uint16_t c)
-{
-    return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c;
-}
-
 /* ULP distance of a (a value of dtype dt) from the reference b, in dt. */
-static double ulp_in(int32_t dt, double a, double b)
-{
-    if (a == b) return 0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    if (dt == DSV4Q_BT_BF16) {
-        int64_t d = ord16(dsv4q_bf16_encode(a)) - ord16(dsv4q_bf16_encode(b));
-        return (double)(d < 0 ? -d : d);
-    }
-    if (dt == DSV4Q_BT_F16) {
-        int64_t d = ord16(dsv4q_f16_encode(a)) - ord16(dsv4q_f16_encode(b));
-        return (double)(d < 0 ? -d : d);
-    }
-    int64_t d = ord32((float)a) - ord32((float)b);
-    return (double)(d < 0 ? -d : d);
-}
-
 /* ULP distance of a from b counted in units of the ulp (in dt) at the
  * magnitude max(|b|, mag): |a - b| / ulp_dt(max(|b|, mag)). With mag = the
  * RMS of b's row this is the plain ULP for values of ordinary size and
@@ -400,8 +378,9 @@ static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
         for (int i = 0; i < r->nout; i++) {
             double v = r->m[i].v[mi], l = r->lvl[i].v[mi];
             if (isnan(v) && isnan(l)) continue;   /* n/a for this output */
-            double b = dsv4q_gate_bound(rule, l, r->dtype[i]);
-            int pass = !rule->on || dsv4q_gate_pass(v, b);
+            const dsv4q_judgement j = dsv4q_judge(rule, v, l, r->dtype[i]);
+            const double b = j.bound;
+            const int pass = j.pass;
             double score = !pass ? INFINITY : (b > 0 ? v / b : (v > 0 ? 1e300 : 0));
             if (isnan(score)) score = INFINITY;
             if (best.out < 0 || score > worst) {
@@ -470,13 +449,6 @@ static int select_cases(const dsv4q_qual_opts *o, sel_case **out, int *n, char *
     *out = s;
     *n = k;
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv4q_qual *q, char *err, size_t errlen)
@@ -650,13 +622,6 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
     }
     fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped -> %s\n", q->ncases, q->npass, q->nfail, q->nerror,
             q->nskip, dsv4q_qual_status(q) == 0 ? "PASS" : "FAIL");
-}
-
-static json_t *jnum(double v)
-{
-    if (isnan(v)) return json_null();
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
 }
 
 char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)

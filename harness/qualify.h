@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "gates/gates.h"
+#include "harness/verdict.h"
 #include "harness/cases.h"
 #include "harness/isolate.h"
 

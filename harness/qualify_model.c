@@ -5,10 +5,10 @@
  * qualify_model.h for what is an operator call and what is glue, and why
  * decode re-runs the compressor on the layer's history).
  *
- * The glue below follows oracle/model.c function by function (attention,
- * indexer, block, st_moe, head, dsv4q_run_step); where model.c calls an
- * oracle operator, this file calls the backend with the same tensors.
- * Invariant W1 (qualify_model.h) is what keeps the two in step.
+ * The composition IS the oracle's forward pass (oracle/model.c) at f32 with
+ * the backend as its operator provider (harness/provider_abi.c): there is
+ * no second copy of the forward pass to keep in step (W1,
+ * qualify_model.h, holds by construction and is still tested).
  */
 #include <jansson.h>
 #include <math.h>
@@ -19,730 +19,15 @@
 #include <time.h>
 #include "harness/backend.h"
 #include "harness/metrics.h"
+#include "harness/provider_abi.h"
 #include "harness/qualify_model.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
-
-#define GUARD 64
-#define GUARD_BYTE 0x5A
-#define SENTINEL 0x7FFFA5A5u   /* a NaN as F32; an out-of-range index as I32 */
-
-/* ---- composition state ------------------------------------------------- */
-
-typedef struct wl {
-    float *ring;           /* [window, D] */
-    float *crows;          /* [cap, D] compressed attention rows */
-    float *irows;          /* [cap, Di] indexer key rows */
-    float *hist;           /* [max_pos, dim] the layer's attention input so far (ratio layers) */
-    long ncrows, nirows, nhist;
-} wl;
-
-typedef struct wm {
-    const dsv4q_backend_v1 *b;
-    void *ctx;
-    const dsv4q_model *m;
-    const dsv4q_config *g;
-    uint64_t bs;
-    int ue8m0, use_window;
-    long *calls;
-    char *detail;
-    size_t detaillen;
-    char *err;
-    size_t errlen;
-    int status;            /* DSV4Q_BACKEND_* of the first failure */
-    int layer;
-    long p0, s;
-    wl *ls;
-} wm;
-
-static float rbf(uint64_t bs, int b, float v)
-{
-    return ((bs >> b) & 1u) ? dsv4q_bf16_to_f32(dsv4q_bf16_from_f32(v)) : v;
-}
-
-/* Where the composition is: "op X, layer L, position P" (or positions). */
-static void where(const wm *w, const char *op, char *buf, size_t len)
-{
-    char lay[32] = "";
-    if (w->layer >= 0) snprintf(lay, sizeof lay, "layer %d, ", w->layer);
-    else snprintf(lay, sizeof lay, "head, ");
-    if (w->s > 1)
-        snprintf(buf, len, "op %s, %spositions %ld..%ld (prefill)", op, lay, w->p0, w->p0 + w->s - 1);
-    else
-        snprintf(buf, len, "op %s, %sposition %ld%s", op, lay, w->p0, w->p0 ? " (decode)" : "");
-}
-
-static int fail(wm *w, int status, const char *op, const char *fmt, ...)
-{
-    char at[160], msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    where(w, op, at, sizeof at);
-    if (w->status == DSV4Q_BACKEND_OK) {
-        snprintf(w->err, w->errlen, "%s: %s", at, msg);
-        w->status = status;
-    }
-    return -1;
-}
-
-#define OOM(w) fail((w), DSV4Q_BACKEND_ERROR, "glue", "out of memory")
-
-/* ---- tensors ----------------------------------------------------------- */
-
-static dsv4q_bt bt_f32(const char *name, const float *d, int ndim, int64_t d0, int64_t d1, int64_t d2)
-{
-    dsv4q_bt t;
-    memset(&t, 0, sizeof t);
-    t.name = name;
-    t.dtype = DSV4Q_BT_F32;
-    t.ndim = ndim;
-    t.shape[0] = d0;
-    t.shape[1] = d1;
-    t.shape[2] = d2;
-    t.data = ndim ? (void *)d : NULL;
-    return t;
-}
-
-static dsv4q_bt bt_i32(const char *name, const int32_t *d, int ndim, int64_t d0, int64_t d1)
-{
-    dsv4q_bt t = bt_f32(name, NULL, ndim, d0, d1, 0);
-    t.dtype = DSV4Q_BT_I32;
-    t.data = ndim ? (void *)d : NULL;
-    return t;
-}
-
-static dsv4q_bt bt_vec(const char *name, const dsv4q_vec *v) { return bt_f32(name, v->f, 1, v->n, 0, 0); }
-
-/* A weight as the ABI gives it: decoded F32 values (+ the raw stored form).
- * *owned receives the decoded buffer to free after the call (NULL when the
- * stored form already is F32). */
-static int bt_weight(wm *w, dsv4q_bt *t, const char *name, const dsv4q_weight *W, float **owned)
-{
-    *t = bt_f32(name, NULL, 2, W->out, W->in, 0);
-    *owned = NULL;
-    if (W->fmt == DSV4Q_WF_F32) {
-        t->data = (void *)W->data;
-        return 0;
-    }
-    const int64_t n = W->out * W->in;
-    float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    if (!d) return OOM(w);
-    for (int64_t o = 0; o < W->out; o++) dsv4q_weight_row_f32(W, o, d + o * W->in);
-    t->data = d;
-    *owned = d;
-    switch (W->fmt) {
-    case DSV4Q_WF_BF16:
-        t->raw = W->data;
-        t->raw_dtype = DSV4Q_BT_BF16;
-        t->raw_ndim = 2;
-        t->raw_shape[0] = W->out;
-        t->raw_shape[1] = W->in;
-        break;
-    case DSV4Q_WF_FP8:
-        t->raw = W->data;
-        t->raw_dtype = DSV4Q_BT_F8_E4M3;
-        t->raw_ndim = 2;
-        t->raw_shape[0] = W->out;
-        t->raw_shape[1] = W->in;
-        t->raw_scale = W->scale;
-        t->scale_dtype = (int32_t)W->scale_dtype;
-        t->scale_shape[0] = (W->out + 127) / 128;
-        t->scale_shape[1] = (W->in + 127) / 128;
-        break;
-    case DSV4Q_WF_FP4:
-        t->raw = W->data;
-        t->raw_dtype = DSV4Q_BT_I8;
-        t->raw_ndim = 2;
-        t->raw_shape[0] = W->out;
-        t->raw_shape[1] = W->in / 2;
-        t->raw_scale = W->scale;
-        t->scale_dtype = (int32_t)W->scale_dtype;
-        t->scale_shape[0] = W->out;
-        t->scale_shape[1] = W->in / 32;
-        break;
-    default:   /* F64 (synthetic): decoded values only */
-        break;
-    }
-    return 0;
-}
-
-/* One output: shape, and where its values go (float, or int32_t for I32). */
-typedef struct wout {
-    const char *name;
-    int i32, ndim;
-    int64_t d[3];
-    void *dst;
-} wout;
-
-/* One backend call. Outputs go to harness buffers (NaN sentinel + guard
- * zone, as in isolate.h I2) and are copied to wout.dst afterwards, so dst
- * may alias an input. BF16/F16 outputs are decoded to F32 values. */
-static int call(wm *w, int op, const dsv4q_bt *in, const double *par, int nout, const wout *wo)
-{
-    const dsv4q_op_info *oi = dsv4q_op_get(op);
-    char at[160];
-    where(w, oi->name, at, sizeof at);
-    if (w->detail) snprintf(w->detail, w->detaillen, "%s", at);
-    dsv4q_bt out[DSV4Q_OPS_MAX_T];
-    unsigned char *buf[DSV4Q_OPS_MAX_T] = {0};
-    int64_t n[DSV4Q_OPS_MAX_T];
-    int rc = -1;
-    for (int i = 0; i < nout; i++) {
-        n[i] = 1;
-        for (int k = 0; k < wo[i].ndim; k++) n[i] *= wo[i].d[k];
-        buf[i] = malloc(4 * (size_t)n[i] + GUARD);
-        if (!buf[i]) { OOM(w); goto out; }
-        uint32_t sv = SENTINEL;
-        for (int64_t k = 0; k < n[i]; k++) memcpy(buf[i] + 4 * k, &sv, 4);
-        memset(buf[i] + 4 * n[i], GUARD_BYTE, GUARD);
-        memset(&out[i], 0, sizeof out[i]);
-        out[i].name = wo[i].name;
-        out[i].dtype = wo[i].i32 ? DSV4Q_BT_I32 : DSV4Q_BT_F32;
-        out[i].ndim = wo[i].ndim;
-        for (int k = 0; k < wo[i].ndim; k++) out[i].shape[k] = wo[i].d[k];
-        out[i].data = buf[i];
-    }
-    dsv4q_bcall c;
-    memset(&c, 0, sizeof c);
-    c.op = op;
-    c.nin = oi->nin;
-    c.nout = oi->nout;
-    c.in = in;
-    c.out = out;
-    c.param = par;
-    c.nparam = oi->nparam;
-    c.boundaries = w->bs;
-    c.case_key = at;
-    char e[1024] = "";
-    int r = w->b->run(w->ctx, &c, e, sizeof e);
-    if (w->calls) w->calls[op]++;
-    if (r == DSV4Q_BACKEND_UNSUPPORTED) {
-        fail(w, DSV4Q_BACKEND_UNSUPPORTED, oi->name, "run() returned UNSUPPORTED%s%s", e[0] ? ": " : "", e);
-        goto out;
-    }
-    if (r != DSV4Q_BACKEND_OK) {
-        fail(w, DSV4Q_BACKEND_ERROR, oi->name, "run failed (rc %d): %s", r, e[0] ? e : "(no message)");
-        goto out;
-    }
-    for (int i = 0; i < nout; i++) {
-        for (int g = 0; g < GUARD; g++)
-            if (buf[i][4 * n[i] + g] != GUARD_BYTE) {
-                fail(w, DSV4Q_BACKEND_ERROR, oi->name, "wrote past the end of output %s (%lld bytes)", wo[i].name,
-                     (long long)(4 * n[i]));
-                goto out;
-            }
-        const int32_t dt = out[i].dtype;
-        if (wo[i].i32) {
-            if (dt != DSV4Q_BT_I32) {
-                fail(w, DSV4Q_BACKEND_ERROR, oi->name, "output %s must stay I32 (dtype %d)", wo[i].name, dt);
-                goto out;
-            }
-            memcpy(wo[i].dst, buf[i], 4 * (size_t)n[i]);
-        } else if (dt == DSV4Q_BT_F32) {
-            memcpy(wo[i].dst, buf[i], 4 * (size_t)n[i]);
-        } else if (dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16) {
-            const uint16_t *h = (const uint16_t *)buf[i];
-            float *f = wo[i].dst;
-            for (int64_t k = 0; k < n[i]; k++)
-                f[k] = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_to_f32(h[k]) : (float)dsv4q_f16_decode(h[k]);
-        } else {
-            fail(w, DSV4Q_BACKEND_ERROR, oi->name, "output %s: dtype %d is not allowed (F32, BF16 or F16)",
-                 wo[i].name, dt);
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < nout; i++) free(buf[i]);
-    return rc;
-}
-
-#define WO(nm, dst_, nd, a0, a1, a2) { nm, 0, nd, {a0, a1, a2}, dst_ }
-#define WOI(nm, dst_, nd, a0, a1) { nm, 1, nd, {a0, a1, 0}, dst_ }
-
-/* LINEAR y [s, W.out] = x [s, W.in] W^T. */
-static int linear(wm *w, const dsv4q_weight *W, const float *x, long s, int bf16_out, float *y)
-{
-    dsv4q_bt in[2];
-    float *own;
-    in[0] = bt_f32("x", x, 2, s, W->in, 0);
-    if (bt_weight(w, &in[1], "w", W, &own)) return -1;
-    const double par[2] = {w->ue8m0, bf16_out};
-    const wout o[1] = {WO("y", y, 2, s, W->out, 0)};
-    int rc = call(w, DSV4Q_OP_LINEAR, in, par, 1, o);
-    free(own);
-    return rc;
-}
-
-/* RMSNORM y [rows, d] (y may alias x). */
-static int rmsnorm(wm *w, const float *x, long rows, long d, const dsv4q_vec *wt, float *y)
-{
-    const dsv4q_bt in[2] = {bt_f32("x", x, 2, rows, d, 0), bt_vec("w", wt)};
-    const double par[1] = {w->g->norm_eps};
-    const wout o[1] = {WO("y", y, 2, rows, d, 0)};
-    return call(w, DSV4Q_OP_RMSNORM, in, par, 1, o);
-}
-
-/* In-place single-input ops on x [rows, n]: QHEAD_NORM, ACT_QUANT (kv nope
- * dims, block 64), FP4_QUANT, HADAMARD. */
-static int inplace(wm *w, int op, float *x, long rows, long n)
-{
-    const dsv4q_bt in[1] = {bt_f32("x", x, 2, rows, n, 0)};
-    const double par[2] = {op == DSV4Q_OP_QHEAD_NORM ? w->g->norm_eps : 64, w->ue8m0};
-    const wout o[1] = {WO(op == DSV4Q_OP_QHEAD_NORM ? "y" : "y", x, 2, rows, n, 0)};
-    return call(w, op, in, par, 1, o);
-}
-
-/* ROPE on the r rope dims at column `off` of `rows` rows of x (stride
- * `stride`); row i at position pos0 + i / rows_per_pos (oracle/rope.c
- * dsv4q_rope_apply). compress: compress_rope_theta + YaRN (ratio layers),
- * else rope_theta without YaRN (oracle/model.c rope0 / ropec). */
-static int rope(wm *w, float *x, long rows, long stride, long off, long pos0, long rows_per_pos, int compress,
-                int inverse)
-{
-    const dsv4q_config *g = w->g;
-    const long r = g->rope_head_dim;
-    float *t = malloc(sizeof(float) * (size_t)(rows * r + 1));
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)(rows + 1));
-    int rc = -1;
-    if (!t || !pos) { OOM(w); goto out; }
-    for (long i = 0; i < rows; i++) {
-        memcpy(t + i * r, x + i * stride + off, sizeof(float) * (size_t)r);
-        pos[i] = (int32_t)(pos0 + i / rows_per_pos);
-    }
-    const dsv4q_bt in[2] = {bt_f32("x", t, 2, rows, r, 0), bt_i32("pos", pos, 1, rows, 0)};
-    const double par[6] = {compress ? g->compress_rope_theta : g->rope_theta, compress ? g->original_seq_len : 0,
-                           g->rope_factor, g->beta_fast, g->beta_slow, inverse};
-    const wout o[1] = {WO("y", t, 2, rows, r, 0)};
-    if (call(w, DSV4Q_OP_ROPE, in, par, 1, o)) goto out;
-    for (long i = 0; i < rows; i++) memcpy(x + i * stride + off, t + i * r, sizeof(float) * (size_t)r);
-    rc = 0;
-out:
-    free(t);
-    free(pos);
-    return rc;
-}
-
-/* The compressor of layer li (rotate 0: attention rows -> crows; 1: the
- * indexer's keys -> irows) for this call: prefill from position 0 on the
- * call's tokens; at a decode step that completes a block, the backend's
- * COMPRESSOR on the layer's whole input history, keeping its last row
- * (causal: qualify_model.h). Other decode steps emit nothing. */
-static int compress_rows(wm *w, int li, int rotate, const float *x, long s, long p0)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    wl *l = &w->ls[li];
-    const int ratio = rotate ? 4 : L->ratio, Dc = rotate ? g->index_head_dim : g->head_dim;
-    const dsv4q_cmp_w *cw = rotate ? &L->idx_cmp : &L->cmp;
-    const long coff = ratio == 4 ? 2 : 1;
-    const float *src = x;
-    long n = s;
-    if (p0 > 0) {
-        if ((p0 + 1) % ratio) return 0;
-        src = l->hist;
-        n = l->nhist;
-    }
-    const long nr = n / ratio;
-    if (nr == 0) return 0;
-    float *rows = malloc(sizeof(float) * (size_t)(nr * Dc)), *o1 = NULL, *o2 = NULL;
-    int rc = -1;
-    if (!rows) return OOM(w);
-    dsv4q_bt in[5];
-    in[0] = bt_f32("x", src, 2, n, g->dim, 0);
-    if (bt_weight(w, &in[1], "wkv", &cw->wkv, &o1) || bt_weight(w, &in[2], "wgate", &cw->wgate, &o2)) goto out;
-    in[3] = bt_f32("ape", cw->ape.f, 2, ratio, coff * Dc, 0);
-    in[4] = bt_vec("norm", &cw->norm);
-    const double par[10] = {ratio, rotate, g->norm_eps, g->rope_head_dim, g->compress_rope_theta, g->original_seq_len,
-                            g->rope_factor, g->beta_fast, g->beta_slow, w->ue8m0};
-    const wout o[1] = {WO("rows", rows, 2, nr, Dc, 0)};
-    if (call(w, DSV4Q_OP_COMPRESSOR, in, par, 1, o)) goto out;
-    float *dst = rotate ? l->irows + l->nirows * Dc : l->crows + l->ncrows * Dc;
-    const long take = p0 > 0 ? 1 : nr;
-    memcpy(dst, rows + (nr - take) * Dc, sizeof(float) * (size_t)(take * Dc));
-    if (rotate) l->nirows += take;
-    else l->ncrows += take;
-    rc = 0;
-out:
-    free(rows);
-    free(o1);
-    free(o2);
-    return rc;
-}
-
-/* Indexer of a ratio-4 layer (oracle/model.c indexer): writes k picks per
- * query into cols (offset into the key layout, -1 masked). Returns k or -1. */
-static long indexer(wm *w, int li, const float *x, const float *qr, long s, long p0, long offset, int32_t *cols,
-                    long ncols_stride, long col0)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    wl *l = &w->ls[li];
-    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim;
-    float *q = malloc(sizeof(float) * (size_t)(s * Hi * Di)), *wt = malloc(sizeof(float) * (size_t)(s * Hi));
-    float *score = NULL;
-    int32_t *pick = NULL;
-    long k = -1;
-    if (!q || !wt) { OOM(w); goto out; }
-    if (linear(w, &L->idx_wq_b, qr, s, 1, q)) goto out;
-    if (rope(w, q, s * Hi, Di, Di - rd, p0, Hi, 1, 0)) goto out;
-    if (dsv4q_idx_hadamard_on(w->bs) && inplace(w, DSV4Q_OP_HADAMARD, q, s * Hi, Di)) goto out;
-    if (((w->bs >> DSV4Q_B_IDX_Q_FP4) & 1u) && inplace(w, DSV4Q_OP_FP4_QUANT, q, s * Hi, Di)) goto out;
-    if (compress_rows(w, li, 1, x, s, p0)) goto out;
-    /* head weights: FP32-math linear, then the reference's two roundings */
-    if (linear(w, &L->idx_weights_proj, x, s, 0, wt)) goto out;
-    const float wscale = (float)(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
-    for (long i = 0; i < s * Hi; i++) wt[i] = rbf(w->bs, DSV4Q_B_IDX_PARTIAL_BF16, wt[i]);
-    for (long i = 0; i < s * Hi; i++) wt[i] = rbf(w->bs, DSV4Q_B_IDX_PARTIAL_BF16, wt[i] * wscale);
-    const long T = l->nirows;
-    k = T < g->index_topk ? T : g->index_topk;
-    if (k == 0) goto out;   /* no complete block yet: nothing to score or pick */
-    score = malloc(sizeof(float) * (size_t)(s * T));
-    pick = malloc(sizeof(int32_t) * (size_t)(s * k));
-    if (!score || !pick) { OOM(w); k = -1; goto out; }
-    {
-        const dsv4q_bt in[3] = {bt_f32("q", q, 3, s, Hi, Di), bt_f32("w", wt, 2, s, Hi, 0),
-                                bt_f32("K", l->irows, 2, T, Di, 0)};
-        const double par[2] = {(double)p0, 4};
-        const wout o[1] = {WO("score", score, 2, s, T, 0)};
-        if (call(w, DSV4Q_OP_INDEXER_SCORE, in, par, 1, o)) { k = -1; goto out; }
-    }
-    {
-        const dsv4q_bt in[1] = {bt_f32("score", score, 2, s, T, 0)};
-        const double par[1] = {(double)k};
-        const wout o[1] = {WOI("idx", pick, 2, s, k)};
-        if (call(w, DSV4Q_OP_TOPK, in, par, 1, o)) { k = -1; goto out; }
-    }
-    for (long i = 0; i < s; i++)
-        for (long j = 0; j < k; j++) {
-            int32_t v = pick[i * k + j];
-            cols[i * ncols_stride + col0 + j] = v < 0 ? -1 : (int32_t)(v + offset);
-        }
-out:
-    free(q);
-    free(wt);
-    free(score);
-    free(pick);
-    return k;
-}
-
-/* Attention of layer li (oracle/model.c attention). */
-static int attention(wm *w, int li, const float *x, long s, long p0, float *out)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    wl *l = &w->ls[li];
-    const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size;
-    const int ratio = L->ratio, G = g->o_groups, ol = g->o_lora_rank;
-    const long d = g->dim;
-    const int cmp = ratio != 0, prefill = p0 == 0;
-    float *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL, *og = NULL, *t = NULL, *tg = NULL;
-    int32_t *idx = NULL, *cidx = NULL;
-    int rc = -1;
-#define AL(p, n) do { (p) = malloc(sizeof(*(p)) * (size_t)((n) > 0 ? (n) : 1)); if (!(p)) { OOM(w); goto out; } } while (0)
-    AL(qr, s * g->q_lora_rank);
-    AL(q, s * H * D);
-    AL(kv, s * D);
-    if (linear(w, &L->wq_a, x, s, 1, qr)) goto out;
-    if (rmsnorm(w, qr, s, g->q_lora_rank, &L->q_norm, qr)) goto out;
-    if (linear(w, &L->wq_b, qr, s, 1, q)) goto out;
-    if (inplace(w, DSV4Q_OP_QHEAD_NORM, q, s * H, D)) goto out;
-    if (rope(w, q, s * H, D, D - rd, p0, H, cmp, 0)) goto out;
-    if (linear(w, &L->wkv, x, s, 1, kv)) goto out;
-    if (rmsnorm(w, kv, s, D, &L->kv_norm, kv)) goto out;
-    if (rope(w, kv, s, D, D - rd, p0, 1, cmp, 0)) goto out;
-    if ((w->bs >> DSV4Q_B_KV_FP8) & 1u) {   /* act_quant of the nope dims, block 64 */
-        float *np;
-        AL(np, s * (D - rd));
-        for (long i = 0; i < s; i++) memcpy(np + i * (D - rd), kv + i * D, sizeof(float) * (size_t)(D - rd));
-        int r = inplace(w, DSV4Q_OP_ACT_QUANT, np, s, D - rd);
-        for (long i = 0; i < s && !r; i++) memcpy(kv + i * D, np + i * (D - rd), sizeof(float) * (size_t)(D - rd));
-        free(np);
-        if (r) goto out;
-    }
-    if (ratio) {   /* the compressors' input history */
-        memcpy(l->hist + l->nhist * d, x, sizeof(float) * (size_t)(s * d));
-        l->nhist += s;
-    }
-
-    /* column layout: window columns, then compressed columns */
-    const long end = p0 + s;
-    long nw = prefill ? (s < win ? s : win) : win;
-    long nc = 0;
-    if (ratio == 128) nc = prefill ? s / ratio : end / ratio;
-    else if (ratio == 4) nc = (end / 4) < g->index_topk ? end / 4 : g->index_topk;
-    const long ncols = nw + nc;
-    AL(idx, s * ncols);
-    for (long i = 0; i < s; i++) {
-        int32_t *c = idx + i * ncols;
-        if (prefill) {
-            long base = i - win + 1 < 0 ? 0 : i - win + 1;
-            for (long j = 0; j < nw; j++) c[j] = base + j > i ? -1 : (int32_t)(base + j);
-        } else if (p0 >= win - 1) {
-            long st = p0 % win;
-            for (long j = 0; j < win; j++) c[j] = (int32_t)((st + 1 + j) % win);
-        } else {
-            for (long j = 0; j < win; j++) c[j] = j <= p0 ? (int32_t)j : -1;
-        }
-    }
-    const long offset = prefill ? s : win;
-    if (ratio == 128)
-        for (long i = 0; i < s; i++)
-            for (long j = 0; j < nc; j++)
-                idx[i * ncols + nw + j] = (prefill && j >= (i + 1) / ratio) ? -1 : (int32_t)(offset + j);
-    if (ratio == 4 && indexer(w, li, x, qr, s, p0, offset, idx, ncols, nw) < 0) goto out;
-
-    /* caches: window ring (the backend's WINDOW_ATTN_DECODE owns it in
-     * decode), then the compressor (its row is visible now) */
-    const int window_op = !prefill && w->use_window;
-    if (!window_op)
-        for (long i = (s > win ? s - win : 0); i < s; i++)
-            memcpy(l->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(float) * (size_t)D);
-    if (ratio && compress_rows(w, li, 0, x, s, p0)) goto out;
-    AL(o, s * H * D);
-    const double scale = 1.0 / sqrt((double)D);
-    if (window_op) {
-        AL(cidx, nc);
-        for (long j = 0; j < nc; j++) cidx[j] = idx[nw + j] < 0 ? -1 : (int32_t)(idx[nw + j] - win);
-        const dsv4q_bt in[6] = {bt_f32("q", q, 3, 1, H, D), bt_f32("kv_new", kv, 2, 1, D, 0),
-                                bt_f32("ring", l->ring, 2, win, D, 0),
-                                bt_f32("cmp", l->crows, l->ncrows ? 2 : 0, l->ncrows, D, 0),
-                                bt_i32("cidx", cidx, nc ? 2 : 0, 1, nc), bt_vec("sink", &L->attn_sink)};
-        const double par[3] = {(double)p0, (double)win, scale};
-        const wout wo[2] = {WO("o", o, 3, 1, H, D), WO("ring_out", l->ring, 2, win, D, 0)};
-        if (call(w, DSV4Q_OP_WINDOW_ATTN_DECODE, in, par, 2, wo)) goto out;
-    } else {
-        long nkeys;
-        if (prefill) {
-            nkeys = s + l->ncrows;
-            AL(keys, nkeys * D);
-            memcpy(keys, kv, sizeof(float) * (size_t)(s * D));
-            memcpy(keys + s * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));
-        } else {
-            nkeys = win + l->ncrows;
-            AL(keys, nkeys * D);
-            memcpy(keys, l->ring, sizeof(float) * (size_t)((long)win * D));
-            memcpy(keys + (long)win * D, l->crows, sizeof(float) * (size_t)(l->ncrows * D));
-        }
-        const dsv4q_bt in[4] = {bt_f32("q", q, 3, s, H, D), bt_f32("kv", keys, 2, nkeys, D, 0),
-                                bt_i32("idx", idx, 2, s, ncols), bt_vec("sink", &L->attn_sink)};
-        const double par[1] = {scale};
-        const wout wo[1] = {WO("o", o, 3, s, H, D)};
-        if (call(w, DSV4Q_OP_SPARSE_ATTN, in, par, 1, wo)) goto out;
-    }
-    if (rope(w, o, s * H, D, D - rd, p0, H, cmp, 1)) goto out;
-
-    /* grouped low-rank output: t[g] = wo_a[g] o[g] (BF16), y = wo_b t */
-    const long gd = (long)H * D / G;
-    AL(og, s * gd);
-    AL(tg, s * ol);
-    AL(t, s * G * ol);
-    for (int gi = 0; gi < G; gi++) {
-        dsv4q_weight wg = L->wo_a;
-        wg.out = ol;
-        if (L->wo_a.fmt == DSV4Q_WF_BF16) wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
-        else if (L->wo_a.fmt == DSV4Q_WF_F32) wg.data = (const float *)L->wo_a.data + (long)gi * ol * gd;
-        else { fail(w, DSV4Q_BACKEND_ERROR, "glue", "wo_a must be BF16 or F32 to split per group"); goto out; }
-        for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(float) * (size_t)gd);
-        if (linear(w, &wg, og, s, 1, tg)) goto out;
-        for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(float) * (size_t)ol);
-    }
-    if (linear(w, &L->wo_b, t, s, 1, out)) goto out;
-    rc = 0;
-out:
-    free(qr); free(q); free(kv); free(keys); free(o); free(og); free(t); free(tg); free(idx); free(cidx);
-    return rc;
-}
-
-/* EXPERT y [n, d] on rows x with routing weights wt. */
-static int expert(wm *w, const dsv4q_expert_w *E, const float *x, long n, const float *wt, float *y)
-{
-    dsv4q_bt in[5];
-    float *o1 = NULL, *o2 = NULL, *o3 = NULL;
-    int rc = -1;
-    in[0] = bt_f32("x", x, 2, n, w->g->dim, 0);
-    if (!bt_weight(w, &in[1], "w1", &E->w1, &o1) && !bt_weight(w, &in[2], "w2", &E->w2, &o2) &&
-        !bt_weight(w, &in[3], "w3", &E->w3, &o3)) {
-        in[4] = bt_f32("weight", wt, 1, n, 0, 0);
-        const double par[2] = {w->g->swiglu_limit, w->ue8m0};
-        const wout o[1] = {WO("y", y, 2, n, w->g->dim, 0)};
-        rc = call(w, DSV4Q_OP_EXPERT, in, par, 1, o);
-    }
-    free(o1);
-    free(o2);
-    free(o3);
-    return rc;
-}
-
-/* MoE (oracle/model.c st_moe + oracle/moe.c dsv4q_moe): the gate, each
- * routed expert on its rows in ascending expert id, their sum, + shared. */
-static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float *out)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    const int k = g->n_activated_experts, E = g->n_routed_experts;
-    const long d = g->dim;
-    float *wts = NULL, *acc = NULL, *xe = NULL, *ye = NULL, *we = NULL, *ones = NULL;
-    int32_t *ix = NULL;
-    long *rows = NULL;
-    int rc = -1;
-    float *own = NULL;
-    AL(wts, s * k);
-    AL(ix, s * k);
-    {
-        dsv4q_bt in[5];
-        in[0] = bt_f32("x", x, 2, s, d, 0);
-        if (bt_weight(w, &in[1], "W", &L->gate, &own)) goto out;
-        in[2] = L->hash ? bt_f32("bias", NULL, 0, 0, 0, 0) : bt_vec("bias", &L->gate_bias);
-        in[3] = L->hash ? bt_i32("tid2eid", L->tid2eid, 2, g->vocab_size, k) : bt_i32("tid2eid", NULL, 0, 0, 0);
-        in[4] = bt_i32("ids", ids, 1, s, 0);
-        const double par[3] = {k, g->route_scale, dsv4q_score_func_code(g->score_func)};
-        const wout o[2] = {WO("weights", wts, 2, s, k, 0), WOI("indices", ix, 2, s, k)};
-        if (call(w, DSV4Q_OP_MOE_GATE, in, par, 2, o)) goto out;
-    }
-    AL(acc, s * d);
-    AL(xe, s * k * d);
-    AL(ye, s * k * d);
-    AL(we, s * k);
-    AL(ones, s);
-    AL(rows, s * k);
-    memset(acc, 0, sizeof(float) * (size_t)(s * d));
-    for (int e = 0; e < E; e++) {   /* ascending expert id: the sum order */
-        long n = dsv4q_moe_gather(ix, wts, x, s, k, d, e, rows, we, xe);
-        if (!n) continue;
-        if (expert(w, &L->experts[e], xe, n, we, ye)) goto out;
-        for (long r = 0; r < n; r++)
-            for (long i = 0; i < d; i++) acc[rows[r] * d + i] += ye[r * d + i];
-    }
-    for (long t = 0; t < s; t++) ones[t] = 1.0f;
-    if (expert(w, &L->shared, x, s, ones, ye)) goto out;
-    for (long i = 0; i < s * d; i++) out[i] = rbf(w->bs, DSV4Q_B_MOE_BF16, acc[i] + ye[i]);
-    rc = 0;
-out:
-    free(own); free(wts); free(ix); free(acc); free(xe); free(ye); free(we); free(ones); free(rows);
-    return rc;
-}
-
-/* hc_attn_pre / hc_ffn_pre */
-static int hc_pre(wm *w, int li, int ffn, const float *Xs, long s, float *y, float *post, float *comb)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    const int hc = g->hc_mult;
-    dsv4q_bt in[4];
-    float *own;
-    in[0] = bt_f32("X", Xs, 3, s, hc, g->dim);
-    if (bt_weight(w, &in[1], "fn", ffn ? &L->hc_ffn_fn : &L->hc_attn_fn, &own)) return -1;
-    in[2] = bt_vec("scale", ffn ? &L->hc_ffn_scale : &L->hc_attn_scale);
-    in[3] = bt_vec("base", ffn ? &L->hc_ffn_base : &L->hc_attn_base);
-    const double par[3] = {g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters};
-    const wout o[3] = {WO("y", y, 2, s, g->dim, 0), WO("post", post, 2, s, hc, 0), WO("comb", comb, 3, s, hc, hc)};
-    int rc = call(w, DSV4Q_OP_HC_PRE, in, par, 3, o);
-    free(own);
-    return rc;
-}
-
-static int hc_post(wm *w, const float *x, const float *Xs, const float *post, const float *comb, long s, float *out)
-{
-    const dsv4q_config *g = w->g;
-    const int hc = g->hc_mult;
-    const dsv4q_bt in[4] = {bt_f32("x", x, 2, s, g->dim, 0), bt_f32("X", Xs, 3, s, hc, g->dim),
-                            bt_f32("post", post, 2, s, hc, 0), bt_f32("comb", comb, 3, s, hc, hc)};
-    const wout o[1] = {WO("Y", out, 3, s, hc, g->dim)};
-    return call(w, DSV4Q_OP_HC_POST, in, NULL, 1, o);
-}
-
-/* One block (oracle/model.c block). */
-static int block(wm *w, int li, float *Xs, long s, long p0, const int32_t *ids)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_layer_w *L = &w->m->layers[li];
-    const int hc = g->hc_mult;
-    const long d = g->dim;
-    float *y = NULL, *n = NULL, *post = NULL, *comb = NULL, *a = NULL, *X2 = NULL;
-    int rc = -1;
-    AL(y, s * d);
-    AL(n, s * d);
-    AL(post, s * hc);
-    AL(comb, s * hc * hc);
-    AL(a, s * d);
-    AL(X2, s * hc * d);
-    if (hc_pre(w, li, 0, Xs, s, y, post, comb)) goto out;
-    if (rmsnorm(w, y, s, d, &L->attn_norm, n)) goto out;
-    if (attention(w, li, n, s, p0, a)) goto out;
-    if (hc_post(w, a, Xs, post, comb, s, X2)) goto out;
-    if (hc_pre(w, li, 1, X2, s, y, post, comb)) goto out;
-    if (rmsnorm(w, y, s, d, &L->ffn_norm, n)) goto out;
-    if (moe(w, li, n, s, ids, a)) goto out;
-    if (hc_post(w, a, X2, post, comb, s, Xs)) goto out;
-    rc = 0;
-out:
-    free(y); free(n); free(post); free(comb); free(a); free(X2);
-    return rc;
-}
-
-/* hc_head + final norm + head for the last row (oracle/model.c head). */
-static int head(wm *w, const float *Xlast, float *logits)
-{
-    const dsv4q_config *g = w->g;
-    const dsv4q_model *m = w->m;
-    float *y = malloc(sizeof(float) * (size_t)g->dim), *own = NULL;
-    int rc = -1;
-    if (!y) return OOM(w);
-    dsv4q_bt in[4];
-    in[0] = bt_f32("X", Xlast, 3, 1, g->hc_mult, g->dim);
-    if (bt_weight(w, &in[1], "fn", &m->hc_head_fn, &own)) goto out;
-    in[2] = bt_vec("scale", &m->hc_head_scale);
-    in[3] = bt_vec("base", &m->hc_head_base);
-    {
-        const double par[2] = {g->norm_eps, g->hc_eps};
-        const wout o[1] = {WO("y", y, 2, 1, g->dim, 0)};
-        if (call(w, DSV4Q_OP_HC_HEAD, in, par, 1, o)) goto out;
-    }
-    if (rmsnorm(w, y, 1, g->dim, &m->norm, y)) goto out;
-    if (linear(w, &m->head, y, 1, 0, logits)) goto out;
-    rc = 0;
-out:
-    free(y);
-    free(own);
-    return rc;
-}
-
-/* One call: prefill (p0 = 0) or a one-token decode (dsv4q_run_step). */
-static int step(wm *w, const int32_t *ids, long s, long p0, double *logits_out)
-{
-    const dsv4q_config *g = w->g;
-    const int hc = g->hc_mult;
-    const long d = g->dim;
-    float *Xs = NULL, *logits = NULL;
-    int rc = -1;
-    w->p0 = p0;
-    w->s = s;
-    AL(Xs, s * hc * d);
-    AL(logits, g->vocab_size);
-    for (long t = 0; t < s; t++) {   /* embed */
-        float *row = Xs + t * hc * d;
-        for (long i = 0; i < d; i++) row[i] = (float)dsv4q_weight_at(&w->m->embed, ids[t], i);
-        for (int j = 1; j < hc; j++) memcpy(Xs + (t * hc + j) * d, row, sizeof(float) * (size_t)d);
-    }
-    for (int li = 0; li < g->n_layers; li++) {
-        w->layer = li;
-        if (block(w, li, Xs, s, p0, ids)) goto out;
-    }
-    w->layer = -1;
-    if (head(w, Xs + (s - 1) * hc * d, logits)) goto out;
-    for (long i = 0; i < g->vocab_size; i++) logits_out[i] = logits[i];
-    rc = 0;
-out:
-    free(Xs);
-    free(logits);
-    return rc;
-}
-#undef AL
+#include "base/util.h"
+#define now_s dsv4q_now_s   /* base/util.h */
+#define jnum dsv4q_json_num   /* base/util.h */
 
 uint64_t dsv4q_wm_required_ops(const dsv4q_model *m, uint64_t bs)
 {
@@ -770,23 +55,9 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
 {
     const dsv4q_config *g = &m->cfg;
     const long max_pos = nprompt + ndecode, V = g->vocab_size;
-    wm w;
-    memset(&w, 0, sizeof w);
-    w.b = b;
-    w.ctx = ctx;
-    w.m = m;
-    w.g = g;
-    w.bs = bs;
-    w.ue8m0 = g->scale_ue8m0;
-    w.use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !(flags & DSV4Q_WM_SPARSE_DECODE);
-    w.calls = calls;
-    w.detail = detail;
-    w.detaillen = detaillen;
-    w.err = err;
-    w.errlen = errlen;
-    w.layer = -1;
+    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !(flags & DSV4Q_WM_SPARSE_DECODE);
     err[0] = 0;
-    if (decode_op) *decode_op = w.use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
+    if (decode_op) *decode_op = use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
     if (nprompt < 1 || ndecode < 0) {
         snprintf(err, errlen, "whole model: a prompt of >= 1 tokens is needed (got %ld, decode %ld)", nprompt, ndecode);
         return DSV4Q_BACKEND_ERROR;
@@ -796,43 +67,30 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
             snprintf(err, errlen, "whole model: token %ld (id %d) is outside the vocabulary [0, %ld)", i, ids[i], V);
             return DSV4Q_BACKEND_ERROR;
         }
+    /* THE forward pass (oracle/model.c) at f32, every operator through the
+     * backend (harness/provider_abi.c) */
+    dsv4q_abi_provider *p = NULL;
+    if (dsv4q_abi_provider_new(&p, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen))
+        return DSV4Q_BACKEND_ERROR;
+    dsv4q_runstate_f32 *r = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL);
     int rc = -1;
-    w.ls = calloc((size_t)g->n_layers, sizeof *w.ls);
-    if (!w.ls) goto oom;
-    for (int li = 0; li < g->n_layers; li++) {
-        const int ratio = m->layers[li].ratio;
-        wl *l = &w.ls[li];
-        l->ring = calloc((size_t)g->window_size * (size_t)g->head_dim, sizeof(float));   /* zeros, as model.c */
-        if (!l->ring) goto oom;
-        if (ratio) {
-            l->crows = malloc(sizeof(float) * (size_t)((max_pos / ratio + 1) * g->head_dim));
-            l->hist = malloc(sizeof(float) * (size_t)(max_pos * g->dim));
-            if (!l->crows || !l->hist) goto oom;
-        }
-        if (ratio == 4) {
-            l->irows = malloc(sizeof(float) * (size_t)((max_pos / 4 + 1) * g->index_head_dim));
-            if (!l->irows) goto oom;
-        }
+    if (!r) {
+        snprintf(err, errlen, "whole model: out of memory allocating the caches");
+        dsv4q_abi_provider_free(p);
+        return DSV4Q_BACKEND_ERROR;
     }
-    if (step(&w, ids, nprompt, 0, logits)) goto done;
+    dsv4q_run_set_provider_f32(r, dsv4q_abi_provider_table(p, use_window), p);
+    if (dsv4q_run_step_f32(r, ids, nprompt, logits)) goto done;
     for (long i = 0; i < ndecode; i++)
-        if (step(&w, ids + nprompt + i, 1, nprompt + i, logits + (i + 1) * V)) goto done;
+        if (dsv4q_run_step_f32(r, ids + nprompt + i, 1, logits + (i + 1) * V)) goto done;
     rc = 0;
-    goto done;
-oom:
-    snprintf(err, errlen, "whole model: out of memory allocating the caches");
-    w.status = DSV4Q_BACKEND_ERROR;
-done:
-    if (w.ls)
-        for (int li = 0; li < g->n_layers; li++) {
-            free(w.ls[li].ring);
-            free(w.ls[li].crows);
-            free(w.ls[li].irows);
-            free(w.ls[li].hist);
-        }
-    free(w.ls);
+done:;
+    const int st = dsv4q_abi_provider_status(p);
+    if (rc && st == DSV4Q_BACKEND_OK && !err[0]) snprintf(err, errlen, "whole model: out of memory in the forward pass");
+    dsv4q_run_free_f32(r);
+    dsv4q_abi_provider_free(p);
     if (rc == 0) return DSV4Q_BACKEND_OK;
-    return w.status != DSV4Q_BACKEND_OK ? w.status : DSV4Q_BACKEND_ERROR;
+    return st != DSV4Q_BACKEND_OK ? st : DSV4Q_BACKEND_ERROR;
 }
 
 /* ---- qualification ----------------------------------------------------- */
@@ -859,13 +117,6 @@ static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char
     memset(h, 0, sizeof *h);
     return dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls,
                             &h->decode_op, detail, detaillen, err, errlen);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int oracle_logits(const dsv4q_model *m, int width, uint64_t bs, const int32_t *ids, long nprompt, long ndecode,
@@ -983,8 +234,9 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     }
     r->greedy = (double)r->agree / (double)rows;
     const dsv4q_gate_rule *rule = o->gates ? &o->gates->model_nrms : NULL;
-    r->bound = rule && rule->on ? dsv4q_gate_bound(rule, r->level, DSV4Q_BT_NONE) : INFINITY;
-    r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);
+    const dsv4q_judgement j = dsv4q_judge(rule, r->nrms, r->level, DSV4Q_BT_NONE);
+    r->bound = j.gated ? j.bound : INFINITY;
+    r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);   /* ungated: NaN still fails (G2) */
     if (r->greedy_min >= 0) {
         long need = (long)ceil(r->greedy_min * (double)rows - 1e-9);
         r->greedy_required = need < r->level_agree ? need : r->level_agree;
@@ -1061,13 +313,6 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
     fprintf(f, "(oracle f64 + f32 runs: %.2f s)\n-> %s\n", r->oracle_seconds, r->verdict == DSV4Q_V_PASS ? "PASS" : "FAIL");
-}
-
-static json_t *jnum(double v)
-{
-    if (isnan(v)) return json_null();
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
 }
 
 char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)

@@ -43,22 +43,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/util.h"
+#define cfg_fail dsv4q_errf   /* base/util.h */
 
 #define CFG_MAX_MTP 8   /* compress_ratios holds DSV4Q_MAX_LAYERS + 8 entries */
 
-static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* the field table (C1)                                                      */

@@ -12,50 +12,10 @@
 
 #include <stddef.h>
 
-#define DSV4Q_MAX_LAYERS 128
+/* The config struct (dsv4q_config, dsv4q_wdtype, DSV4Q_MAX_LAYERS) lives in
+ * oracle/model_types.h, so the oracle needs no io/ header. */
+#include "oracle/model_types.h"
 
-typedef enum { DSV4Q_WDT_BF16 = 0, DSV4Q_WDT_FP8 = 1, DSV4Q_WDT_FP4 = 2 } dsv4q_wdtype;
-
-typedef struct dsv4q_config {
-    char   name[64];          /* built-in name or "" */
-    int    vocab_size;
-    int    dim;               /* d */
-    int    moe_inter_dim;
-    int    n_layers;
-    int    n_hash_layers;
-    int    n_mtp_layers;
-    int    n_heads;           /* H */
-    int    n_routed_experts;
-    int    n_shared_experts;  /* must be 1 (the reference asserts it) */
-    int    n_activated_experts;
-    char   score_func[16];    /* "sqrtsoftplus" | "softmax" | "sigmoid" */
-    double route_scale;
-    double swiglu_limit;      /* 0 = no clamp */
-    int    q_lora_rank;
-    int    head_dim;          /* D */
-    int    rope_head_dim;     /* r */
-    double norm_eps;
-    int    o_groups;          /* G */
-    int    o_lora_rank;
-    int    window_size;       /* w */
-    int    compress_ratios[DSV4Q_MAX_LAYERS + 8]; /* n_layers + n_mtp_layers entries */
-    int    n_compress_ratios;
-    double compress_rope_theta;
-    int    original_seq_len;  /* 0 disables YaRN */
-    double rope_theta;
-    double rope_factor;
-    double beta_fast;
-    double beta_slow;
-    int    index_n_heads;     /* Hi */
-    int    index_head_dim;    /* Di */
-    int    index_topk;
-    int    hc_mult;           /* hc */
-    int    hc_sinkhorn_iters;
-    double hc_eps;
-    dsv4q_wdtype dtype;        /* "bf16" | "fp8": format of the FP8-class linears */
-    dsv4q_wdtype expert_dtype; /* routed experts: BF16 (bf16 ckpt), FP8, or FP4 */
-    int    scale_ue8m0;        /* 1: power-of-two act-quant scales */
-} dsv4q_config;
 
 /* Parse config.json at `path` into *cfg (both key spellings), then validate.
  * Returns 0, or -1 with `err` naming the file and field. */

@@ -18,62 +18,11 @@
 #include <stdint.h>
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "oracle/model_types.h"
 #include "oracle/weights.h"
 
-/* A small vector decoded once, in both widths. */
-typedef struct dsv4q_vec {
-    long n;
-    double *d;
-    float *f;
-} dsv4q_vec;
-
-typedef struct dsv4q_cmp_w {
-    dsv4q_weight wkv, wgate;   /* [coff*Dc, dim] */
-    dsv4q_vec ape;             /* [ratio, coff*Dc] */
-    dsv4q_vec norm;            /* [Dc] */
-} dsv4q_cmp_w;
-
-typedef struct dsv4q_layer_w {
-    int ratio;                 /* compress ratio (0, 4, 128) */
-    int hash;                  /* hash-routed MoE */
-    int is_mtp;
-    dsv4q_weight hc_attn_fn, hc_ffn_fn;            /* [(2+hc)*hc, hc*dim] */
-    dsv4q_vec hc_attn_base, hc_ffn_base;           /* [(2+hc)*hc] */
-    dsv4q_vec hc_attn_scale, hc_ffn_scale;         /* [3] */
-    dsv4q_vec attn_norm, ffn_norm;                 /* [dim] */
-    dsv4q_vec attn_sink;                           /* [H] */
-    dsv4q_weight wq_a, wq_b, wkv, wo_a, wo_b;
-    dsv4q_vec q_norm, kv_norm;
-    dsv4q_cmp_w cmp;                               /* ratio != 0 */
-    dsv4q_weight idx_wq_b, idx_weights_proj;       /* ratio == 4 */
-    dsv4q_cmp_w idx_cmp;
-    dsv4q_weight gate;                             /* [n_routed, dim] */
-    dsv4q_vec gate_bias;                           /* non-hash layers */
-    const int32_t *tid2eid;                        /* hash layers [vocab, k] */
-    dsv4q_expert_w *experts;                       /* [n_routed] */
-    dsv4q_expert_w shared;
-    /* MTP only */
-    dsv4q_weight e_proj, h_proj, hc_head_fn;
-    dsv4q_vec enorm, hnorm, norm, hc_head_base, hc_head_scale;
-} dsv4q_layer_w;
-
-typedef struct dsv4q_model {
-    dsv4q_config cfg;
-    char dir[4096];
-    dsv4q_st *st;
-    dsv4q_weight embed;        /* [vocab, dim] BF16 */
-    dsv4q_weight head;         /* [vocab, dim] FP32 math */
-    dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */
-    dsv4q_vec hc_head_base, hc_head_scale, norm;
-    dsv4q_layer_w *layers;     /* n_layers + n_mtp_layers (MTP last) */
-    void **owned;              /* buffers to free (wo_a dequantized, vectors) */
-    long nowned, capowned;
-    /* Leniency for mixed checkpoints: weights stored BF16 where the config's
-     * quantization says FP8/FP4 are accepted and run as BF16 weights. How
-     * many, and the first one's name (callers should say so). */
-    long n_bf16_quant;
-    char first_bf16_quant[128];
-} dsv4q_model;
+/* The weight structs (dsv4q_vec, dsv4q_cmp_w, dsv4q_layer_w, dsv4q_model)
+ * live in oracle/model_types.h (the oracle runs on them; io/ fills them). */
 
 /* Open a checkpoint directory (config.json + safetensors). Validates the
  * config and every tensor (presence, dtype, shape, no NaN/inf in the

@@ -59,6 +59,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "base/util.h"
+#define st_fail dsv4q_errf   /* base/util.h */
 
 #define ST_MAX_HEADER   100000000u   /* the crate's MAX_HEADER_SIZE */
 #define ST_INDEX_NAME   "model.safetensors.index.json"
@@ -67,19 +69,6 @@
 /* ------------------------------------------------------------------------ */
 /* errors                                                                    */
 
-static int st_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int st_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* reader state                                                              */

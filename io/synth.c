@@ -42,22 +42,13 @@
 #include "io/safetensors.h"
 #include "oracle/formats.h"
 #include "oracle/ops.h"
+#include "base/util.h"
+#define sy_fail dsv4q_errf   /* base/util.h */
+#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
 
 /* ------------------------------------------------------------------------ */
 /* errors                                                                    */
 
-static int sy_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int sy_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* the generator                                                             */
@@ -677,28 +668,6 @@ static int tail(sy_ctx *c)
 
 /* ------------------------------------------------------------------------ */
 /* files and directories                                                     */
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-    struct stat sb;
-    if (stat(buf, &sb) || !S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
 
 /* Remove a flat directory we created (its plain files, then itself). */
 static void rm_flat(const char *dir)

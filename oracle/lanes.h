@@ -18,9 +18,11 @@
 #include "oracle/real.h"
 
 #define LANES_AI static inline __attribute__((always_inline))
-/* GCC warns that a 32/64-byte vector argument's ABI depends on -mavx;
+/* GCC and Clang warn that a 32/64-byte vector argument's ABI depends on -mavx;
  * these helpers are always inlined, so no such call exists. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
@@ -90,8 +92,8 @@ LANES_AI e2m1_regs e2m1_regs_of(const double *t4)
 /* e2m1_load8 without memory lookups, for the AVX-512 kernel: each lane
  * shifts its nibble out of one broadcast word and a two-register permute
  * (vpermt2pd) picks that lane's value from the 16 table values. The
- * shuffle index is taken modulo 16 (GCC's __builtin_shuffle rule, and the
- * instruction's), so the bits above the nibble need no masking. The same
+ * shuffle index is taken modulo 16 (GCC's __builtin_shuffle rule, the
+ * instruction's, and the explicit mask of the Clang path), so the bits above the nibble need no masking. The same
  * values as the table, by construction. */
 #if DSV4Q_WIDTH == 32
 typedef uint32_t lidx __attribute__((vector_size(32)));
@@ -103,7 +105,18 @@ LANES_AI lvec e2m1_perm8(const uint8_t *p, const e2m1_regs *r)
     uint32_t w;
     memcpy(&w, p, 4);
     const lidx n = ((lidx){0} + w) >> (lidx){0, 4, 8, 12, 16, 20, 24, 28};
+#if defined(__clang__)
+    /* Clang has no variable two-vector shuffle builtin: pick lane by lane
+     * (the same table values; the compiler may still emit a permute). */
+    lvec v;
+    for (int i = 0; i < 8; i++) {
+        const unsigned c = (unsigned)n[i] & 15u;
+        v[i] = c < 8 ? r->lo[c] : r->hi[c - 8];
+    }
+    return v;
+#else
     return __builtin_shuffle(r->lo, r->hi, n);
+#endif
 }
 
 /* rdot(a, b, n) with the 8 lanes in one vector: the same operations. */

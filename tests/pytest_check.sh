@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's tests, as a user gets the package: a venv
 # ($DSV4Q_VENV; default build/venv of `make pydeps` if present, else
-# build/pyvenv, created once), `pip install ./python`
+# .pyvenv, created once per clone), `pip install ./python`
 # (reinstalled every run; the wheel bundles build/libdsv4q.so and
 # gates/default.json), then pytest over python/tests and examples/pytorch.
 # Prints cmocka-style summary lines so tests/run_all.sh folds the counts into
@@ -14,9 +14,11 @@
 # skipped with their reason (the count is printed).
 set -u
 cd "$(dirname "$0")/.."
-# the shared test venv of `make pydeps` (build/venv) when there is one
+# the shared test venv of `make pydeps` (build/venv) when there is one, else
+# .pyvenv: outside build/ so that `make clean` (.ci/run cleans between its
+# clang and gcc passes) does not cost a second torch install
 V=${DSV4Q_VENV:-}
-[ -z "$V" ] && { [ -x build/venv/bin/python ] && V=build/venv || V=build/pyvenv; }
+[ -z "$V" ] && { [ -x build/venv/bin/python ] && V=build/venv || V=.pyvenv; }
 log=build/pytest-setup.log
 mkdir -p build
 : > "$log"

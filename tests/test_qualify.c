@@ -66,6 +66,25 @@ static void test_case_table(void **state)
     assert_true(pro_ops != 0);
 }
 
+/* The contract table is generated from DSV4Q_OP_LIST; each row's prose must
+ * document exactly the list's arity (a DOC_ row with one tensor too few
+ * fails here), and the arity must match what the ABI header's comment and
+ * the v1 plugins rely on (linear 2/1/2, hc_pre 4/3/3: hand-read from the
+ * contract in harness/dsv4q_backend.h). */
+static void test_op_table_generated(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    assert_int_equal(dsv4q_op_table_check(err, sizeof err), 0);
+    const dsv4q_op_info *l = dsv4q_op_get(DSV4Q_OP_LINEAR), *h = dsv4q_op_get(DSV4Q_OP_HC_PRE);
+    assert_string_equal(l->name, "linear");
+    assert_string_equal(l->ename, "DSV4Q_OP_LINEAR");
+    assert_true(l->nin == 2 && l->nout == 1 && l->nparam == 2);
+    assert_true(h->nin == 4 && h->nout == 3 && h->nparam == 3);
+    assert_int_equal(dsv4q_op_find("window_attn_decode"), 16);
+    assert_null(dsv4q_op_get(DSV4Q_OP_COUNT));
+}
+
 static void test_case_build_and_keys(void **state)
 {
     (void)state;
@@ -431,6 +450,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_case_table),
+        cmocka_unit_test(test_op_table_generated),
         cmocka_unit_test(test_case_build_and_keys),
         cmocka_unit_test(test_every_case_builds),
         cmocka_unit_test(test_selection_tie_rule),

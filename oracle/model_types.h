@@ -1,0 +1,122 @@
+/*
+ * model_types.h - the types the oracle's model runner reads: the model
+ * config (dsv4q_config) and the checkpoint's weights as views
+ * (dsv4q_model and its layers). Types only.
+ *
+ * Why here: the oracle (oracle/model.c, stages.c) runs on these structs,
+ * and io/ fills them (io/config.c parses config.json, io/model_load.c opens
+ * a checkpoint). Declaring them in the oracle layer keeps includes flowing
+ * base -> oracle -> io (io/config.h and io/model.h include this header and
+ * declare the loaders). The safetensors reader stays opaque (struct
+ * dsv4q_st, io/safetensors.h).
+ */
+#ifndef DSV4Q_MODEL_TYPES_H
+#define DSV4Q_MODEL_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "oracle/weights.h"
+
+typedef struct dsv4q_st dsv4q_st;  /* opaque reader (io/safetensors.h) */
+
+#define DSV4Q_MAX_LAYERS 128
+
+typedef enum { DSV4Q_WDT_BF16 = 0, DSV4Q_WDT_FP8 = 1, DSV4Q_WDT_FP4 = 2 } dsv4q_wdtype;
+
+typedef struct dsv4q_config {
+    char   name[64];          /* built-in name or "" */
+    int    vocab_size;
+    int    dim;               /* d */
+    int    moe_inter_dim;
+    int    n_layers;
+    int    n_hash_layers;
+    int    n_mtp_layers;
+    int    n_heads;           /* H */
+    int    n_routed_experts;
+    int    n_shared_experts;  /* must be 1 (the reference asserts it) */
+    int    n_activated_experts;
+    char   score_func[16];    /* "sqrtsoftplus" | "softmax" | "sigmoid" */
+    double route_scale;
+    double swiglu_limit;      /* 0 = no clamp */
+    int    q_lora_rank;
+    int    head_dim;          /* D */
+    int    rope_head_dim;     /* r */
+    double norm_eps;
+    int    o_groups;          /* G */
+    int    o_lora_rank;
+    int    window_size;       /* w */
+    int    compress_ratios[DSV4Q_MAX_LAYERS + 8]; /* n_layers + n_mtp_layers entries */
+    int    n_compress_ratios;
+    double compress_rope_theta;
+    int    original_seq_len;  /* 0 disables YaRN */
+    double rope_theta;
+    double rope_factor;
+    double beta_fast;
+    double beta_slow;
+    int    index_n_heads;     /* Hi */
+    int    index_head_dim;    /* Di */
+    int    index_topk;
+    int    hc_mult;           /* hc */
+    int    hc_sinkhorn_iters;
+    double hc_eps;
+    dsv4q_wdtype dtype;        /* "bf16" | "fp8": format of the FP8-class linears */
+    dsv4q_wdtype expert_dtype; /* routed experts: BF16 (bf16 ckpt), FP8, or FP4 */
+    int    scale_ue8m0;        /* 1: power-of-two act-quant scales */
+} dsv4q_config;
+
+/* A small vector decoded once, in both widths. */
+typedef struct dsv4q_vec {
+    long n;
+    double *d;
+    float *f;
+} dsv4q_vec;
+
+typedef struct dsv4q_cmp_w {
+    dsv4q_weight wkv, wgate;   /* [coff*Dc, dim] */
+    dsv4q_vec ape;             /* [ratio, coff*Dc] */
+    dsv4q_vec norm;            /* [Dc] */
+} dsv4q_cmp_w;
+
+typedef struct dsv4q_layer_w {
+    int ratio;                 /* compress ratio (0, 4, 128) */
+    int hash;                  /* hash-routed MoE */
+    int is_mtp;
+    dsv4q_weight hc_attn_fn, hc_ffn_fn;            /* [(2+hc)*hc, hc*dim] */
+    dsv4q_vec hc_attn_base, hc_ffn_base;           /* [(2+hc)*hc] */
+    dsv4q_vec hc_attn_scale, hc_ffn_scale;         /* [3] */
+    dsv4q_vec attn_norm, ffn_norm;                 /* [dim] */
+    dsv4q_vec attn_sink;                           /* [H] */
+    dsv4q_weight wq_a, wq_b, wkv, wo_a, wo_b;
+    dsv4q_vec q_norm, kv_norm;
+    dsv4q_cmp_w cmp;                               /* ratio != 0 */
+    dsv4q_weight idx_wq_b, idx_weights_proj;       /* ratio == 4 */
+    dsv4q_cmp_w idx_cmp;
+    dsv4q_weight gate;                             /* [n_routed, dim] */
+    dsv4q_vec gate_bias;                           /* non-hash layers */
+    const int32_t *tid2eid;                        /* hash layers [vocab, k] */
+    dsv4q_expert_w *experts;                       /* [n_routed] */
+    dsv4q_expert_w shared;
+    /* MTP only */
+    dsv4q_weight e_proj, h_proj, hc_head_fn;
+    dsv4q_vec enorm, hnorm, norm, hc_head_base, hc_head_scale;
+} dsv4q_layer_w;
+
+typedef struct dsv4q_model {
+    dsv4q_config cfg;
+    char dir[4096];
+    dsv4q_st *st;
+    dsv4q_weight embed;        /* [vocab, dim] BF16 */
+    dsv4q_weight head;         /* [vocab, dim] FP32 math */
+    dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */
+    dsv4q_vec hc_head_base, hc_head_scale, norm;
+    dsv4q_layer_w *layers;     /* n_layers + n_mtp_layers (MTP last) */
+    void **owned;              /* buffers to free (wo_a dequantized, vectors) */
+    long nowned, capowned;
+    /* Leniency for mixed checkpoints: weights stored BF16 where the config's
+     * quantization says FP8/FP4 are accepted and run as BF16 weights. How
+     * many, and the first one's name (callers should say so). */
+    long n_bf16_quant;
+    char first_bf16_quant[128];
+} dsv4q_model;
+
+#endif
