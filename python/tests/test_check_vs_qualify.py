@@ -38,6 +38,7 @@ def same(a, b):
 
 def qualify_json(dsv4q_bin, backend, key, tmp_path):
     out = tmp_path / "q.json"
+    key = dsv4q.Case(key).key   # canonical: a partial --case is a substring/glob filter
     r = run([dsv4q_bin, "qualify", "--backend", backend, "--case", key, "--json", str(out), "--db", str(tmp_path / "q.db")])
     assert r.returncode in (0, 1), r.stderr
     (case,) = json.loads(out.read_text())["cases"]
