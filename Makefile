@@ -25,7 +25,7 @@ endif
 # every machine. Never -ffast-math (the oracle relies on IEEE semantics).
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-format-truncation \
-           -fno-fast-math -fopenmp -MMD -MP -I. $(SANFLAGS)
+           -fno-fast-math -fopenmp -MMD -MP -I. -fPIC $(SANFLAGS)
 # Clang (`make CC=clang`): its -Wmissing-field-initializers also flags the
 # positional table rows that leave trailing fields zero (GCC does not), and
 # it does not know GCC's -Wno-format-truncation.
@@ -45,6 +45,9 @@ COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipt
 OBJS := $(ORACLE_WIDTH:%.c=$(BUILD)/f32/%.o) $(ORACLE_WIDTH:%.c=$(BUILD)/f64/%.o) \
         $(COMMON_SRCS:%.c=$(BUILD)/common/%.o)
 LIB  := $(BUILD)/libdsv4q.a
+# The same objects (all -fPIC) as a shared library: soname libdsv4q.so.1
+# (ABI v1); build/libdsv4q.so.1 links to it so programs run from build/.
+SOLIB := $(BUILD)/libdsv4q.so
 BIN  := $(BUILD)/dsv4q
 TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -53,8 +56,8 @@ BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
 PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
 
-.PHONY: all test demo bench deps pydeps clean check-deps golden-check docs asan fuzz
-all: $(BIN)
+.PHONY: all test demo bench deps pydeps clean check-deps golden-check docs asan fuzz install
+all: $(BIN) $(SOLIB)
 
 asan:
 	@$(MAKE) --no-print-directory SAN=1 test
@@ -81,6 +84,10 @@ $(LIB): $(OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(SOLIB): $(OBJS)
+	$(CC) -shared -Wl,-soname,libdsv4q.so.1 -o $@ $^ $(LDLIBS)
+	@ln -sf libdsv4q.so $(BUILD)/libdsv4q.so.1
+
 $(BIN): cli/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
@@ -94,9 +101,14 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Runs every test binary; each prints cmocka's summary. The last line is the
 # plain "N passed, N failed" total that CI reads.
-test: $(BIN) $(TESTS) $(PLUGINS)
+# The install and Python checks load the plain shared library into pkg-config
+# consumers and CPython: not in the sanitizer or fuzz builds.
+ifeq ($(SAN)$(FUZZ),)
+PY_TESTS := tests/install_check.sh tests/pytest_check.sh
+endif
+test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh
-	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS)
+	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS) $(PY_TESTS)
 
 demo: $(BIN)
 	./$(BIN) sensitivity
@@ -131,6 +143,21 @@ docs: $(BIN)
 
 clean:
 	rm -rf $(BUILD)
+
+# make install PREFIX=/usr/local (DESTDIR honoured): the static and shared
+# library, the public headers under include/dsv4q/ (the ABI header, the C API,
+# the oracle and metrics headers, keeping their oracle/ harness/ paths) and
+# lib/pkgconfig/dsv4q.pc (`pkg-config --cflags --libs dsv4q`).
+PREFIX ?= /usr/local
+PUB_HEADERS := harness/dsv4q_backend.h cli/dsv4q_capi.h harness/metrics.h oracle/ops.h oracle/ops.inc \
+               oracle/weights.h oracle/formats.h oracle/boundary.h
+install: $(LIB) $(SOLIB)
+	@d=$(DESTDIR)$(PREFIX); mkdir -p $$d/lib/pkgconfig $$d/include/dsv4q/oracle $$d/include/dsv4q/harness && \
+	install -m 644 $(LIB) $$d/lib/libdsv4q.a && install -m 755 $(SOLIB) $$d/lib/libdsv4q.so.1 && \
+	ln -sf libdsv4q.so.1 $$d/lib/libdsv4q.so && mkdir -p $$d/share/dsv4q/gates && install -m 644 gates/default.json $$d/share/dsv4q/gates/ && \
+	for h in $(PUB_HEADERS); do install -D -m 644 $$h $$d/include/dsv4q/$$h || exit 1; done && \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/.*DSV4Q_VERSION *\"\([^\"]*\)\".*/\1/p' receipts/version.h | head -1)|" \
+	    scripts/dsv4q.pc.in > $$d/lib/pkgconfig/dsv4q.pc && echo "installed dsv4q into $$d"
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -695,3 +695,24 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
     json_decref(root);
     return s;
 }
+
+/* ---- one case, outputs given (cli/capi.c, dsv4q.check) ------------- */
+
+int dsv4q_qualify_measure(const dsv4q_case *c, uint64_t bs, void *out[2][DSV4Q_OPS_MAX_T],
+                          int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g, dsv4q_qcase *r, void **ref_f64,
+                          char *err, size_t errlen)
+{
+    refs ref;
+    memset(r, 0, sizeof *r);
+    snprintf(r->key, sizeof r->key, "%s", c->key);
+    r->op = c->op;
+    r->nout = c->nout;
+    for (int i = 0; i < c->nout; i++) { dsv4q_mset_init(&r->m[i]); dsv4q_mset_init(&r->lvl[i]); }
+    for (int m = 0; m < DSV4Q_M_COUNT; m++) r->row[m] = (dsv4q_qrow){0, 1, -1, NAN, NAN, NAN};
+    if (refs_make(&ref, c, bs, err, errlen)) return -1;
+    eval_backend(r, c, &ref, out, dt, g);
+    if (ref_f64)
+        for (int i = 0; i < c->nout; i++) { ref_f64[i] = ref.f64[i]; ref.f64[i] = NULL; }
+    refs_free(&ref);
+    return 0;
+}

@@ -125,6 +125,18 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g);
 
 const char *dsv4q_verdict_name(dsv4q_verdict v);
 
+/* One case with the candidate's outputs already computed (two runs, as
+ * dsv4q_iso_run returns them; pass the same buffers twice for one run):
+ * the reference and level of profile bs, every metric of every output and
+ * the gate rows, exactly as dsv4q_qualify judges a backend (same code).
+ * ref_f64 (optional, [c->nout]) receives the f64 reference outputs (double,
+ * or int32_t for I32 outputs; caller frees each). r->verdict is PASS, FAIL
+ * or ERROR (r->msg: a candidate dtype the metrics cannot read). Returns 0,
+ * or -1 with a message when the oracle could not run (out of memory). */
+int dsv4q_qualify_measure(const dsv4q_case *c, uint64_t bs, void *out[2][DSV4Q_OPS_MAX_T],
+                          int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g, dsv4q_qcase *r, void **ref_f64,
+                          char *err, size_t errlen);
+
 /* The selection rule on its own (exposed for tests): candidate picks B vs
  * reference picks A, both [rows, k] (-1 = none), judged with the
  * reference scores [rows, T] (NULL: every difference is a flip). Fills

@@ -1,0 +1,82 @@
+"""Five-line dsv4q tests of pure-PyTorch kernels (docs/python.md).
+
+The honest kernels pass ``assert_qualified``: their error against the FP64
+oracle is within the gate bound built from the FP32 rounding level of the
+same inputs. The same kernels with one planted defect (reference_kernels.py)
+FAIL, and the test checks that the message says which output, which metric,
+value vs bound, and where the worst element is.
+
+Inputs come from dsv4q case keys (deterministic, BF16-representable, with
+masked columns and extreme values where the recipe says so), so the test
+does not depend on a torch RNG.
+"""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch not installed (pip install torch)")
+
+import dsv4q  # noqa: E402
+from dsv4q.testing import assert_qualified  # noqa: E402
+
+import reference_kernels as rk  # noqa: E402
+
+# The precision contract a plain FP32 torch reference implements: "exact"
+# (none of the reference's narrow rounding points; docs/boundaries.md). A
+# kernel that rounds P to BF16 like kernel.py sparse_attn_kernel claims "model".
+PROFILE = "exact"
+
+
+def case_tensors(key):
+    c = dsv4q.Case(key)
+    t = {k: (None if v is None else torch.from_numpy(getattr(v, "values", v))) for k, v in c.inputs.items()}
+    return c, t
+
+
+# normal/seed=1 is the known limit of docs/gates.md: sparse_attn's ulp_max is
+# a plain per-element ULP, and one output of this case sits near a
+# cancellation zero (|diff| 3e-7, read as 1.4e6 F32 ulps against a bound of
+# 8.8e4; 21 vs 12 BF16 ulps). The row-floored ULP that window_attn_decode
+# uses admits it; until the default gates row-floor sparse_attn too, the case
+# is an xfail. Not strict: with a row-floored gate it passes (XPASS, shown in
+# the summary) and this mark should then be dropped.
+KNOWN_LIMIT = pytest.mark.xfail(strict=False, reason="docs/gates.md known limit: sparse_attn ulp_max near "
+                                                     "cancellation zeros (no row floor yet)")
+
+
+@pytest.mark.parametrize("recipe,seed", [pytest.param("normal", 1, marks=KNOWN_LIMIT), ("normal", 2),
+                                         ("masked", 1), ("extreme", 1)])
+def test_sparse_attn(recipe, seed):
+    c, t = case_tensors("sparse_attn(s=2,H=16,D=128,win=32,sel=64,recipe=%s,seed=%d)" % (recipe, seed))
+    o = rk.sparse_attn(t["q"], t["kv"], t["idx"], t["sink"], c.params["scale"])
+    assert_qualified("sparse_attn", t, o, PROFILE, **c.params)
+
+
+@pytest.mark.parametrize("recipe", ["normal", "extreme"])
+def test_hc_pre(recipe):
+    c, t = case_tensors("hc_pre(s=4,recipe=%s)" % recipe)
+    p = c.params
+    y, post, comb = rk.hc_pre(t["X"], t["fn"], t["scale"], t["base"], p["norm_eps"], p["hc_eps"], int(p["iters"]))
+    assert_qualified("hc_pre", t, (y, post, comb), PROFILE, **p)
+
+
+def test_sparse_attn_defect_fails_readably():
+    c, t = case_tensors("sparse_attn(s=2,H=16,D=128,win=32,sel=64,recipe=masked)")
+    o = rk.sparse_attn(t["q"], t["kv"], t["idx"], t["sink"], c.params["scale"], defect=True)
+    with pytest.raises(AssertionError) as e:
+        assert_qualified("sparse_attn", t, o, PROFILE, **c.params)
+    msg = str(e.value)
+    print(msg)
+    assert "dsv4q sparse_attn: FAIL" in msg and "output o (F32, shape [2, 16, 128]): nrms = " in msg
+    assert "> bound" in msg and "worst element of o at index (" in msg
+
+
+def test_hc_pre_defect_fails_readably():
+    c, t = case_tensors("hc_pre(s=4,recipe=normal)")
+    p = c.params
+    y, post, comb = rk.hc_pre(t["X"], t["fn"], t["scale"], t["base"], p["norm_eps"], p["hc_eps"], int(p["iters"]),
+                              defect=True)
+    with pytest.raises(AssertionError) as e:
+        assert_qualified("hc_pre", t, (y, post, comb), PROFILE, **p)
+    msg = str(e.value)
+    print(msg)
+    assert "dsv4q hc_pre: FAIL" in msg and "output comb (F32, shape [4, 4, 4]): " in msg
+    assert "worst element of comb at index (" in msg
