@@ -34,7 +34,7 @@ TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
-PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
+PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so) $(BUILD)/plugins/v1_good.so
 
 .PHONY: all test demo bench deps clean check-deps golden-check docs
 all: $(BIN)
@@ -102,6 +102,11 @@ golden-check: $(BIN)
 $(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness/dsv4q_backend.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -fPIC $< -o $@ -lm
+# The same good.c built against the ABI v1 header as released (tests/backends/v1):
+# a plugin built before ABI v2 must keep loading (tests/test_engines.c).
+$(BUILD)/plugins/v1_good.so: tests/backends/good.c tests/backends/plugin_common.h tests/backends/v1/harness/dsv4q_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) -Itests/backends/v1 $(CFLAGS) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)
 
 # --- CUDA backend (backends/cuda/, docs/cuda.md) ---------------------------

@@ -21,6 +21,24 @@
  * that profile; the rounding level is the FP32 oracle vs the FP64 oracle of
  * the same profile on the same case.
  *
+ * ABI v2 (append-only; a v1 descriptor keeps working, docs/engines.md):
+ *  - DECLARED DEVIATIONS: `profile` may be a declaration
+ *        BASE[:NAME[=on|off],...]      e.g. "qat:act_q8_0,kv_f16"
+ *    a base profile plus reference-boundary overrides plus ENGINE storage
+ *    points (kv_f16, act_q8_0 replacing gemm_act_fp8, idx_score_f32
+ *    replacing idx_score_bf16, act_f16: oracle/boundary.h). The backend is
+ *    judged against oracle-f64 honouring exactly that declaration, and the
+ *    level is oracle-f32 vs oracle-f64 with the same declaration.
+ *  - PER-CASE SUPPORT: dsv4q_backend_v2.supports(call) may decline one case
+ *    of an operator in caps (a shape the engine has no kernel for); the case
+ *    is SKIPPED with the backend's reason, never an ERROR.
+ *  - TENSOR IDENTITY: dsv4q_bcall.role names the weight tensor the call
+ *    carries ("layers.3.attn.wq_b", "head", "layers.2.ffn.shared_expert",
+ *    "layers.2.ffn.experts.5", ...; NULL for weightless ops), and
+ *    in_role[i] the role of input i (NULL for activations). An EXPERT call
+ *    with role ...shared_expert has an EMPTY routing weight (ndim 0): the
+ *    shared expert's output is not scaled.
+ *
  * Loading. A plugin is a shared object exporting
  *     const dsv4q_backend_v1 *dsv4q_backend_entry(void);
  * (`dsv4q qualify --backend ./libx.so`), or a built-in registered by name
@@ -158,7 +176,12 @@
 extern "C" {
 #endif
 
-#define DSV4Q_BACKEND_ABI_VERSION 1u
+/* The version this header describes. A descriptor says 1 (the first
+ * release: no v2 fields) or 2; with 2, the v2 fields exist when
+ * struct_size covers them (so a v1 struct rebuilt against this header,
+ * struct_size = sizeof(dsv4q_backend_v1), still loads as v1). */
+#define DSV4Q_BACKEND_ABI_VERSION 2u
+#define DSV4Q_BACKEND_ABI_V1 1u
 /* The symbol a plugin exports. */
 #define DSV4Q_BACKEND_ENTRY_SYMBOL "dsv4q_backend_entry"
 
@@ -283,6 +306,13 @@ typedef struct dsv4q_bcall {
      * one profile may ignore it. */
     uint64_t boundaries;
     const char *case_key;   /* canonical case key, for the backend's logs */
+    /* ABI v2 (appended; a v1 backend never reads them). The weight role of
+     * the call ("head", "layers.L.attn.wq_b", "layers.L.ffn.shared_expert",
+     * "layers.L.ffn.experts.E", ...) or NULL when it carries no weight;
+     * in_role[i]: role of input i (NULL entries for activations), or the
+     * whole array NULL. A backend may pick its kernel by role. */
+    const char *role;
+    const char *const *in_role;
 } dsv4q_bcall;
 
 /* run() return values. */
@@ -297,7 +327,8 @@ typedef struct dsv4q_backend_v1 {
     uint32_t struct_size;   /* sizeof(dsv4q_backend_v1) */
     const char *name;       /* short, e.g. "metal" */
     const char *version;    /* free text, recorded in the receipt */
-    const char *profile;    /* "source" (NULL = source), "model", "qat", "exact" */
+    const char *profile;    /* "source" (NULL = source), "model", "qat", "exact";
+                               v2 harness: a declaration "qat:act_q8_0,kv_f16" */
     uint64_t caps;          /* DSV4Q_CAP(op) bits */
     /* Once per case, in the child. Returns 0, or nonzero with err set. ctx
      * may be left NULL. */
@@ -306,6 +337,23 @@ typedef struct dsv4q_backend_v1 {
     int (*run)(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen);
     void (*fini)(void *ctx);   /* may be NULL */
 } dsv4q_backend_v1;
+
+/*
+ * ABI v2 descriptor: the v1 descriptor first (base.abi_version =
+ * DSV4Q_BACKEND_ABI_VERSION, base.struct_size = sizeof(dsv4q_backend_v2)),
+ * then the appended hooks. The entry point returns &desc.base.
+ */
+typedef struct dsv4q_backend_v2 {
+    dsv4q_backend_v1 base;
+    /* Per-case support (may be NULL: every case of an op in caps runs).
+     * Called in the isolated child before init(), with the call the case
+     * will make (inputs filled, outputs preallocated: do not write them).
+     * Returns 1 to run the case, 0 to decline it with a one-line reason
+     * ("act_quant block 128: only block 64 kernels"); the case is then
+     * SKIPPED with that reason. Declining is the only way to refuse a case
+     * of an op in caps: run() returning UNSUPPORTED stays an ERROR. */
+    int (*supports)(const dsv4q_bcall *call, char *reason, size_t reasonlen);
+} dsv4q_backend_v2;
 
 /* What a plugin exports (C linkage). */
 typedef const dsv4q_backend_v1 *(*dsv4q_backend_entry_fn)(void);

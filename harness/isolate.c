@@ -37,9 +37,9 @@
 #define GUARD_BYTE 0x5A
 #define SENTINEL 0x7FFFA5A5u   /* a NaN as F32; an out-of-range index as I32 */
 
-typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE } stage;
+typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE, ST_SUPPORTS } stage;
 static const char *const stage_name[] = {"startup", "loading", "dsv4q_backend_entry()", "init()", "run()",
-                                         "run() (second run)", "fini()", "exit"};
+                                         "run() (second run)", "fini()", "exit", "supports()"};
 
 typedef struct shared_hdr {
     volatile int stage;
@@ -48,9 +48,10 @@ typedef struct shared_hdr {
     char detail[256];                 /* job: what it is doing now (the call in flight) */
     int32_t dtype[2][DSV4Q_OPS_MAX_T];
     /* probe */
-    char name[64], version[128], profile[16];
+    char name[64], version[128], profile[256];
     uint64_t caps;
     uint32_t abi_version;
+    int has_supports;
 } shared_hdr;
 
 const char *dsv4q_signal_name(int sig)
@@ -75,7 +76,7 @@ const char *dsv4q_signal_name(int sig)
 const char *dsv4q_iso_status_name(dsv4q_iso_status st)
 {
     static const char *const n[] = {"ok", "unsupported", "backend error", "load error", "crash", "timeout",
-                                    "buffer overrun", "harness error", "init error"};
+                                    "buffer overrun", "harness error", "init error", "declined"};
     return (unsigned)st < sizeof n / sizeof n[0] ? n[st] : "?";
 }
 
@@ -141,7 +142,26 @@ static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job
     snprintf(h->profile, sizeof h->profile, "%s", b->profile ? b->profile : "source");
     h->caps = b->caps;
     h->abi_version = b->abi_version;
+    const dsv4q_backend_v2 *b2 = dsv4q_backend_v2_of(b);
+    h->has_supports = b2 && b2->supports;
     if (!c && !job) return;   /* probe */
+    if (c && h->has_supports) {   /* ABI v2: the backend may decline this case */
+        dsv4q_bt out[DSV4Q_OPS_MAX_T];
+        dsv4q_bcall call;
+        size_t at = 0;
+        for (int i = 0; i < c->nout; i++) {
+            out[i].data = outs + at;
+            at += dsv4q_case_out_bytes(c, i) + GUARD;
+        }
+        dsv4q_case_call(c, out, bs, &call);
+        h->stage = ST_SUPPORTS;
+        char why[512] = "";
+        if (!b2->supports(&call, why, sizeof why)) {
+            snprintf(h->msg, sizeof h->msg, "declined by the backend: %s", why[0] ? why : "(no reason given)");
+            h->status = DSV4Q_ISO_DECLINED;
+            return;
+        }
+    }
     void *ctx = NULL;
     h->stage = ST_INIT;
     if (b->init && b->init(&ctx, err, sizeof err)) {
@@ -307,7 +327,7 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
             kill(pid, SIGKILL);
         }
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
-        const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_DONE ? h->stage : 0];
+        const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_SUPPORTS ? h->stage : 0];
         char where[512];
         if (c) snprintf(where, sizeof where, "in %s (op %s, case %s)", stg, what, c->key);
         else if (job && h->stage == ST_RUN1)
@@ -376,6 +396,7 @@ int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_des
     snprintf(d->profile, sizeof d->profile, "%s", h.profile);
     d->caps = h.caps;
     d->abi_version = h.abi_version;
+    d->has_supports = h.has_supports;
     return 0;
 }
 

@@ -16,7 +16,8 @@
  * Child lifecycle (the stage is written to shared memory before each
  * step, so a crash is attributed to the step that was running):
  *
- *   fork -> load (builtin | dlopen + dlsym + entry()) -> validate -> init
+ *   fork -> load (builtin | dlopen + dlsym + entry()) -> validate
+ *        -> supports (ABI v2, may decline the case) -> init
  *        -> run #1 -> run #2 -> fini -> _exit(0)
  *
  * Invariants:
@@ -46,8 +47,10 @@ typedef enum dsv4q_iso_status {
     DSV4Q_ISO_TIMEOUT,
     DSV4Q_ISO_OVERRUN,       /* wrote past an output buffer */
     DSV4Q_ISO_HARNESS_ERROR, /* fork/mmap failed */
-    DSV4Q_ISO_INIT_ERROR     /* init() returned an error: the backend cannot run here
+    DSV4Q_ISO_INIT_ERROR,    /* init() returned an error: the backend cannot run here
                                 (e.g. no GPU); callers treat it like a load error */
+    DSV4Q_ISO_DECLINED       /* ABI v2 supports() declined the case (msg: its reason);
+                                the case is skipped, not an error */
 } dsv4q_iso_status;
 
 typedef struct dsv4q_iso_opts {
@@ -57,10 +60,12 @@ typedef struct dsv4q_iso_opts {
 
 typedef struct dsv4q_backend_desc {
     char spec[512];          /* as given */
-    char name[64], version[128], profile[16];
+    char name[64], version[128];
+    char profile[256];       /* the declaration, "source" or e.g. "qat:act_q8_0,kv_f16" */
     uint64_t caps;
     uint32_t abi_version;
     int is_path;
+    int has_supports;        /* ABI v2 supports() hook present */
 } dsv4q_backend_desc;
 
 /* Load the backend in a child and report its descriptor. 0, or -1 with

@@ -464,8 +464,16 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
             snprintf(q[b].desc.spec, sizeof q[b].desc.spec, "%s", specs[b]);
             continue;
         }
-        snprintf(q[b].profile, sizeof q[b].profile, "%s", q[b].desc.profile[0] ? q[b].desc.profile : "source");
-        dsv4q_profile_set(q[b].profile, &q[b].bs);
+        const char *decl = o->declare ? o->declare : q[b].desc.profile[0] ? q[b].desc.profile : "source";
+        char why[768];
+        if (dsv4q_declaration_parse(decl, &q[b].bs, why, sizeof why)) {
+            q[b].load_failed = 1;
+            snprintf(q[b].msg, sizeof q[b].msg, "%s: %s", o->declare ? "--profile/--boundary" : "declared profile", why);
+            continue;
+        }
+        snprintf(q[b].profile, sizeof q[b].profile, "%s", decl);
+        dsv4q_declaration_format(q[b].bs, q[b].declared, sizeof q[b].declared);
+        q[b].declared_by = o->declare ? "the command line" : "the backend";
         q[b].cases = calloc((size_t)ns, sizeof(dsv4q_qcase));
         if (!q[b].cases) { snprintf(err, errlen, "out of memory"); goto out; }
         q[b].ncases = ns;
@@ -518,6 +526,10 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
                 q[b].load_failed = 1;
                 snprintf(q[b].msg, sizeof q[b].msg, "%s", r->msg);
                 nloaded--;
+                continue;
+            }
+            if (r->status == DSV4Q_ISO_DECLINED) {   /* ABI v2 supports(): skipped with its reason */
+                r->verdict = DSV4Q_V_SKIP;
                 continue;
             }
             if (r->status == DSV4Q_ISO_UNSUPPORTED) {
@@ -591,6 +603,8 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
     }
     fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
             q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
+    fprintf(f, "judged as declared: %s (declared by %s; both oracle widths honour it)\n", q->declared,
+            q->declared_by ? q->declared_by : "the backend");
     fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
     fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
     for (int i = 0; i < q->ncases; i++) {
@@ -631,6 +645,8 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
     json_object_set_new(root, "backend_name", json_string(q->desc.name));
     json_object_set_new(root, "backend_version", json_string(q->desc.version));
     json_object_set_new(root, "profile", json_string(q->profile));
+    json_object_set_new(root, "declared", json_string(q->declared));
+    json_object_set_new(root, "declared_by", json_string(q->declared_by ? q->declared_by : "the backend"));
     json_object_set_new(root, "gates", json_string(g->origin));
     json_object_set_new(root, "load_error", q->load_failed ? json_string(q->msg) : json_null());
     json_t *cases = json_array();

@@ -903,8 +903,14 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         snprintf(r->desc.spec, sizeof r->desc.spec, "%s", spec);
         return 0;
     }
-    snprintf(r->profile, sizeof r->profile, "%s", r->desc.profile[0] ? r->desc.profile : "source");
-    dsv4q_profile_set(r->profile, &r->bs);
+    snprintf(r->profile, sizeof r->profile, "%s", o->declare ? o->declare : r->desc.profile[0] ? r->desc.profile : "source");
+    char why[768];
+    if (dsv4q_declaration_parse(r->profile, &r->bs, why, sizeof why)) {   /* honoured or refused, never ignored */
+        r->load_failed = 1;
+        snprintf(r->msg, sizeof r->msg, "%s: %s", o->declare ? "--profile/--boundary" : "declared profile", why);
+        return 0;
+    }
+    dsv4q_declaration_format(r->bs, r->declared, sizeof r->declared);
     const uint64_t need = dsv4q_wm_required_ops(m, r->bs), missing = need & ~r->desc.caps;
     if (missing) {
         char names[512];
@@ -1020,6 +1026,7 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     fprintf(f, "whole-model qualification: backend %s (%s %s), profile %s, judged against oracle-f64/%s; "
             "level = oracle-f32 vs oracle-f64 (the fp32 sensitivity floor)\n",
             r->desc.spec, r->desc.name, r->desc.version, r->profile, r->profile);
+    fprintf(f, "judged as declared: %s (both oracle widths honour it)\n", r->declared);
     fprintf(f, "tokens: prompt %ld + %ld teacher-forced decode steps -> %ld logit rows of %ld\n", r->nprompt,
             r->ndecode, r->rows, r->vocab);
     if (r->verdict == DSV4Q_V_ERROR) {

@@ -97,11 +97,13 @@ typedef struct dsv4q_wm_opts {
     dsv4q_iso_opts iso;
     int flags;                 /* DSV4Q_WM_* */
     int quiet;
+    const char *declare;       /* declaration replacing the backend's (--profile/--boundary), or NULL */
 } dsv4q_wm_opts;
 
 typedef struct dsv4q_wm_result {
     dsv4q_backend_desc desc;
-    char profile[16];
+    char profile[256];               /* the declaration as given */
+    char declared[512];              /* canonical (dsv4q_declaration_format) */
     uint64_t bs;
     long nprompt, ndecode, rows, vocab;
     double *cand, *ref, *lvl;        /* logits [rows, vocab]: composed, oracle-f64, oracle-f32 */

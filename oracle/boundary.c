@@ -56,17 +56,41 @@ static const dsv4q_boundary_info table[DSV4Q_B_COUNT] = {
 #undef M
 #undef S
 
+#define E DSV4Q_BK_ENGINE
+static const dsv4q_boundary_info engine_table[DSV4Q_B_END - DSV4Q_B_ENGINE_FIRST] = {
+    [DSV4Q_B_KV_F16 - DSV4Q_B_ENGINE_FIRST] = {"kv_f16", E, 0, "F16 (IEEE binary16, RNE)",
+        "KV rows read by attention (window ring and compressed rows)",
+        "GGUF engines: KV cache type f16 (llama.cpp cache_type_k/v = f16)", NULL},
+    [DSV4Q_B_ACT_Q8_0 - DSV4Q_B_ENGINE_FIRST] = {"act_q8_0", E, 0,
+        "GGML Q8_0 block 32: d = amax/127 stored F16, q = round(x * (1/d)) half away",
+        "input of every FP8/FP4-weight linear", "ggml quantize_row_q8_0_ref (vec_dot_type of Q8_0)",
+        "gemm_act_fp8"},
+    [DSV4Q_B_IDX_SCORE_F32 - DSV4Q_B_ENGINE_FIRST] = {"idx_score_f32", E, 0, "FP32",
+        "indexer score sum over heads", "engines keeping the score FP32 (no BF16 tie-making cast)",
+        "idx_score_bf16"},
+    [DSV4Q_B_ACT_F16 - DSV4Q_B_ENGINE_FIRST] = {"act_f16", E, 0, "F16 instead of BF16",
+        "every storage boundary that is on (resid_bf16 .. moe_bf16) rounds to F16",
+        "engines whose activation type is F16 (GGML_TYPE_F16 intermediates)", NULL},
+};
+#undef E
+
 const char *const dsv4q_profile_names[] = {"source", "model", "qat", "exact", NULL};
 
 const dsv4q_boundary_info *dsv4q_boundary_get(int b)
 {
-    return (b >= 0 && b < DSV4Q_B_COUNT) ? &table[b] : NULL;
+    if (b >= 0 && b < DSV4Q_B_COUNT) return &table[b];
+    if (b >= DSV4Q_B_ENGINE_FIRST && b < DSV4Q_B_END) return &engine_table[b - DSV4Q_B_ENGINE_FIRST];
+    return NULL;
 }
+
+/* Every valid bit, reference boundaries first. */
+#define FOR_EACH_BIT(b) \
+    for (int b = 0; b < DSV4Q_B_END; b = (b + 1 == DSV4Q_B_COUNT ? DSV4Q_B_ENGINE_FIRST : b + 1))
 
 int dsv4q_boundary_find(const char *name)
 {
-    for (int b = 0; b < DSV4Q_B_COUNT; b++)
-        if (strcmp(table[b].name, name) == 0) return b;
+    FOR_EACH_BIT(b)
+        if (strcmp(dsv4q_boundary_get(b)->name, name) == 0) return b;
     return -1;
 }
 
@@ -91,8 +115,8 @@ int dsv4q_profile_set(const char *profile, uint64_t *set)
 static void list_names(char *err, size_t errlen, const char *prefix)
 {
     size_t n = (size_t)snprintf(err, errlen, "%s; valid boundaries:", prefix);
-    for (int b = 0; b < DSV4Q_B_COUNT && n < errlen; b++)
-        n += (size_t)snprintf(err + n, errlen - n, " %s", table[b].name);
+    FOR_EACH_BIT(b)
+        if (n < errlen) n += (size_t)snprintf(err + n, errlen - n, " %s", dsv4q_boundary_get(b)->name);
 }
 
 int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errlen)
@@ -107,10 +131,14 @@ int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errl
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         char msg[160];
-        if (!eq) {
-            snprintf(msg, sizeof msg, "--boundary: '%s' is not NAME=on|off", tok);
-            list_names(err, errlen, msg);
-            return -1;
+        static char on[] = "=on";
+        if (!eq) {   /* a bare NAME means NAME=on */
+            if (dsv4q_boundary_find(tok) < 0) {
+                snprintf(msg, sizeof msg, "--boundary: '%s' is not NAME=on|off", tok);
+                list_names(err, errlen, msg);
+                return -1;
+            }
+            eq = on;
         }
         *eq = 0;
         int b = dsv4q_boundary_find(tok);
@@ -119,8 +147,11 @@ int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errl
             list_names(err, errlen, msg);
             return -1;
         }
-        if (strcmp(eq + 1, "on") == 0) s |= DSV4Q_BIT(b);
-        else if (strcmp(eq + 1, "off") == 0) s &= ~DSV4Q_BIT(b);
+        if (strcmp(eq + 1, "on") == 0) {
+            s |= DSV4Q_BIT(b);
+            const char *rep = dsv4q_boundary_get(b)->replaces;
+            if (rep) s &= ~DSV4Q_BIT(dsv4q_boundary_find(rep));   /* the engine point replaces it */
+        } else if (strcmp(eq + 1, "off") == 0) s &= ~DSV4Q_BIT(b);
         else {
             snprintf(err, errlen, "--boundary: value for '%s' must be on or off, got '%s'", tok, eq + 1);
             return -1;
@@ -134,8 +165,77 @@ void dsv4q_boundary_format(uint64_t set, char *buf, size_t len)
 {
     size_t n = 0;
     if (len) buf[0] = 0;
-    for (int b = 0; b < DSV4Q_B_COUNT && n < len; b++)
-        if (set & DSV4Q_BIT(b))
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", table[b].name);
+    FOR_EACH_BIT(b)
+        if ((set & DSV4Q_BIT(b)) && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", dsv4q_boundary_get(b)->name);
     if (n == 0 && len) snprintf(buf, len, "(none)");
+}
+
+int dsv4q_declaration_parse(const char *decl, uint64_t *set, char *err, size_t errlen)
+{
+    char base[32];
+    const char *colon = strchr(decl, ':');
+    size_t bn = colon ? (size_t)(colon - decl) : strlen(decl);
+    if (bn >= sizeof base) bn = sizeof base - 1;
+    memcpy(base, decl, bn);
+    base[bn] = 0;
+    uint64_t s;
+    if (dsv4q_profile_set(base, &s)) {
+        snprintf(err, errlen, "declaration '%s': unknown base profile '%s' (source, model, qat, exact; "
+                 "then optionally :NAME[=on|off],...)", decl, base);
+        return -1;
+    }
+    if (colon && colon[1] && dsv4q_boundary_apply(&s, colon + 1, err, errlen)) return -1;
+    *set = s;
+    return 0;
+}
+
+static int popcount64(uint64_t v)
+{
+    int n = 0;
+    for (; v; v &= v - 1) n++;
+    return n;
+}
+
+void dsv4q_declaration_format(uint64_t set, char *buf, size_t len)
+{
+    int best = 0, bestd = 65;
+    for (int p = 0; dsv4q_profile_names[p]; p++) {
+        uint64_t s;
+        dsv4q_profile_set(dsv4q_profile_names[p], &s);
+        int d = popcount64(s ^ set);
+        if (d < bestd) { bestd = d; best = p; }
+    }
+    uint64_t base;
+    dsv4q_profile_set(dsv4q_profile_names[best], &base);
+    size_t n = (size_t)snprintf(buf, len, "%s", dsv4q_profile_names[best]);
+    int first = 1;
+    /* order: reference points switched off, engine points switched on,
+     * then reference points switched on (also a base one that an engine
+     * point in set replaces), so the re-parse gives set back whatever the
+     * replacement rule switches off on the way */
+    for (int pass = 0; pass < 3; pass++)
+        FOR_EACH_BIT(b) {
+            uint64_t bit = DSV4Q_BIT(b);
+            int on = (set & bit) != 0, eng = b >= DSV4Q_B_ENGINE_FIRST, want;
+            if (pass == 0) want = !on && (base & bit);
+            else if (pass == 1) want = on && eng && !(base & bit);
+            else {
+                int replaced = 0;
+                FOR_EACH_BIT(e) {
+                    const char *rep = dsv4q_boundary_get(e)->replaces;
+                    if (rep && (set & DSV4Q_BIT(e)) && dsv4q_boundary_find(rep) == b) replaced = 1;
+                }
+                want = on && !eng && (!(base & bit) || replaced);
+            }
+            if (!want || n >= len) continue;
+            n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", first ? ":" : ",", dsv4q_boundary_get(b)->name,
+                                  on ? "on" : "off");
+            first = 0;
+        }
+}
+
+int dsv4q_declaration_has_engine(uint64_t set)
+{
+    return (set >> DSV4Q_B_ENGINE_FIRST) != 0;
 }
