@@ -20,7 +20,7 @@ CFLAGS  += -Wno-missing-field-initializers -Wno-unknown-warning-option
 endif
 LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
 
-ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
+ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
 COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))

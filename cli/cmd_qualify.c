@@ -21,6 +21,10 @@
  * --profile qat --boundary act_q8_0,kv_f16) instead of the one the backend
  * declares; a bad one exits 2. Reports print "judged as declared: ...".
  *
+ * --format-gate NRMS: for engine-stored weights (ABI v2 load_weight), FAIL
+ * a case whose format error (oracle on the engine's weights vs on the
+ * reference weights) exceeds NRMS; by default it is reported only.
+ *
  * B is a built-in name (oracle-f32, cpu-ref, mutant:NAME) or a path to a
  * plugin .so (harness/dsv4q_backend.h). Several --backend share one pass
  * over the cases (inputs and references are built once). Prints the table
@@ -51,7 +55,7 @@ typedef struct qopts {
     const char *keys[MAX_K + 1];
     int nk;
     const char *gates, *ops, *shapes;
-    double timeout;
+    double timeout, format_gate;
     int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
 } qopts;
 
@@ -60,7 +64,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     qopts *q = ctx;
     const char *a = argv[i];
     int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
-                !strcmp(a, "--case") || !strcmp(a, "--timeout");
+                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--format-gate");
     if (takes && i + 1 >= argc) {
         fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
         return -1;
@@ -79,6 +83,10 @@ static int extra(void *ctx, int argc, char **argv, int i)
         char *e;
         q->timeout = strtod(v, &e);
         if (*e || !(q->timeout > 0)) { fprintf(stderr, "dsv4q qualify: --timeout needs seconds > 0\n"); return -1; }
+    } else if (!strcmp(a, "--format-gate")) {
+        char *e;
+        q->format_gate = strtod(v, &e);
+        if (*e || !(q->format_gate > 0)) { fprintf(stderr, "dsv4q qualify: --format-gate needs an NRMS > 0\n"); return -1; }
     } else if (!strcmp(a, "--no-isolate")) q->no_isolate = 1;
     else if (!strcmp(a, "--all-metrics")) q->all_metrics = 1;
     else if (!strcmp(a, "--list")) q->list = 1;
@@ -283,7 +291,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = q.nk ? q.keys : NULL,
                           .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet,
-                          .declare = declare};
+                          .declare = declare, .format_gate = q.format_gate};
     dsv4q_qual res[MAX_B];
     dsv4q_cli_threads(&o);
     if (dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err)) {

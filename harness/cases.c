@@ -156,7 +156,7 @@ static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {DSV4Q_OP_LIST(PSPEC_ROW)
 /* Optional key parameters: after recipe and seed, and left out of the
  * canonical key while they hold their default, so adding one never moves
  * an existing key (nor, K2, its inputs). expert shared=1: the shared
- * expert's form (empty routing weight, role layers.0.ffn.shared_expert). */
+ * expert's form (empty routing weight, role layers.0.ffn.shared_experts). */
 #define OPT_EXPERT {{"shared", "0"}}
 static const char *const optspec[DSV4Q_OP_COUNT][2][2] = {[DSV4Q_OP_EXPERT] = OPT_EXPERT};
 
@@ -1100,7 +1100,7 @@ static void r_moe_gate(dsv4q_case *c, const kvset *kv)
 }
 static void r_expert(dsv4q_case *c, const kvset *kv)
 {
-    set_role(c, strcmp(kv_str(kv, "shared"), "1") ? "layers.0.ffn.experts.0" : "layers.0.ffn.shared_expert",
+    set_role(c, strcmp(kv_str(kv, "shared"), "1") ? "layers.0.ffn.experts.0" : "layers.0.ffn.shared_experts",
              (const char *const[]){NULL, ".w1", ".w2", ".w3", NULL});
 }
 

@@ -33,10 +33,10 @@
  *    of an operator in caps (a shape the engine has no kernel for); the case
  *    is SKIPPED with the backend's reason, never an ERROR.
  *  - TENSOR IDENTITY: dsv4q_bcall.role names the weight tensor the call
- *    carries ("layers.3.attn.wq_b", "head", "layers.2.ffn.shared_expert",
+ *    carries ("layers.3.attn.wq_b", "head", "layers.2.ffn.shared_experts",
  *    "layers.2.ffn.experts.5", ...; NULL for weightless ops), and
  *    in_role[i] the role of input i (NULL for activations). An EXPERT call
- *    with role ...shared_expert has an EMPTY routing weight (ndim 0): the
+ *    with role ...shared_experts has an EMPTY routing weight (ndim 0): the
  *    shared expert's output is not scaled.
  *
  * Loading. A plugin is a shared object exporting
@@ -307,7 +307,7 @@ typedef struct dsv4q_bcall {
     uint64_t boundaries;
     const char *case_key;   /* canonical case key, for the backend's logs */
     /* ABI v2 (appended; a v1 backend never reads them). The weight role of
-     * the call ("head", "layers.L.attn.wq_b", "layers.L.ffn.shared_expert",
+     * the call ("head", "layers.L.attn.wq_b", "layers.L.ffn.shared_experts",
      * "layers.L.ffn.experts.E", ...) or NULL when it carries no weight;
      * in_role[i]: role of input i (NULL entries for activations), or the
      * whole array NULL. A backend may pick its kernel by role. */
@@ -339,6 +339,29 @@ typedef struct dsv4q_backend_v1 {
 } dsv4q_backend_v1;
 
 /*
+ * ABI v2 engine-stored weights. A backend that keeps a weight in its own
+ * encoding returns it from load_weight(); dsv4q decodes it EXACTLY and
+ * judges the backend's kernel against the oracle run on those decoded
+ * weights (kernel error, gated), and reports the oracle on the engine's
+ * weights vs the oracle on the reference weights (format error, gated only
+ * on request). Encodings (dtype), row-major [out, in], blocks along `in`:
+ *   DSV4Q_BT_F32 | DSV4Q_BT_F16 | DSV4Q_BT_BF16     plain values / codes
+ *   DSV4Q_BT_F8_E4M3 + scale (E8M0 or F32) per block[0] x block[1]
+ *   DSV4Q_BT_I8 (packed E2M1, low nibble = even k) + scale per block
+ *   DSV4Q_BW_GGML(t): GGML block type t (ggml_type id: Q4_0 2, Q8_0 8,
+ *       Q2_K 10, Q4_K 12, Q5_K 13, Q6_K 14, IQ2_XXS 16, MXFP4 39), rows
+ *       of in/block_elems blocks, decoded as ggml's dequantize_row_*
+ */
+#define DSV4Q_BW_GGML(t) (0x100 + (t))
+typedef struct dsv4q_bweight {
+    int32_t dtype;          /* see above */
+    const void *data;       /* the engine's bytes; owned by the backend, valid until fini() */
+    const void *scale;      /* F8_E4M3 / E2M1 block scales, else NULL */
+    int32_t scale_dtype;    /* DSV4Q_BT_F8_E8M0 or DSV4Q_BT_F32 */
+    int32_t block[2];       /* scale block [rows, cols], e.g. {128,128}, {1,32} */
+} dsv4q_bweight;
+
+/*
  * ABI v2 descriptor: the v1 descriptor first (base.abi_version =
  * DSV4Q_BACKEND_ABI_VERSION, base.struct_size = sizeof(dsv4q_backend_v2)),
  * then the appended hooks. The entry point returns &desc.base.
@@ -353,6 +376,15 @@ typedef struct dsv4q_backend_v2 {
      * SKIPPED with that reason. Declining is the only way to refuse a case
      * of an op in caps: run() returning UNSUPPORTED stays an ERROR. */
     int (*supports)(const dsv4q_bcall *call, char *reason, size_t reasonlen);
+    /* Engine-stored weights (may be NULL: the reference weights are used).
+     * Called in the child after init(), ONCE per weight tensor before the
+     * calls that use it (per case for operator cases), with the weight's
+     * role and its reference form (decoded F32 + raw). Returns 1 with *enc
+     * describing the backend's own encoding (which its run() then uses), 0
+     * to use the reference weight, -1 with err set on failure. Called for
+     * LINEAR weights (this release). */
+    int (*load_weight)(void *ctx, const char *role, const dsv4q_bt *ref, dsv4q_bweight *enc, char *err,
+                       size_t errlen);
 } dsv4q_backend_v2;
 
 /* What a plugin exports (C linkage). */

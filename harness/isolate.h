@@ -18,6 +18,7 @@
  *
  *   fork -> load (builtin | dlopen + dlsym + entry()) -> validate
  *        -> supports (ABI v2, may decline the case) -> init
+ *        -> load_weight (ABI v2, LINEAR: the engine's own weight encoding)
  *        -> run #1 -> run #2 -> fini -> _exit(0)
  *
  * Invariants:
@@ -66,6 +67,7 @@ typedef struct dsv4q_backend_desc {
     uint32_t abi_version;
     int is_path;
     int has_supports;        /* ABI v2 supports() hook present */
+    int has_load_weight;     /* ABI v2 load_weight() hook present */
 } dsv4q_backend_desc;
 
 /* Load the backend in a child and report its descriptor. 0, or -1 with
@@ -80,6 +82,15 @@ int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_des
 dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
                                int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
                                char *msg, size_t msglen);
+
+/* dsv4q_iso_run, and for a LINEAR case of a backend with ABI v2
+ * load_weight: after init() the child asks for the engine's own encoding
+ * of w, decodes it exactly (harness/engine_weights.h) and hands it back:
+ * *ew_stored = 1, ew [out*in] F32 (caller allocated, numel(c->in[1])
+ * floats) and its name ("Q8_0") in ew_name; else *ew_stored = 0. */
+dsv4q_iso_status dsv4q_iso_run_ew(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
+                                  int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
+                                  float *ew, int *ew_stored, char *ew_name, size_t ew_namelen, char *msg, size_t msglen);
 
 /* A job: one function run in ONE child with the backend loaded, validated
  * and init()ed (fini() after it), e.g. a whole model composed from the

@@ -85,6 +85,14 @@ typedef struct dsv4q_qcase {
     dsv4q_qrow row[DSV4Q_M_COUNT];
     long tie_flips;
     double seconds;                    /* backend time (both runs, child) */
+    /* Engine-stored weight (ABI v2 load_weight): m/lvl/row above are then
+     * the KERNEL error (backend vs oracle on the engine's decoded weights);
+     * the FORMAT error is oracle-f64 on the engine's weights vs oracle-f64
+     * on the reference weights (same declaration), reported, gated only
+     * with dsv4q_qual_opts.format_gate. */
+    int ew;
+    char ew_name[64];                  /* "Q8_0", "F16", ... */
+    double fmt_nrms, fmt_max_abs;
 } dsv4q_qcase;
 
 typedef struct dsv4q_qual {
@@ -110,6 +118,9 @@ typedef struct dsv4q_qual_opts {
     /* A declaration ("qat:act_q8_0,kv_f16", oracle/boundary.h) that
      * replaces every backend's own (qualify --profile/--boundary), or NULL. */
     const char *declare;
+    /* > 0: a case whose format error (NRMS) exceeds it FAILS (qualify
+     * --format-gate); 0: the format error is reported only. */
+    double format_gate;
 } dsv4q_qual_opts;
 
 /* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */

@@ -22,6 +22,7 @@
 #include "gates/gates.h"
 #include "harness/backend.h"
 #include "harness/cases.h"
+#include "harness/engine_weights.h"
 #include "harness/oracle_exec.h"
 #include "harness/qualify.h"
 #include "oracle/boundary.h"
@@ -240,9 +241,9 @@ static void test_roles_and_shared_expert(void **state)
     dsv4q_bt out[DSV4Q_OPS_MAX_T];
     dsv4q_bcall call;
     dsv4q_case_call(&c, out, 0, &call);
-    assert_string_equal(call.role, "layers.0.ffn.shared_expert");
+    assert_string_equal(call.role, "layers.0.ffn.shared_experts");
     assert_null(call.in_role[0]);
-    assert_string_equal(call.in_role[2], "layers.0.ffn.shared_expert.w2");
+    assert_string_equal(call.in_role[2], "layers.0.ffn.shared_experts.w2");
     /* both widths run it, and it is the routed form with weight 1 */
     double ys[2 * 256], yr[2 * 256];
     void *os[1] = {ys}, *orr[1] = {yr};
@@ -401,6 +402,107 @@ static void test_oracle_f32_under_a_declaration(void **state)
     dsv4q_qual_free(&q);
 }
 
+/* ---- engine-stored weights ---------------------------------------------- */
+
+/* The decoders by hand: F16 codes, F8_E4M3 with E8M0 per 1x2 blocks, E2M1
+ * with F32 scales, GGML Q8_0 (a block_q8_0 written here byte by byte). */
+static void test_bweight_decode_by_hand(void **state)
+{
+    (void)state;
+    char err[512];
+    float out[64];
+    /* F16: 0x3C00 = 1, 0xC000 = -2, 0x0001 = 2^-24, 0x7BFF = 65504 */
+    const uint16_t h[4] = {0x3C00, 0xC000, 0x0001, 0x7BFF};
+    dsv4q_bweight e = {DSV4Q_BT_F16, h, NULL, 0, {0, 0}};
+    assert_int_equal(dsv4q_bweight_decode(&e, "t", 2, 2, out, err, sizeof err), 0);
+    assert_true(out[0] == 1 && out[1] == -2 && out[2] == ldexpf(1, -24) && out[3] == 65504);
+    /* E4M3: 0x38 = 1.0, 0x40 = 2.0, 0xB8 = -1.0, 0x01 = 2^-9; E8M0 128 = 2, 126 = 0.5 */
+    const uint8_t q8[4] = {0x38, 0x40, 0xB8, 0x01}, sc[2] = {128, 126};
+    e = (dsv4q_bweight){DSV4Q_BT_F8_E4M3, q8, sc, DSV4Q_BT_F8_E8M0, {1, 2}};
+    assert_int_equal(dsv4q_bweight_decode(&e, "t", 2, 2, out, err, sizeof err), 0);
+    assert_true(out[0] == 2 && out[1] == 4 && out[2] == -0.5f && out[3] == ldexpf(1, -10));
+    /* E2M1 pairs (low nibble first): 0x21 = {0.5, 1.0}, 0xF7 = {6.0, -6.0}; F32 scale 0.25 per 1x4 */
+    const uint8_t f4[2] = {0x21, 0xF7};
+    const float s4[1] = {0.25f};
+    e = (dsv4q_bweight){DSV4Q_BT_I8, f4, s4, DSV4Q_BT_F32, {1, 4}};
+    assert_int_equal(dsv4q_bweight_decode(&e, "t", 1, 4, out, err, sizeof err), 0);
+    assert_true(out[0] == 0.125f && out[1] == 0.25f && out[2] == 1.5f && out[3] == -1.5f);
+    /* GGML Q8_0: d = F16 0x3800 (0.5), qs = 0, 1, -1, 127, -128, ... */
+    unsigned char blk[34] = {0x00, 0x38};
+    const int8_t qs[5] = {0, 1, -1, 127, -128};
+    memcpy(blk + 2, qs, 5);
+    e = (dsv4q_bweight){DSV4Q_BW_GGML(8), blk, NULL, 0, {0, 0}};
+    assert_int_equal(dsv4q_bweight_decode(&e, "t", 1, 32, out, err, sizeof err), 0);
+    assert_true(out[0] == 0 && out[1] == 0.5f && out[2] == -0.5f && out[3] == 63.5f && out[4] == -64 && out[31] == 0);
+    char nm[64];
+    dsv4q_bweight_name(&e, nm, sizeof nm);
+    assert_string_equal(nm, "Q8_0");
+    /* refused with the role and the reason */
+    assert_int_equal(dsv4q_bweight_decode(&e, "layers.0.attn.wq_a", 1, 48, out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "layers.0.attn.wq_a"));
+    e.dtype = 77;
+    assert_int_equal(dsv4q_bweight_decode(&e, "head", 1, 32, out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dtype 77"));
+    e = (dsv4q_bweight){DSV4Q_BT_F8_E4M3, q8, NULL, DSV4Q_BT_F8_E8M0, {1, 2}};
+    assert_int_equal(dsv4q_bweight_decode(&e, "t", 2, 2, out, err, sizeof err), -1);
+}
+
+/* engine_v2 storing its linear weights Q8_0 / F16 (DSV4Q_TEST_OWN_WEIGHTS=1):
+ * kernel error passes, the format error is reported (> 0 for Q8_0 of FP8
+ * weights); the lying variant (=2: claims Q8_0, multiplies the reference)
+ * fails on the kernel error; --format-gate fails on the format. */
+static void test_engine_weights_kernel_vs_format(void **state)
+{
+    (void)state;
+    char err[1024];
+    const char *spec[1] = {PLUG("engine_v2")};
+    dsv4q_qual q;
+    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR));
+    setenv("DSV4Q_TEST_OWN_WEIGHTS", "1", 1);
+    assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
+    if (q.load_failed) fail_msg("%s", q.msg);
+    assert_true(q.desc.has_load_weight);
+    int nq8 = 0, nf16 = 0;
+    for (int i = 0; i < q.ncases; i++) {
+        const dsv4q_qcase *r = &q.cases[i];
+        if (r->verdict == DSV4Q_V_SKIP) continue;
+        if (r->verdict != DSV4Q_V_PASS) fail_msg("%s: %s %s", r->key, dsv4q_verdict_name(r->verdict), r->msg);
+        assert_true(r->ew);
+        printf("  %s: engine %s, kernel nrms %.3e (level %.3e), format nrms %.3e max_abs %.3e\n", r->key, r->ew_name,
+               r->row[DSV4Q_M_NRMS].value, r->row[DSV4Q_M_NRMS].level, r->fmt_nrms, r->fmt_max_abs);
+        if (!strcmp(r->ew_name, "Q8_0")) {
+            nq8++;
+            assert_true(r->fmt_nrms > 1e-4);   /* Q8_0 per 32 of FP8 weights is not exact */
+        } else {
+            assert_string_equal(r->ew_name, "F16");
+            nf16++;
+            assert_true(r->fmt_nrms < 1e-3);
+        }
+    }
+    assert_true(nq8 >= 2 && nf16 >= 1);
+    char *js = dsv4q_qual_json(&q, &G);
+    assert_non_null(strstr(js, "\"engine_weight\":\"Q8_0\""));
+    assert_non_null(strstr(js, "\"format_nrms\""));
+    free(js);
+    dsv4q_qual_free(&q);
+    /* the format error gated on request */
+    o.format_gate = 1e-6;
+    assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
+    int gated = 0;
+    for (int i = 0; i < q.ncases; i++) gated += q.cases[i].verdict == DSV4Q_V_FAIL && strstr(q.cases[i].msg, "--format-gate");
+    assert_true(gated >= 2);
+    dsv4q_qual_free(&q);
+    o.format_gate = 0;
+    /* claims Q8_0 but multiplies the reference weights: kernel error FAILs */
+    setenv("DSV4Q_TEST_OWN_WEIGHTS", "2", 1);
+    assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
+    unsetenv("DSV4Q_TEST_OWN_WEIGHTS");
+    int fails = 0;
+    for (int i = 0; i < q.ncases; i++) fails += q.cases[i].verdict == DSV4Q_V_FAIL && !strcmp(q.cases[i].ew_name, "Q8_0");
+    assert_true(fails >= 2);
+    dsv4q_qual_free(&q);
+}
+
 static void test_v1_plugin_still_qualifies(void **state)
 {
     (void)state;
@@ -429,6 +531,8 @@ int main(void)
         cmocka_unit_test(test_engine_passes_as_declared),
         cmocka_unit_test(test_engine_undeclared_fails),
         cmocka_unit_test(test_oracle_f32_under_a_declaration),
+        cmocka_unit_test(test_bweight_decode_by_hand),
+        cmocka_unit_test(test_engine_weights_kernel_vs_format),
         cmocka_unit_test(test_v1_plugin_still_qualifies),
     };
     return cmocka_run_group_tests(tests, setup_gates, NULL);

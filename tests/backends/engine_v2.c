@@ -11,9 +11,31 @@
  * scale stored F16), products accumulated in double. The environment
  * variable DSV4Q_TEST_UNDECLARED=1 makes the SAME plugin declare plain
  * "source": its Q8_0 linears must then fail (an undeclared deviation).
+ *
+ * Engine-stored weights (ABI v2 load_weight), DSV4Q_TEST_OWN_WEIGHTS:
+ *   1  FP8/FP4 linear weights are re-encoded GGML Q8_0 (ggml's
+ *      quantize_row_q8_0_ref on the decoded rows), BF16 ones F16, and run()
+ *      computes with them: the kernel error is the engine's, the format
+ *      error is reported apart;
+ *   2  the same claim, but run() uses the reference weights (a lie the
+ *      kernel error must catch).
  */
 #include <stdlib.h>
 #include "tests/backends/plugin_common.h"
+
+/* F16 code of a float already rounded to F16 (f16_round), normal or
+ * subnormal, written from the format's definition. */
+static uint16_t f16_bits(float r)
+{
+    uint16_t sgn = signbit(r) ? 0x8000 : 0;
+    double a = fabs((double)r);
+    if (a == 0) return sgn;
+    if (isinf(a)) return sgn | 0x7C00;
+    int e;
+    double m = frexp(a, &e);   /* a = m 2^e, m in [0.5, 1) */
+    if (e - 1 < -14) return sgn | (uint16_t)nearbyint(a * 16777216.0);   /* subnormal: a / 2^-24 */
+    return sgn | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)nearbyint((2 * m - 1) * 1024);
+}
 
 /* F16 round trip (RNE) of a float, for the Q8_0 scale. */
 static float f16_round(float f)
@@ -37,12 +59,86 @@ static void q8_0_row(const float *x, long n, float *y)
     }
 }
 
-static int linear(const dsv4q_bcall *c, char *err, size_t errlen)
+/* ---- engine-stored weights ---------------------------------------------- */
+
+typedef struct ectx {
+    void *w;            /* the stored weight: Q8_0 blocks or F16 codes */
+    int q8;             /* 1: Q8_0, 0: F16 */
+    float *dec;         /* its decoded values [N, K] (what run() multiplies by) */
+} ectx;
+
+static int own_weights(void)
+{
+    const char *v = getenv("DSV4Q_TEST_OWN_WEIGHTS");
+    return v ? atoi(v) : 0;
+}
+
+static int e_init(void **ctx, char *err, size_t errlen)
+{
+    *ctx = calloc(1, sizeof(ectx));
+    if (!*ctx) { snprintf(err, errlen, "engine_v2: out of memory"); return -1; }
+    return 0;
+}
+
+static void e_fini(void *ctx)
+{
+    ectx *e = ctx;
+    if (!e) return;
+    free(e->w);
+    free(e->dec);
+    free(e);
+}
+
+/* ggml block_q8_0: F16 scale d, then 32 int8 quants (34 bytes). */
+static int e_load_weight(void *ctx, const char *role, const dsv4q_bt *ref, dsv4q_bweight *enc, char *err,
+                         size_t errlen)
+{
+    ectx *e = ctx;
+    (void)role;
+    const int64_t N = ref->shape[0], K = ref->shape[1];
+    const float *w = ref->data;
+    const int quant = ref->raw && (ref->raw_dtype == DSV4Q_BT_F8_E4M3 || ref->raw_dtype == DSV4Q_BT_I8);
+    if (!ref->raw || ref->raw_dtype == DSV4Q_BT_F32 || (quant && K % 32)) return 0;   /* keep F32 / odd shapes */
+    e->q8 = quant;
+    e->dec = malloc(sizeof(float) * (size_t)(N * K));
+    e->w = malloc(quant ? (size_t)(N * (K / 32)) * 34 : sizeof(uint16_t) * (size_t)(N * K));
+    if (!e->dec || !e->w) { snprintf(err, errlen, "engine_v2: out of memory"); return -1; }
+    if (quant) {
+        unsigned char *b = e->w;
+        for (int64_t o = 0; o < N; o++)
+            for (int64_t b0 = 0; b0 < K; b0 += 32, b += 34) {
+                const float *x = w + o * K + b0;
+                float amax = 0;
+                for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+                const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f, d16 = f16_round(d);
+                const uint16_t dc = f16_bits(d16);
+                memcpy(b, &dc, 2);
+                for (int i = 0; i < 32; i++) {
+                    int8_t q = (int8_t)roundf(x[i] * id);
+                    memcpy(b + 2 + i, &q, 1);
+                    e->dec[o * K + b0 + i] = (float)q * d16;
+                }
+            }
+        enc->dtype = DSV4Q_BW_GGML(8);   /* GGML_TYPE_Q8_0 */
+    } else {
+        uint16_t *h = e->w;
+        for (int64_t i = 0; i < N * K; i++) {
+            e->dec[i] = f16_round(w[i]);
+            h[i] = f16_bits(e->dec[i]);
+        }
+        enc->dtype = DSV4Q_BT_F16;
+    }
+    enc->data = e->w;
+    return 1;
+}
+
+static int linear(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
 {
     const dsv4q_bt *X = &c->in[0], *W = &c->in[1];
     const int64_t s = X->shape[0], K = X->shape[1], N = W->shape[0];
     const int quant = W->raw && (W->raw_dtype == DSV4Q_BT_F8_E4M3 || W->raw_dtype == DSV4Q_BT_I8);
-    const float *x = X->data, *w = W->data;
+    const ectx *e = ctx;
+    const float *x = X->data, *w = e && e->dec && own_weights() == 1 ? e->dec : W->data;
     float *xq = malloc(sizeof(float) * (size_t)(s * K));
     if (!xq) { snprintf(err, errlen, "engine_v2: out of memory"); return DSV4Q_BACKEND_ERROR; }
     for (int64_t t = 0; t < s; t++) {
@@ -84,11 +180,12 @@ static int e_supports(const dsv4q_bcall *c, char *reason, size_t len)
 
 static int e_run(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
 {
-    (void)ctx;
     switch (c->op) {
-    case DSV4Q_OP_LINEAR: return linear(c, err, errlen);
+    case DSV4Q_OP_LINEAR: return linear(ctx, c, err, errlen);
     case DSV4Q_OP_RMSNORM:
-        if (!c->role || !c->in_role || !c->in_role[1] || c->in_role[0]) {
+        /* a case must name its weight (role and in_role); a whole-model call names the role */
+        if (!strncmp(c->case_key, "rmsnorm(", 8) ? !c->role || !c->in_role || !c->in_role[1] || c->in_role[0]
+                                                 : !c->role) {
             snprintf(err, errlen, "engine_v2: rmsnorm call without tensor identity (role %s)", c->role ? c->role : "NULL");
             return DSV4Q_BACKEND_ERROR;
         }
@@ -100,13 +197,15 @@ static int e_run(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
 
 static dsv4q_backend_v2 desc = {
     {DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v2), "test-engine-v2", "1.0", "source:act_q8_0",
-     DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM), NULL, e_run, NULL},
+     DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM), e_init, e_run, e_fini},
     e_supports,
+    NULL,
 };
 
 const dsv4q_backend_v1 *dsv4q_backend_entry(void)
 {
     const char *u = getenv("DSV4Q_TEST_UNDECLARED");
     desc.base.profile = u && !strcmp(u, "1") ? "source" : "source:act_q8_0";
+    desc.load_weight = own_weights() ? e_load_weight : NULL;
     return &desc.base;
 }
