@@ -34,7 +34,8 @@ TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
-PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so) $(BUILD)/plugins/v1_good.so
+PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so) $(BUILD)/plugins/v1_good.so \
+               $(BUILD)/plugins/engine_v2.so
 
 .PHONY: all test demo bench deps clean check-deps golden-check docs
 all: $(BIN)
@@ -107,6 +108,10 @@ $(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness
 $(BUILD)/plugins/v1_good.so: tests/backends/good.c tests/backends/plugin_common.h tests/backends/v1/harness/dsv4q_backend.h
 	@mkdir -p $(dir $@)
 	$(CC) -Itests/backends/v1 $(CFLAGS) -shared -fPIC $< -o $@ -lm
+# The worked example engine of docs/engines.md (self-contained: the ABI header only).
+$(BUILD)/plugins/engine_v2.so: examples/engine_v2.c harness/dsv4q_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)
 
 # --- CUDA backend (backends/cuda/, docs/cuda.md) ---------------------------

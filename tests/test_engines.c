@@ -10,7 +10,7 @@
  *    reads F16 rows), idx_score_f32, act_f16 (storage points round to F16);
  *  - tensor identity: roles in cases, the shared-expert form (no routing
  *    weight) and its key; both oracle widths run it;
- *  - a v2 plugin (tests/backends/engine_v2.c) that quantizes activations
+ *  - a v2 plugin (examples/engine_v2.c, the worked example) that quantizes activations
  *    Q8_0 passes AS DECLARED, its head case is SKIPPED by supports() with
  *    the backend's reason, and the same plugin with the deviation left
  *    undeclared (or a --profile override without it) fails on the FP8/FP4

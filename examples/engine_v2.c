@@ -1,5 +1,7 @@
 /*
- * engine_v2.c - an ABI v2 test plugin that behaves like a real engine:
+ * engine_v2.c - the worked example of docs/engines.md: an ABI v2 plugin
+ * that behaves like a real engine (built by `make plugins`/`make test` into
+ * build/plugins/engine_v2.so and qualified by tests/test_engines.c):
  * it quantizes the input of every FP8/FP4-weight LINEAR to GGML Q8_0
  * blocks of 32 (not DeepSeek's FP8 per 128) and DECLARES that
  * ("source:act_q8_0"); it declines the FP32-math head case through
@@ -20,8 +22,44 @@
  *   2  the same claim, but run() uses the reference weights (a lie the
  *      kernel error must catch).
  */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include "tests/backends/plugin_common.h"
+#include <string.h>
+#include "harness/dsv4q_backend.h"   /* the only dsv4q header an engine needs */
+
+/* RNE float -> BF16 code (finite inputs), NaN kept quiet. */
+static uint16_t tp_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static int64_t tp_numel(const dsv4q_bt *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return t->ndim ? n : 0;
+}
+
+/* RMSNORM, source profile: double accumulation, output as BF16 codes. */
+static void tp_rmsnorm(const dsv4q_bcall *c)
+{
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const int64_t rows = c->in[0].shape[0], d = c->in[0].shape[1];
+    uint16_t *y = c->out[0].data;
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++) ss += (double)x[r * d + i] * x[r * d + i];
+        double inv = 1.0 / sqrt(ss / (double)d + c->param[0]);
+        for (int64_t i = 0; i < d; i++) y[r * d + i] = tp_bf16((float)(w[i] * (x[r * d + i] * inv)));
+    }
+    c->out[0].dtype = DSV4Q_BT_BF16;
+}
 
 /* F16 code of a float already rounded to F16 (f16_round), normal or
  * subnormal, written from the format's definition. */
@@ -189,7 +227,7 @@ static int e_run(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
             snprintf(err, errlen, "engine_v2: rmsnorm call without tensor identity (role %s)", c->role ? c->role : "NULL");
             return DSV4Q_BACKEND_ERROR;
         }
-        tp_rmsnorm(c, 1.0);
+        tp_rmsnorm(c);
         return DSV4Q_BACKEND_OK;
     default: return DSV4Q_BACKEND_UNSUPPORTED;
     }
