@@ -4,7 +4,7 @@
  * build/plugins/engine_v2.so and qualified by tests/test_engines.c):
  * it quantizes the input of every FP8/FP4-weight LINEAR to GGML Q8_0
  * blocks of 32 (not DeepSeek's FP8 per 128) and DECLARES that
- * ("source:act_q8_0"); it declines the FP32-math head case through
+ * ("source:act_q8_0,kv_f16"); it declines the FP32-math head case through
  * supports() (by tensor role, not by parsing the key); its RMSNORM refuses
  * to run without the tensor identity the harness must pass.
  *
@@ -198,6 +198,73 @@ static int linear(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
     return DSV4Q_BACKEND_OK;
 }
 
+/* SPARSE_ATTN with an F16 KV cache (declared kv_f16), kernel.py's
+ * sparse_attn_kernel in double: per (query, head), blocks of 64 columns,
+ * running max m, e = exp(s - m) unrounded into the denominator and rounded
+ * to BF16 (attn_p_bf16) for P*V, accumulator rescaled when m moves, the
+ * sink in the denominator only, output rounded to BF16 (attn_out_bf16);
+ * a fully masked query gives 0. */
+static int sparse_attn(const dsv4q_bcall *c, char *err, size_t errlen)
+{
+    const float *q = c->in[0].data, *kv = c->in[1].data, *sink = c->in[3].data;
+    const int32_t *idx = c->in[2].data;
+    const int64_t s = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2], N = c->in[1].shape[0];
+    const int64_t nc = c->in[2].shape[1];
+    const double scale = c->param[0];
+    float *kv16 = malloc(sizeof(float) * (size_t)(N * D > 0 ? N * D : 1));
+    double *acc = malloc(sizeof(double) * (size_t)D);
+    if (!kv16 || !acc) { free(kv16); free(acc); snprintf(err, errlen, "engine_v2: out of memory"); return DSV4Q_BACKEND_ERROR; }
+    for (int64_t i = 0; i < N * D; i++) kv16[i] = f16_round(kv[i]);   /* the engine's KV cache is F16 */
+    uint16_t *o = c->out[0].data;
+    for (int64_t t = 0; t < s; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = q + (t * H + h) * D;
+            double m = -INFINITY, l = 0;
+            for (int64_t d = 0; d < D; d++) acc[d] = 0;
+            for (int64_t b0 = 0; b0 < nc; b0 += 64) {
+                const int64_t nb = nc - b0 < 64 ? nc - b0 : 64;
+                double sc[64], mb = m;
+                for (int64_t j = 0; j < nb; j++) {
+                    const int32_t id = idx[t * nc + b0 + j];
+                    sc[j] = -INFINITY;
+                    if (id < 0 || id >= N) continue;
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += (double)qh[d] * kv16[id * D + d];
+                    sc[j] = dot * scale;
+                    if (sc[j] > mb) mb = sc[j];
+                }
+                if (mb == -INFINITY) continue;
+                const double alpha = m == -INFINITY ? 0 : exp(m - mb);
+                double bsum = 0;
+                for (int64_t d = 0; d < D; d++) acc[d] *= alpha;
+                for (int64_t j = 0; j < nb; j++) {
+                    if (sc[j] == -INFINITY) continue;
+                    const double e = exp(sc[j] - mb);
+                    bsum += e;
+                    const uint16_t pb = tp_bf16((float)e);
+                    uint32_t u = (uint32_t)pb << 16;
+                    float p;
+                    memcpy(&p, &u, 4);
+                    const float *k = kv16 + (int64_t)idx[t * nc + b0 + j] * D;
+                    for (int64_t d = 0; d < D; d++) acc[d] += (double)p * k[d];
+                }
+                l = l * alpha + bsum;
+                m = mb;
+            }
+            uint16_t *oh = o + (t * H + h) * D;
+            if (m == -INFINITY) {
+                for (int64_t d = 0; d < D; d++) oh[d] = 0;
+                continue;
+            }
+            l += exp((double)sink[h] - m);
+            for (int64_t d = 0; d < D; d++) oh[d] = tp_bf16((float)(acc[d] / l));
+        }
+    c->out[0].dtype = DSV4Q_BT_BF16;
+    free(kv16);
+    free(acc);
+    return DSV4Q_BACKEND_OK;
+}
+
 static int e_supports(const dsv4q_bcall *c, char *reason, size_t len)
 {
     if (c->op != DSV4Q_OP_LINEAR) return 1;
@@ -220,6 +287,7 @@ static int e_run(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
 {
     switch (c->op) {
     case DSV4Q_OP_LINEAR: return linear(ctx, c, err, errlen);
+    case DSV4Q_OP_SPARSE_ATTN: return sparse_attn(c, err, errlen);
     case DSV4Q_OP_RMSNORM:
         /* a case must name its weight (role and in_role); a whole-model call names the role */
         if (!strncmp(c->case_key, "rmsnorm(", 8) ? !c->role || !c->in_role || !c->in_role[1] || c->in_role[0]
@@ -234,8 +302,8 @@ static int e_run(void *ctx, const dsv4q_bcall *c, char *err, size_t errlen)
 }
 
 static dsv4q_backend_v2 desc = {
-    {DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v2), "test-engine-v2", "1.0", "source:act_q8_0",
-     DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM), e_init, e_run, e_fini},
+    {DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v2), "test-engine-v2", "1.0", "source:act_q8_0,kv_f16",
+     DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN), e_init, e_run, e_fini},
     e_supports,
     NULL,
 };
@@ -243,7 +311,7 @@ static dsv4q_backend_v2 desc = {
 const dsv4q_backend_v1 *dsv4q_backend_entry(void)
 {
     const char *u = getenv("DSV4Q_TEST_UNDECLARED");
-    desc.base.profile = u && !strcmp(u, "1") ? "source" : "source:act_q8_0";
+    desc.base.profile = u && !strcmp(u, "1") ? "source" : "source:act_q8_0,kv_f16";
     desc.load_weight = own_weights() ? e_load_weight : NULL;
     return &desc.base;
 }

@@ -293,12 +293,12 @@ static void test_engine_passes_as_declared(void **state)
     char err[1024];
     const char *spec[1] = {PLUG("engine_v2")};
     dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM));
+    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN));
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     if (q.load_failed) fail_msg("%s", q.msg);
     assert_int_equal(q.desc.abi_version, 2);
     assert_true(q.desc.has_supports);
-    assert_string_equal(q.declared, "source:gemm_act_fp8=off,act_q8_0=on");
+    assert_string_equal(q.declared, "source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on");
     int skipped = 0, passed = 0;
     for (int i = 0; i < q.ncases; i++) {
         const dsv4q_qcase *r = &q.cases[i];
@@ -318,14 +318,14 @@ static void test_engine_passes_as_declared(void **state)
         passed++;
     }
     assert_int_equal(skipped, 2);
-    assert_true(passed >= 5);
+    assert_true(passed >= 8);   /* linear, rmsnorm and sparse_attn (F16 KV, declared) */
     assert_int_equal(dsv4q_qual_status(&q), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     dsv4q_qual_print(f, &q, &G, 0);
     fclose(f);
-    assert_non_null(strstr(buf, "judged as declared: source:gemm_act_fp8=off,act_q8_0=on"));
+    assert_non_null(strstr(buf, "judged as declared: source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on"));
     free(buf);
     dsv4q_qual_free(&q);
 }

@@ -229,7 +229,7 @@ static void test_partial_engines(void **state)
     assert_true(r.fallbacks[DSV4Q_OP_LINEAR] >= r.rows);   /* the head, once per call */
     char *js = dsv4q_wm_json(&r, &G);
     assert_non_null(strstr(js, "\"oracle_f32_fallbacks\""));
-    assert_non_null(strstr(js, "\"declared\":\"source:gemm_act_fp8=off,act_q8_0=on\""));
+    assert_non_null(strstr(js, "\"declared\":\"source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on\""));
     free(js);
     dsv4q_wm_free(&r);
     qualify_one("build/plugins/no_such.so", &r);
