@@ -121,6 +121,8 @@ typedef struct dsv4q_qual_opts {
     /* > 0: a case whose format error (NRMS) exceeds it FAILS (qualify
      * --format-gate); 0: the format error is reported only. */
     double format_gate;
+    int stop_on_fail;                  /* stop after the first case that fails or errors for any backend
+                                          (ncases then counts the cases run) */
 } dsv4q_qual_opts;
 
 /* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */
