@@ -54,7 +54,8 @@ TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
-PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
+PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so) $(BUILD)/plugins/v1_good.so \
+               $(BUILD)/plugins/engine_v2.so
 
 .PHONY: all test demo bench deps pydeps clean check-deps golden-check docs asan fuzz install
 all: $(BIN) $(SOLIB)
@@ -170,6 +171,15 @@ golden-check: $(BIN)
 # Never instrumented (foreign engine code: crash.so must die of a real
 # SIGSEGV, not of UBSan's report, in the sanitizer build too).
 $(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness/dsv4q_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
+# The same good.c built against the ABI v1 header as released (tests/backends/v1):
+# a plugin built before ABI v2 must keep loading (tests/test_engines.c).
+$(BUILD)/plugins/v1_good.so: tests/backends/good.c tests/backends/plugin_common.h tests/backends/v1/harness/dsv4q_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) -Itests/backends/v1 $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
+# The worked example engine of docs/engines.md (self-contained: the ABI header only).
+$(BUILD)/plugins/engine_v2.so: examples/engine_v2.c harness/dsv4q_backend.h
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)

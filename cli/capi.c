@@ -392,7 +392,7 @@ int dsv4q_capi_oracle(int op, int width, const char *profile, const char *bounda
     if (dsv4q_capi_shapes(op, in, nin, param, nparam, tmpl, nout, err, errlen)) return -1;
     if (check_outs(dsv4q_op_get(op), tmpl, out, nout, 0, err, errlen)) return -1;
     if (dsv4q_capi_profile(profile, boundary, &bs, err, errlen)) return -1;
-    dsv4q_bcall call = {op, nin, nout, in, tmpl, param, nparam, bs, "capi"};
+    dsv4q_bcall call = {op, nin, nout, in, tmpl, param, nparam, bs, "capi", NULL, NULL};
     void *dst[DSV4Q_OPS_MAX_T];
     for (int i = 0; i < nout; i++) dst[i] = out[i].data;
     return width == 64 ? dsv4q_oracle_exec_f64(bs, &call, dst, err, errlen) : dsv4q_oracle_exec_f32(bs, &call, dst, err, errlen);

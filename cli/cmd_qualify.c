@@ -16,6 +16,14 @@
  *       defaults to the synthesized `tiny`; --sparse-decode composes decode
  *       attention from SPARSE_ATTN even when B has WINDOW_ATTN_DECODE.
  *
+ * --profile P / --boundary NAME=on|off,...: judge every backend as THIS
+ * declaration (a base profile + overrides + engine storage points, e.g.
+ * --profile qat --boundary act_q8_0,kv_f16) instead of the one the backend
+ * declares; a bad one exits 2. Reports print "judged as declared: ...".
+ * --format-gate NRMS: for engine-stored weights (ABI v2 load_weight), FAIL
+ * a case whose format error (oracle on the engine's weights vs on the
+ * reference weights) exceeds NRMS; by default it is reported only.
+ *
  * B is a built-in name (oracle-f32, cpu-ref, mutant:NAME) or a path to a
  * plugin .so (harness/dsv4q_backend.h). Several --backend share one pass
  * over the cases (inputs and references are built once). Prints the table
@@ -38,6 +46,7 @@
 #include "harness/qualify.h"
 #include "harness/qualify_model.h"
 #include "io/model.h"
+#include "oracle/boundary.h"
 #include "receipts/receipts.h"
 
 #define MAX_B 32
@@ -49,7 +58,7 @@ typedef struct qopts {
     const char *keys[MAX_K + 1];
     int nk;
     const char *gates, *ops, *shapes, *junit, *require;
-    double timeout;
+    double timeout, format_gate;
     int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
     int failures_only, stop_on_fail, require_all;
 } qopts;
@@ -59,7 +68,8 @@ static int extra(void *ctx, int argc, char **argv, int i)
     qopts *q = ctx;
     const char *a = argv[i];
     int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
-                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--junit") || !strcmp(a, "--require");
+                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--junit") || !strcmp(a, "--require") ||
+                !strcmp(a, "--format-gate");
     if (takes && i + 1 >= argc) {
         fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
         return -1;
@@ -85,6 +95,10 @@ static int extra(void *ctx, int argc, char **argv, int i)
         char *e;
         q->timeout = strtod(v, &e);
         if (*e || !(q->timeout > 0)) { fprintf(stderr, "dsv4q qualify: --timeout needs seconds > 0\n"); return -1; }
+    } else if (!strcmp(a, "--format-gate")) {
+        char *e;
+        q->format_gate = strtod(v, &e);
+        if (*e || !(q->format_gate > 0)) { fprintf(stderr, "dsv4q qualify: --format-gate needs an NRMS > 0\n"); return -1; }
     } else if (!strcmp(a, "--no-isolate")) q->no_isolate = 1;
     else if (!strcmp(a, "--all-metrics")) q->all_metrics = 1;
     else if (!strcmp(a, "--list")) q->list = 1;
@@ -110,7 +124,8 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
 }
 
 /* --whole-model: one composed run per backend, judged with gates.model. */
-static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv)
+static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv,
+                       const char *declare)
 {
     char err[2048], dir[4096];
     if (q->nk || q->ops || q->shapes || q->all_metrics) {
@@ -132,7 +147,8 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     printf("model %s (%s, %d layers, dim %d, vocab %d); tokens %s\n\n", dir,
            m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, m->cfg.dim, m->cfg.vocab_size, t.source);
     dsv4q_wm_opts wo = {.gates = g, .iso = {q->timeout > 0 ? q->timeout : 600, q->no_isolate},
-                        .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet};
+                        .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet,
+                        .declare = declare};
     int worst = 0;
     FILE *jf = NULL;
     if (o->json && !(jf = dsv4q_out_open(o->json, NULL, 0))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
@@ -245,6 +261,19 @@ static const char **expand_cases(const qopts *q, unsigned sets, uint64_t ops)
     return keys;
 }
 
+/* --profile / --boundary: a declaration that replaces the backends' own
+ * (honoured, or refused with exit 2; never ignored). NULL when neither was
+ * given; decl receives "PROFILE[:BOUNDARIES]". */
+static const char *cli_declaration(const dsv4q_cli_opts *o, int argc, char **argv, char *decl, size_t len)
+{
+    int given = o->boundary[0] != 0;
+    for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "--profile");
+    if (!given) return NULL;
+    int has_colon = strchr(o->profile, ':') != NULL;
+    snprintf(decl, len, "%s%s%s", o->profile, o->boundary[0] ? (has_colon ? "," : ":") : "", o->boundary);
+    return decl;
+}
+
 int dsv4q_cmd_qualify(int argc, char **argv)
 {
     dsv4q_cli_opts o;
@@ -294,9 +323,16 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
+    char decl[1400];
+    const char *declare = cli_declaration(&o, argc, argv, decl, sizeof decl);
+    uint64_t dset;
+    if (declare && dsv4q_declaration_parse(declare, &dset, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: --profile/--boundary: %s\n", err);
+        return 2;
+    }
     if (q.whole_model) {
         dsv4q_cli_threads(&o);
-        return whole_model(&o, &q, &g, argc, argv);
+        return whole_model(&o, &q, &g, argc, argv, declare);
     }
     dsv4q_qreport_opts ro = {.all_metrics = q.all_metrics, .failures_only = q.failures_only,
                              .require_all = q.require_all};
@@ -308,7 +344,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     if (q.nk && !(keys = expand_cases(&q, sets, ops))) return 2;
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
                           .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet,
-                          .stop_on_fail = q.stop_on_fail};
+                          .stop_on_fail = q.stop_on_fail, .declare = declare, .format_gate = q.format_gate};
     dsv4q_qual res[MAX_B];
     dsv4q_cli_threads(&o);
     int qrc = dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err);

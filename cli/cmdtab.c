@@ -22,6 +22,7 @@
 #define O_SEED {"--seed", NULL, "S", "1", "seed of the synthetic prompt", 0}
 #define O_PROFILE {"--profile", NULL, "P", "source", "precision profile: source, model, qat, exact", 0}
 #define O_BOUNDARY {"--boundary", NULL, "NAME=on|off", "", "switch one rounding point against the profile", DSV4Q_OPT_REP}
+#define O_DECLARE {"--profile", NULL, "DECL", "the backend's", "judge as this declaration: PROFILE[:NAME[=on|off],...] (docs/engines.md)", 0}
 #define O_JSON {"--json", NULL, "FILE", "", "write the results as JSON", 0}
 #define O_DB {"--db", NULL, "FILE", "$DSV4Q_DB, else ./dsv4q.db", "receipts database", 0}
 #define O_KEY {"--key", NULL, "FILE", "$DSV4Q_KEY, else ~/.config/dsv4q/signing.key", "Ed25519 key that signs the receipt", 0}
@@ -55,7 +56,7 @@ static const dsv4q_mode MODES[] = {
     {"qualify", NULL, NULL,
      "gate a kernel backend operator by operator against the fp64 oracle, bounds set by the fp32 level of the "
      "same case; exit 0 pass, 1 fail, 2 error",
-     "docs/backends.md, docs/gates.md, docs/mutants.md, docs/ci.md", 0,
+     "docs/backends.md, docs/engines.md, docs/gates.md, docs/mutants.md, docs/ci.md", 0,
      (const dsv4q_optspec[]){O_BACKEND,
                              O_GATES,
                              {"--ops", NULL, "LIST", "all", "operators to qualify (comma-separated)", 0},
@@ -66,6 +67,8 @@ static const dsv4q_mode MODES[] = {
                              O_NOISO,
                              O_ALLM,
                              O_CI,
+                             O_DECLARE, O_BOUNDARY,
+                             {"--format-gate", NULL, "NRMS", "", "engine-stored weights: fail a case whose format error exceeds NRMS (docs/engines.md)", 0},
                              O_JSON,
                              O_RECEIPT,
                              O_THREADS,
@@ -77,7 +80,7 @@ static const dsv4q_mode MODES[] = {
      "fp32 floor, greedy agreement",
      "docs/gates.md", 0,
      (const dsv4q_optspec[]){{"--whole-model", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
-                             O_BACKEND, O_INPUT, O_GATES, O_TIMEOUT("600"),
+                             O_BACKEND, O_INPUT, O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
                              {"--sparse-decode", NULL, NULL, "", "decode attention from SPARSE_ATTN even with WINDOW_ATTN_DECODE", 0},
                              O_NOISO, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
      INPUT_CONFLICTS, dsv4q_cmd_qualify},

@@ -55,6 +55,7 @@ static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, ch
         snprintf(out, n, "%s %.3e > bound %.3e (level %.3e)", name, w->value, w->bound, w->level);
         return;
     }
+    if (r->msg[0]) { snprintf(out, n, "%s", r->msg); return; }   /* e.g. the format error over --format-gate */
     snprintf(out, n, "failed");
 }
 
@@ -66,6 +67,8 @@ void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, con
     }
     fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
             q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
+    fprintf(f, "judged as declared: %s (declared by %s; both oracle widths honour it)\n", q->declared,
+            q->declared_by ? q->declared_by : "the backend");
     fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
     fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
     int nfailed = 0, nskip = 0, nrun = 0;
@@ -93,6 +96,11 @@ void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, con
             fprintf(f, "%-78s %-12s %11.3e %11.3e %s  %s\n", r->key, name, w->value, w->level, bound,
                     !w->gated ? "info" : w->pass ? "pass" : "FAIL");
         }
+        if (r->ew && (!ro->failures_only || failed))   /* engine-stored weight (ABI v2 load_weight) */
+            fprintf(f, "%-78s %-12s %11.3e %11s %11s  %s (engine weights %s: the rows above are the KERNEL error, vs "
+                    "oracle on them; format = oracle on %s vs on the reference weights, max_abs %.3e)%s%s\n",
+                    r->key, "format_nrms", r->fmt_nrms, "", "", r->verdict == DSV4Q_V_FAIL && r->msg[0] ? "FAIL" : "info",
+                    r->ew_name, r->ew_name, r->fmt_max_abs, r->msg[0] ? ": " : "", r->msg);
         if (ro->failures_only) continue;
         if (r->tie_flips)
             fprintf(f, "%-78s %-12s %11ld %11s %11s  %s\n", r->key, "tie_flips", r->tie_flips, "", "",

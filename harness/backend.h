@@ -46,6 +46,11 @@ const char *const *dsv4q_cpuref_mutants(void);
  * profile). Returns 0 or -1 with a message naming what is wrong. */
 int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *err, size_t errlen);
 
+/* The v2 view of a descriptor: b itself when it says ABI 2 and its
+ * struct_size covers dsv4q_backend_v2, else NULL (a v1 backend: no
+ * supports hook). */
+const dsv4q_backend_v2 *dsv4q_backend_v2_of(const dsv4q_backend_v1 *b);
+
 /* Number of elements of a tensor (product of its shape; 0 if ndim 0). The
  * one copy (cpu-ref, capture --backend and oracle_exec use it). */
 int64_t dsv4q_bt_numel(const dsv4q_bt *t);

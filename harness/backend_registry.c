@@ -84,9 +84,9 @@ int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *er
         snprintf(err, errlen, "backend %s: %s returned NULL", spec, DSV4Q_BACKEND_ENTRY_SYMBOL);
         return -1;
     }
-    if (b->abi_version != DSV4Q_BACKEND_ABI_VERSION) {
-        snprintf(err, errlen, "backend %s: ABI version %u, this harness speaks version %u (rebuild it against "
-                 "harness/dsv4q_backend.h)", spec, b->abi_version, DSV4Q_BACKEND_ABI_VERSION);
+    if (b->abi_version != DSV4Q_BACKEND_ABI_V1 && b->abi_version != DSV4Q_BACKEND_ABI_VERSION) {
+        snprintf(err, errlen, "backend %s: ABI version %u, this harness speaks versions %u and %u (rebuild it against "
+                 "harness/dsv4q_backend.h)", spec, b->abi_version, DSV4Q_BACKEND_ABI_V1, DSV4Q_BACKEND_ABI_VERSION);
         return -1;
     }
     if (b->struct_size < sizeof(dsv4q_backend_v1)) {
@@ -104,10 +104,16 @@ int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *er
         return -1;
     }
     uint64_t set;
-    if (b->profile && dsv4q_profile_set(b->profile, &set)) {
-        snprintf(err, errlen, "backend %s: unknown precision profile '%s' (source, model, qat, exact)", spec,
-                 b->profile);
+    char why[768];
+    if (b->profile && dsv4q_declaration_parse(b->profile, &set, why, sizeof why)) {
+        snprintf(err, errlen, "backend %s: bad precision profile: %s", spec, why);
         return -1;
     }
     return 0;
+}
+
+const dsv4q_backend_v2 *dsv4q_backend_v2_of(const dsv4q_backend_v1 *b)
+{
+    if (!b || b->abi_version < 2 || b->struct_size < sizeof(dsv4q_backend_v2)) return NULL;
+    return (const dsv4q_backend_v2 *)(const void *)b;   /* base is the first member */
 }

@@ -185,7 +185,7 @@ static int brun(dsv4q_capture_splice *sp, int op, const dsv4q_bt *in, int nin, d
 {
     if (!(sp->b->caps & DSV4Q_CAP(op)))
         return sfail(sp, "backend %s does not implement %s", sp->b->name, dsv4q_op_get(op)->name);
-    dsv4q_bcall c = {op, nin, nout, in, out, par, npar, sp->bs, "capture"};
+    dsv4q_bcall c = {op, nin, nout, in, out, par, npar, sp->bs, "capture", NULL, NULL};
     char e[512] = "";
     int rc = sp->b->run(sp->ctx, &c, e, sizeof e);
     if (rc != DSV4Q_BACKEND_OK)

@@ -114,6 +114,8 @@ static const dsv4q_case_entry table[] = {
     {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=normal,seed=1)", F},
     {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=extreme,seed=1)", F},
     {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=normal,seed=1)", F},
+    /* the shared expert's form: no routing weight (ABI: empty input) */
+    {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=normal,seed=1,shared=1)", F},
     {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=normal,seed=1)", P},
     {"expert(n=2,d=7168,I=3072,fmt=fp8,recipe=extreme,seed=1)", P},
 };
@@ -151,9 +153,16 @@ const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_c
 static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {DSV4Q_OP_LIST(PSPEC_ROW)};
 #undef PSPEC_ROW
 
+/* Optional key parameters: after recipe and seed, and left out of the
+ * canonical key while they hold their default, so adding one never moves
+ * an existing key (nor, K2, its inputs). expert shared=1: the shared
+ * expert's form (empty routing weight, role layers.0.ffn.shared_experts). */
+#define OPT_EXPERT {{"shared", "0"}}
+static const char *const optspec[DSV4Q_OP_COUNT][2][2] = {[DSV4Q_OP_EXPERT] = OPT_EXPERT};
+
 #define KV_MAX 10
 typedef struct {
-    int op, n;
+    int op, n, nreq;   /* entries nreq.. are optional (optspec) */
     char name[KV_MAX][16], val[KV_MAX][32];
 } kvset;
 
@@ -192,6 +201,11 @@ static int parse_key(const char *key, kvset *kv, char *err, size_t errlen)
     snprintf(kv->val[ns], sizeof kv->val[0], "normal");
     snprintf(kv->name[ns + 1], sizeof kv->name[0], "seed");
     snprintf(kv->val[ns + 1], sizeof kv->val[0], "1");
+    kv->nreq = kv->n;
+    for (int i = 0; i < 2 && optspec[kv->op][i][0]; i++, kv->n++) {
+        snprintf(kv->name[kv->n], sizeof kv->name[0], "%s", optspec[kv->op][i][0]);
+        snprintf(kv->val[kv->n], sizeof kv->val[0], "%s", optspec[kv->op][i][1]);
+    }
     if (!lp) return 0;
     const char *p = lp + 1, *end = key + klen - 1;
     while (p < end) {
@@ -228,8 +242,10 @@ static int parse_key(const char *key, kvset *kv, char *err, size_t errlen)
 static void format_key(const kvset *kv, char *out, size_t len)
 {
     size_t at = (size_t)snprintf(out, len, "%s(", dsv4q_op_get(kv->op)->name);
-    for (int i = 0; i < kv->n && at < len; i++)
+    for (int i = 0; i < kv->n && at < len; i++) {
+        if (i >= kv->nreq && !strcmp(kv->val[i], optspec[kv->op][i - kv->nreq][1])) continue;   /* default */
         at += (size_t)snprintf(out + at, len - at, "%s%s=%s", i ? "," : "", kv->name[i], kv->val[i]);
+    }
     if (at < len) snprintf(out + at, len - at, ")");
 }
 
@@ -986,9 +1002,18 @@ static int b_expert(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t er
         make_weight(c, 2, r, fmt, d, I, 1.0 / sqrt((double)I), "normal", err, errlen) ||
         make_weight(c, 3, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen))
         return -1;
-    float *w = in_t(c, 4, DSV4Q_BT_F32, 1, n, 0, 0);
-    if (!w) goto oom;
-    for (long i = 0; i < n; i++) w[i] = (float)(0.05 + 0.4 * u01(r));
+    const char *shared = kv_str(kv, "shared");
+    if (strcmp(shared, "0") && strcmp(shared, "1")) {
+        snprintf(err, errlen, "%s: shared must be 0 or 1", c->key);
+        return -1;
+    }
+    if (!strcmp(shared, "1")) {
+        in_t(c, 4, DSV4Q_BT_F32, 0, 0, 0, 0);   /* the shared expert: no routing weight (ndim 0) */
+    } else {
+        float *w = in_t(c, 4, DSV4Q_BT_F32, 1, n, 0, 0);
+        if (!w) goto oom;
+        for (long i = 0; i < n; i++) w[i] = (float)(0.05 + 0.4 * u01(r));
+    }
     out_t(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
     c->param[0] = 10;
     c->param[1] = 1;
@@ -1017,6 +1042,68 @@ static int post_topk(dsv4q_case *c, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- tensor identity (ABI v2 dsv4q_bcall.role / in_role) ---------------
+ * The role of the weight a case carries, named as the tensor of the
+ * reference checkpoint it stands for (Flash layer 0 unless the shape says
+ * otherwise), so a backend can pick its kernel by tensor as it would in a
+ * model. Derived from the key, never a key parameter of its own. */
+static void set_role(dsv4q_case *c, const char *role, const char *const *suffix)
+{
+    snprintf(c->role, sizeof c->role, "%s", role);
+    for (int i = 0; i < c->nin; i++) {
+        c->in_role[i] = NULL;
+        if (!suffix[i]) continue;
+        snprintf(c->in_role_s[i], sizeof c->in_role_s[i], "%s%s", role, suffix[i]);
+        c->in_role[i] = c->in_role_s[i];
+    }
+}
+
+static void r_linear(dsv4q_case *c, const kvset *kv)
+{
+    const char *fmt = kv_str(kv, "fmt");
+    long N = atol(kv_str(kv, "N")), K = atol(kv_str(kv, "K"));
+    const char *role = !strcmp(fmt, "f32") ? "head"                      /* FP32-math [vocab, dim] slice */
+                       : !strcmp(fmt, "bf16") ? "layers.0.attn.wo_a"      /* the BF16 grouped einsum */
+                       : N == 512 ? "layers.0.attn.wkv"
+                       : N > K ? "layers.0.attn.wo_b" : "layers.0.attn.wq_a";
+    set_role(c, role, (const char *const[]){NULL, ""});
+}
+static void r_rmsnorm(dsv4q_case *c, const kvset *kv)
+{
+    (void)kv;
+    set_role(c, "layers.0.attn_norm", (const char *const[]){NULL, ""});
+}
+static void r_attn(dsv4q_case *c, const kvset *kv)
+{
+    (void)kv;   /* the sink is the one weight: last input */
+    const char *suf[DSV4Q_OPS_MAX_T] = {0};
+    suf[c->nin - 1] = "";
+    set_role(c, "layers.0.attn.attn_sink", suf);
+}
+static void r_compressor(dsv4q_case *c, const kvset *kv)
+{
+    set_role(c, strcmp(kv_str(kv, "rotate"), "0") ? "layers.0.attn.indexer.compressor" : "layers.0.attn.compressor",
+             (const char *const[]){NULL, ".wkv", ".wgate", ".ape", ".norm"});
+}
+static void r_hc(dsv4q_case *c, const kvset *kv)
+{
+    (void)kv;
+    if (c->op == DSV4Q_OP_HC_PRE)
+        set_role(c, "layers.0.hc_attn", (const char *const[]){NULL, "_fn", "_scale", "_base"});
+    else if (c->op == DSV4Q_OP_HC_HEAD)
+        set_role(c, "hc_head", (const char *const[]){NULL, "_fn", "_scale", "_base"});
+}
+static void r_moe_gate(dsv4q_case *c, const kvset *kv)
+{
+    (void)kv;
+    set_role(c, "layers.0.ffn.gate", (const char *const[]){NULL, ".weight", ".bias", ".tid2eid", NULL});
+}
+static void r_expert(dsv4q_case *c, const kvset *kv)
+{
+    set_role(c, strcmp(kv_str(kv, "shared"), "1") ? "layers.0.ffn.experts.0" : "layers.0.ffn.shared_experts",
+             (const char *const[]){NULL, ".w1", ".w2", ".w3", NULL});
+}
+
 /* One row per operator, HOOKS_<name> for every row of DSV4Q_OP_LIST (the
  * shape of llama.cpp test-backend-ops' test_case: a builder that makes the
  * inputs of a key, plus defaulted hooks). Hooks left NULL take the default:
@@ -1028,25 +1115,27 @@ static int post_topk(dsv4q_case *c, char *err, size_t errlen)
 typedef struct case_hooks {
     int (*build)(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen);
     int (*post)(dsv4q_case *c, char *err, size_t errlen);
+    /* role (default: none, a weightless op): dsv4q_case.role / in_role */
+    void (*role)(dsv4q_case *c, const kvset *kv);
 } case_hooks;
 
-#define HOOKS_linear {.build = b_linear}
-#define HOOKS_rmsnorm {.build = b_rmsnorm}
+#define HOOKS_linear {.build = b_linear, .role = r_linear}
+#define HOOKS_rmsnorm {.build = b_rmsnorm, .role = r_rmsnorm}
 #define HOOKS_qhead_norm {.build = b_qhead_norm}
 #define HOOKS_rope {.build = b_rope}
 #define HOOKS_act_quant {.build = b_quant}
 #define HOOKS_fp4_quant {.build = b_quant}
 #define HOOKS_hadamard {.build = b_quant}
-#define HOOKS_sparse_attn {.build = b_sparse_attn}
-#define HOOKS_compressor {.build = b_compressor}
+#define HOOKS_sparse_attn {.build = b_sparse_attn, .role = r_attn}
+#define HOOKS_compressor {.build = b_compressor, .role = r_compressor}
 #define HOOKS_indexer_score {.build = b_indexer}
 #define HOOKS_topk {.build = b_topk, .post = post_topk}
-#define HOOKS_hc_pre {.build = b_hc}
+#define HOOKS_hc_pre {.build = b_hc, .role = r_hc}
 #define HOOKS_hc_post {.build = b_hc}
-#define HOOKS_hc_head {.build = b_hc}
-#define HOOKS_moe_gate {.build = b_moe_gate}
-#define HOOKS_expert {.build = b_expert}
-#define HOOKS_window_attn_decode {.build = b_window_attn}
+#define HOOKS_hc_head {.build = b_hc, .role = r_hc}
+#define HOOKS_moe_gate {.build = b_moe_gate, .role = r_moe_gate}
+#define HOOKS_expert {.build = b_expert, .role = r_expert}
+#define HOOKS_window_attn_decode {.build = b_window_attn, .role = r_attn}
 #define HOOK_ROW(E, nm, ni, no, np) [DSV4Q_OP_##E] = HOOKS_##nm,
 static const case_hooks hooks[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(HOOK_ROW)};
 #undef HOOK_ROW
@@ -1080,6 +1169,7 @@ int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen)
     const case_hooks *h = &hooks[c->op];
     int rc = h->build(c, &kv, &r, err, errlen);
     if (!rc && h->post) rc = h->post(c, err, errlen);
+    if (!rc && h->role) h->role(c, &kv);
     if (rc) dsv4q_case_free(c);
     return rc;
 }
@@ -1113,4 +1203,6 @@ void dsv4q_case_call(const dsv4q_case *c, dsv4q_bt *out, uint64_t boundaries, ds
     call->nparam = c->nparam;
     call->boundaries = boundaries;
     call->case_key = c->key;
+    call->role = c->role[0] ? c->role : NULL;
+    call->in_role = c->role[0] ? c->in_role : NULL;
 }

@@ -53,6 +53,13 @@ typedef struct dsv4q_case {
     int sel_out;                     /* index of the selection output */
     void *bufs[24];
     int nbufs;
+    /* Tensor identity (ABI v2 dsv4q_bcall.role / in_role): the weight
+     * role of the case ("head", "layers.0.attn.wq_a",
+     * "layers.0.ffn.shared_experts", ...; empty for weightless ops) and
+     * per input (NULL for activations). */
+    char role[48];
+    char in_role_s[DSV4Q_OPS_MAX_T][64];
+    const char *in_role[DSV4Q_OPS_MAX_T];
 } dsv4q_case;
 
 typedef struct dsv4q_case_entry {

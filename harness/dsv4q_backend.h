@@ -21,6 +21,24 @@
  * that profile; the rounding level is the FP32 oracle vs the FP64 oracle of
  * the same profile on the same case.
  *
+ * ABI v2 (append-only; a v1 descriptor keeps working, docs/engines.md):
+ *  - DECLARED DEVIATIONS: `profile` may be a declaration
+ *        BASE[:NAME[=on|off],...]      e.g. "qat:act_q8_0,kv_f16"
+ *    a base profile plus reference-boundary overrides plus ENGINE storage
+ *    points (kv_f16, act_q8_0 replacing gemm_act_fp8, idx_score_f32
+ *    replacing idx_score_bf16, act_f16: oracle/boundary.h). The backend is
+ *    judged against oracle-f64 honouring exactly that declaration, and the
+ *    level is oracle-f32 vs oracle-f64 with the same declaration.
+ *  - PER-CASE SUPPORT: dsv4q_backend_v2.supports(call) may decline one case
+ *    of an operator in caps (a shape the engine has no kernel for); the case
+ *    is SKIPPED with the backend's reason, never an ERROR.
+ *  - TENSOR IDENTITY: dsv4q_bcall.role names the weight tensor the call
+ *    carries ("layers.3.attn.wq_b", "head", "layers.2.ffn.shared_experts",
+ *    "layers.2.ffn.experts.5", ...; NULL for weightless ops), and
+ *    in_role[i] the role of input i (NULL for activations). An EXPERT call
+ *    with role ...shared_experts has an EMPTY routing weight (ndim 0): the
+ *    shared expert's output is not scaled.
+ *
  * Loading. A plugin is a shared object exporting
  *     const dsv4q_backend_v1 *dsv4q_backend_entry(void);
  * (`dsv4q qualify --backend ./libx.so`), or a built-in registered by name
@@ -158,7 +176,12 @@
 extern "C" {
 #endif
 
-#define DSV4Q_BACKEND_ABI_VERSION 1u
+/* The version this header describes. A descriptor says 1 (the first
+ * release: no v2 fields) or 2; with 2, the v2 fields exist when
+ * struct_size covers them (so a v1 struct rebuilt against this header,
+ * struct_size = sizeof(dsv4q_backend_v1), still loads as v1). */
+#define DSV4Q_BACKEND_ABI_VERSION 2u
+#define DSV4Q_BACKEND_ABI_V1 1u
 /* The symbol a plugin exports. */
 #define DSV4Q_BACKEND_ENTRY_SYMBOL "dsv4q_backend_entry"
 
@@ -283,6 +306,13 @@ typedef struct dsv4q_bcall {
      * one profile may ignore it. */
     uint64_t boundaries;
     const char *case_key;   /* canonical case key, for the backend's logs */
+    /* ABI v2 (appended; a v1 backend never reads them). The weight role of
+     * the call ("head", "layers.L.attn.wq_b", "layers.L.ffn.shared_experts",
+     * "layers.L.ffn.experts.E", ...) or NULL when it carries no weight;
+     * in_role[i]: role of input i (NULL entries for activations), or the
+     * whole array NULL. A backend may pick its kernel by role. */
+    const char *role;
+    const char *const *in_role;
 } dsv4q_bcall;
 
 /* run() return values. */
@@ -297,7 +327,8 @@ typedef struct dsv4q_backend_v1 {
     uint32_t struct_size;   /* sizeof(dsv4q_backend_v1) */
     const char *name;       /* short, e.g. "metal" */
     const char *version;    /* free text, recorded in the receipt */
-    const char *profile;    /* "source" (NULL = source), "model", "qat", "exact" */
+    const char *profile;    /* "source" (NULL = source), "model", "qat", "exact";
+                               v2 harness: a declaration "qat:act_q8_0,kv_f16" */
     uint64_t caps;          /* DSV4Q_CAP(op) bits */
     /* Once per case, in the child. Returns 0, or nonzero with err set. ctx
      * may be left NULL. */
@@ -306,6 +337,55 @@ typedef struct dsv4q_backend_v1 {
     int (*run)(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen);
     void (*fini)(void *ctx);   /* may be NULL */
 } dsv4q_backend_v1;
+
+/*
+ * ABI v2 engine-stored weights. A backend that keeps a weight in its own
+ * encoding returns it from load_weight(); dsv4q decodes it EXACTLY and
+ * judges the backend's kernel against the oracle run on those decoded
+ * weights (kernel error, gated), and reports the oracle on the engine's
+ * weights vs the oracle on the reference weights (format error, gated only
+ * on request). Encodings (dtype), row-major [out, in], blocks along `in`:
+ *   DSV4Q_BT_F32 | DSV4Q_BT_F16 | DSV4Q_BT_BF16     plain values / codes
+ *   DSV4Q_BT_F8_E4M3 + scale (E8M0 or F32) per block[0] x block[1]
+ *   DSV4Q_BT_I8 (packed E2M1, low nibble = even k) + scale per block
+ *   DSV4Q_BW_GGML(t): GGML block type t (ggml_type id: Q4_0 2, Q8_0 8,
+ *       Q2_K 10, Q4_K 12, Q5_K 13, Q6_K 14, IQ2_XXS 16, MXFP4 39), rows
+ *       of in/block_elems blocks, decoded as ggml's dequantize_row_*
+ */
+#define DSV4Q_BW_GGML(t) (0x100 + (t))
+typedef struct dsv4q_bweight {
+    int32_t dtype;          /* see above */
+    const void *data;       /* the engine's bytes; owned by the backend, valid until fini() */
+    const void *scale;      /* F8_E4M3 / E2M1 block scales, else NULL */
+    int32_t scale_dtype;    /* DSV4Q_BT_F8_E8M0 or DSV4Q_BT_F32 */
+    int32_t block[2];       /* scale block [rows, cols], e.g. {128,128}, {1,32} */
+} dsv4q_bweight;
+
+/*
+ * ABI v2 descriptor: the v1 descriptor first (base.abi_version =
+ * DSV4Q_BACKEND_ABI_VERSION, base.struct_size = sizeof(dsv4q_backend_v2)),
+ * then the appended hooks. The entry point returns &desc.base.
+ */
+typedef struct dsv4q_backend_v2 {
+    dsv4q_backend_v1 base;
+    /* Per-case support (may be NULL: every case of an op in caps runs).
+     * Called in the isolated child before init(), with the call the case
+     * will make (inputs filled, outputs preallocated: do not write them).
+     * Returns 1 to run the case, 0 to decline it with a one-line reason
+     * ("act_quant block 128: only block 64 kernels"); the case is then
+     * SKIPPED with that reason. Declining is the only way to refuse a case
+     * of an op in caps: run() returning UNSUPPORTED stays an ERROR. */
+    int (*supports)(const dsv4q_bcall *call, char *reason, size_t reasonlen);
+    /* Engine-stored weights (may be NULL: the reference weights are used).
+     * Called in the child after init(), ONCE per weight tensor before the
+     * calls that use it (per case for operator cases), with the weight's
+     * role and its reference form (decoded F32 + raw). Returns 1 with *enc
+     * describing the backend's own encoding (which its run() then uses), 0
+     * to use the reference weight, -1 with err set on failure. Called for
+     * LINEAR weights (this release). */
+    int (*load_weight)(void *ctx, const char *role, const dsv4q_bt *ref, dsv4q_bweight *enc, char *err,
+                       size_t errlen);
+} dsv4q_backend_v2;
 
 /* What a plugin exports (C linkage). */
 typedef const dsv4q_backend_v1 *(*dsv4q_backend_entry_fn)(void);

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "harness/engine_weights.h"
 #include "harness/isolate.h"
 #include "harness/oracle_exec.h"
 #include "base/util.h"
@@ -37,9 +38,9 @@
 #define GUARD_BYTE 0x5A
 #define SENTINEL 0x7FFFA5A5u   /* a NaN as F32; an out-of-range index as I32 */
 
-typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE } stage;
+typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE, ST_SUPPORTS, ST_LOADW } stage;
 static const char *const stage_name[] = {"startup", "loading", "dsv4q_backend_entry()", "init()", "run()",
-                                         "run() (second run)", "fini()", "exit"};
+                                         "run() (second run)", "fini()", "exit", "supports()", "load_weight()"};
 
 typedef struct shared_hdr {
     volatile int stage;
@@ -48,9 +49,13 @@ typedef struct shared_hdr {
     char detail[256];                 /* job: what it is doing now (the call in flight) */
     int32_t dtype[2][DSV4Q_OPS_MAX_T];
     /* probe */
-    char name[64], version[128], profile[16];
+    char name[64], version[128], profile[256];
     uint64_t caps;
     uint32_t abi_version;
+    int has_supports, has_load_weight;
+    /* engine-stored weight of the case (ABI v2 load_weight; LINEAR w) */
+    int ew_stored;
+    char ew_name[64];
 } shared_hdr;
 
 const char *dsv4q_signal_name(int sig)
@@ -75,7 +80,7 @@ const char *dsv4q_signal_name(int sig)
 const char *dsv4q_iso_status_name(dsv4q_iso_status st)
 {
     static const char *const n[] = {"ok", "unsupported", "backend error", "load error", "crash", "timeout",
-                                    "buffer overrun", "harness error", "init error"};
+                                    "buffer overrun", "harness error", "init error", "declined"};
     return (unsigned)st < sizeof n / sizeof n[0] ? n[st] : "?";
 }
 
@@ -141,13 +146,65 @@ static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job
     snprintf(h->profile, sizeof h->profile, "%s", b->profile ? b->profile : "source");
     h->caps = b->caps;
     h->abi_version = b->abi_version;
+    const dsv4q_backend_v2 *b2 = dsv4q_backend_v2_of(b);
+    h->has_supports = b2 && b2->supports;
+    h->has_load_weight = b2 && b2->load_weight;
     if (!c && !job) return;   /* probe */
+    if (c && h->has_supports) {   /* ABI v2: the backend may decline this case */
+        dsv4q_bt out[DSV4Q_OPS_MAX_T];
+        dsv4q_bcall call;
+        size_t at = 0;
+        for (int i = 0; i < c->nout; i++) {
+            out[i].data = outs + at;
+            at += dsv4q_case_out_bytes(c, i) + GUARD;
+        }
+        dsv4q_case_call(c, out, bs, &call);
+        h->stage = ST_SUPPORTS;
+        char why[512] = "";
+        if (!b2->supports(&call, why, sizeof why)) {
+            snprintf(h->msg, sizeof h->msg, "declined by the backend: %s", why[0] ? why : "(no reason given)");
+            h->status = DSV4Q_ISO_DECLINED;
+            return;
+        }
+    }
     void *ctx = NULL;
     h->stage = ST_INIT;
     if (b->init && b->init(&ctx, err, sizeof err)) {
         snprintf(h->msg, sizeof h->msg, "backend %s: init failed: %s", spec, err[0] ? err : "(no message)");
         h->status = DSV4Q_ISO_INIT_ERROR;
         return;
+    }
+    if (c && c->op == DSV4Q_OP_LINEAR && h->has_load_weight && c->in_role[1]) {
+        /* engine-stored weight: the backend's own encoding, decoded exactly
+         * into the region after the outputs (engine_weights.h) */
+        h->stage = ST_LOADW;
+        dsv4q_bweight enc;
+        memset(&enc, 0, sizeof enc);
+        err[0] = 0;
+        int lw = b2->load_weight(ctx, c->in_role[1], &c->in[1], &enc, err, sizeof err);
+        if (lw < 0) {
+            snprintf(h->msg, sizeof h->msg, "backend %s: load_weight(%s) failed: %s", spec, c->in_role[1],
+                     err[0] ? err : "(no message)");
+            h->status = DSV4Q_ISO_BACKEND_ERROR;
+            h->stage = ST_FINI;
+            if (b->fini) b->fini(ctx);
+            return;
+        }
+        if (lw > 0) {
+            size_t at = 0;
+            for (int r = 0; r < nruns; r++)
+                for (int i = 0; i < c->nout; i++) at += dsv4q_case_out_bytes(c, i) + GUARD;
+            if (dsv4q_bweight_decode(&enc, c->in_role[1], c->in[1].shape[0], c->in[1].shape[1], (float *)(void *)(outs + at),
+                                     err, sizeof err)) {
+                snprintf(h->msg, sizeof h->msg, "backend %s: %s", spec, err);
+                h->status = DSV4Q_ISO_BACKEND_ERROR;
+                h->stage = ST_FINI;
+                if (b->fini) b->fini(ctx);
+                return;
+            }
+            h->ew_stored = 1;
+            dsv4q_bweight_name(&enc, h->ew_name, sizeof h->ew_name);
+        }
     }
     if (job) {
         h->stage = ST_RUN1;
@@ -208,6 +265,10 @@ static void child_signals(void)
 
 /* ---- parent side ------------------------------------------------------- */
 
+/* Where dsv4q_iso_run_ew wants the decoded engine weight (set around one
+ * isolate() call in the harness process; the child never reads it). */
+static float *g_ewdst;
+
 static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
 {
     size_t n = sizeof(shared_hdr);
@@ -215,6 +276,7 @@ static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
     if (c)
         for (int r = 0; r < nruns; r++)
             for (int i = 0; i < c->nout; i++) n += dsv4q_case_out_bytes(c, i) + GUARD;
+    if (c && c->op == DSV4Q_OP_LINEAR) n += 4 * (size_t)dsv4q_bt_numel(&c->in[1]);   /* an engine-stored weight */
     return n;
 }
 
@@ -307,7 +369,7 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
             kill(pid, SIGKILL);
         }
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
-        const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_DONE ? h->stage : 0];
+        const char *stg = stage_name[h->stage >= 0 && h->stage <= ST_LOADW ? h->stage : 0];
         char where[512];
         if (c) snprintf(where, sizeof where, "in %s (op %s, case %s)", stg, what, c->key);
         else if (job && h->stage == ST_RUN1)
@@ -356,6 +418,12 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
                 at += nb + GUARD;
             }
     }
+    if (st == DSV4Q_ISO_OK && c && h->ew_stored && g_ewdst) {
+        size_t at = 0;
+        for (int r = 0; r < nruns; r++)
+            for (int i = 0; i < c->nout; i++) at += dsv4q_case_out_bytes(c, i) + GUARD;
+        memcpy(g_ewdst, outs + at, 4 * (size_t)dsv4q_bt_numel(&c->in[1]));
+    }
     if (hout) *hout = *h;
     munmap(reg, bytes);
     return st;
@@ -376,6 +444,8 @@ int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_des
     snprintf(d->profile, sizeof d->profile, "%s", h.profile);
     d->caps = h.caps;
     d->abi_version = h.abi_version;
+    d->has_supports = h.has_supports;
+    d->has_load_weight = h.has_load_weight;
     return 0;
 }
 
@@ -389,6 +459,23 @@ dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const 
     dsv4q_iso_status st = isolate(spec, o, c, NULL, bs, nruns, &h, out, msg, msglen);
     for (int r = 0; r < nruns; r++)
         for (int i = 0; i < c->nout; i++) dtype[r][i] = h.dtype[r][i];
+    return st;
+}
+
+dsv4q_iso_status dsv4q_iso_run_ew(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
+                                  int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
+                                  float *ew, int *ew_stored, char *ew_name, size_t ew_namelen, char *msg, size_t msglen)
+{
+    shared_hdr h;
+    if (nruns < 1) nruns = 1;
+    if (nruns > 2) nruns = 2;
+    g_ewdst = ew;
+    dsv4q_iso_status st = isolate(spec, o, c, NULL, bs, nruns, &h, out, msg, msglen);
+    g_ewdst = NULL;
+    for (int r = 0; r < nruns; r++)
+        for (int i = 0; i < c->nout; i++) dtype[r][i] = h.dtype[r][i];
+    *ew_stored = st == DSV4Q_ISO_OK && h.ew_stored;
+    snprintf(ew_name, ew_namelen, "%s", h.ew_stored ? h.ew_name : "");
     return st;
 }
 

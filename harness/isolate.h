@@ -16,7 +16,9 @@
  * Child lifecycle (the stage is written to shared memory before each
  * step, so a crash is attributed to the step that was running):
  *
- *   fork -> load (builtin | dlopen + dlsym + entry()) -> validate -> init
+ *   fork -> load (builtin | dlopen + dlsym + entry()) -> validate
+ *        -> supports (ABI v2, may decline the case) -> init
+ *        -> load_weight (ABI v2, LINEAR: the engine's own weight encoding)
  *        -> run #1 -> run #2 -> fini -> _exit(0)
  *
  * Invariants:
@@ -46,8 +48,10 @@ typedef enum dsv4q_iso_status {
     DSV4Q_ISO_TIMEOUT,
     DSV4Q_ISO_OVERRUN,       /* wrote past an output buffer */
     DSV4Q_ISO_HARNESS_ERROR, /* fork/mmap failed */
-    DSV4Q_ISO_INIT_ERROR     /* init() returned an error: the backend cannot run here
+    DSV4Q_ISO_INIT_ERROR,    /* init() returned an error: the backend cannot run here
                                 (e.g. no GPU); callers treat it like a load error */
+    DSV4Q_ISO_DECLINED       /* ABI v2 supports() declined the case (msg: its reason);
+                                the case is skipped, not an error */
 } dsv4q_iso_status;
 
 typedef struct dsv4q_iso_opts {
@@ -57,10 +61,13 @@ typedef struct dsv4q_iso_opts {
 
 typedef struct dsv4q_backend_desc {
     char spec[512];          /* as given */
-    char name[64], version[128], profile[16];
+    char name[64], version[128];
+    char profile[256];       /* the declaration, "source" or e.g. "qat:act_q8_0,kv_f16" */
     uint64_t caps;
     uint32_t abi_version;
     int is_path;
+    int has_supports;        /* ABI v2 supports() hook present */
+    int has_load_weight;     /* ABI v2 load_weight() hook present */
 } dsv4q_backend_desc;
 
 /* Load the backend in a child and report its descriptor. 0, or -1 with
@@ -75,6 +82,15 @@ int dsv4q_iso_probe(const char *spec, const dsv4q_iso_opts *o, dsv4q_backend_des
 dsv4q_iso_status dsv4q_iso_run(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
                                int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
                                char *msg, size_t msglen);
+
+/* dsv4q_iso_run, and for a LINEAR case of a backend with ABI v2
+ * load_weight: after init() the child asks for the engine's own encoding
+ * of w, decodes it exactly (harness/engine_weights.h) and hands it back:
+ * *ew_stored = 1, ew [out*in] F32 (caller allocated, numel(c->in[1])
+ * floats) and its name ("Q8_0") in ew_name; else *ew_stored = 0. */
+dsv4q_iso_status dsv4q_iso_run_ew(const char *spec, const dsv4q_iso_opts *o, const dsv4q_case *c, uint64_t bs,
+                                  int nruns, void *out[2][DSV4Q_OPS_MAX_T], int32_t dtype[2][DSV4Q_OPS_MAX_T],
+                                  float *ew, int *ew_stored, char *ew_name, size_t ew_namelen, char *msg, size_t msglen);
 
 /* A job: one function run in ONE child with the backend loaded, validated
  * and init()ed (fini() after it), e.g. a whole model composed from the

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "harness/backend.h"
+#include "harness/oracle_exec.h"
 #include "harness/provider_abi.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -44,6 +45,8 @@ struct dsv4q_abi_provider {
     uint64_t bs;
     int ue8m0;
     long *calls;
+    long *fallbacks;       /* [DSV4Q_OP_COUNT] calls run by oracle-f32 instead (not in caps / declined) */
+    char role[128];        /* the weight of the call in flight (checkpoint name less its suffix), or "" */
     char *detail;
     size_t detaillen;
     char *err;
@@ -88,6 +91,17 @@ static int fail(wm *w, int status, const char *op, const char *fmt, ...)
 }
 
 #define OOM(w) fail((w), DSV4Q_BACKEND_ERROR, "glue", "out of memory")
+
+/* The role of the next call: the checkpoint tensor name without `suffix`
+ * ("layers.3.attn.wq_a.weight" -> "layers.3.attn.wq_a"); NULL clears it. */
+static void set_role(wm *w, const char *name, const char *suffix)
+{
+    w->role[0] = 0;
+    if (!name) return;
+    size_t n = strlen(name), k = strlen(suffix);
+    if (n >= k && !strcmp(name + n - k, suffix)) n -= k;
+    snprintf(w->role, sizeof w->role, "%.*s", (int)n, name);
+}
 
 /* ---- tensors ----------------------------------------------------------- */
 
@@ -215,9 +229,30 @@ static int call(wm *w, int op, const dsv4q_bt *in, const double *par, int nout, 
     c.nparam = oi->nparam;
     c.boundaries = w->bs;
     c.case_key = at;
+    c.role = w->role[0] ? w->role : NULL;   /* tensor identity (ABI v2); in_role stays NULL here */
     char e[1024] = "";
-    int r = w->b->run(w->ctx, &c, e, sizeof e);
-    if (w->calls) w->calls[op]++;
+    /* Partial engines (issue 16): an operator outside caps, or a call the
+     * backend's supports() declines, runs on oracle-f32 (the level's own
+     * arithmetic, at the same declaration) and is counted as a fallback. */
+    int fallback = !(w->b->caps & DSV4Q_CAP(op));
+    const dsv4q_backend_v2 *b2 = dsv4q_backend_v2_of(w->b);
+    if (!fallback && b2 && b2->supports) fallback = !b2->supports(&c, e, sizeof e);
+    int r;
+    if (fallback) {
+        void *o[DSV4Q_OPS_MAX_T];
+        for (int i = 0; i < nout; i++) o[i] = buf[i];
+        char oe[512];
+        if (dsv4q_oracle_exec_f32(w->bs, &c, o, oe, sizeof oe)) {
+            fail(w, DSV4Q_BACKEND_ERROR, oi->name, "oracle-f32 fallback failed: %s", oe);
+            goto out;
+        }
+        if (w->fallbacks) w->fallbacks[op]++;
+        r = DSV4Q_BACKEND_OK;
+    } else {
+        e[0] = 0;
+        r = w->b->run(w->ctx, &c, e, sizeof e);
+        if (w->calls) w->calls[op]++;
+    }
     if (r == DSV4Q_BACKEND_UNSUPPORTED) {
         fail(w, DSV4Q_BACKEND_UNSUPPORTED, oi->name, "run() returned UNSUPPORTED%s%s", e[0] ? ": " : "", e);
         goto out;
@@ -272,7 +307,9 @@ static int linear(wm *w, const dsv4q_weight *W, const float *x, long s, int bf16
     if (bt_weight(w, &in[1], "w", W, &own)) return -1;
     const double par[2] = {w->ue8m0, bf16_out};
     const wout o[1] = {WO("y", y, 2, s, W->out, 0)};
+    set_role(w, W->name, ".weight");
     int rc = call(w, DSV4Q_OP_LINEAR, in, par, 1, o);
+    set_role(w, NULL, "");
     free(own);
     return rc;
 }
@@ -283,7 +320,21 @@ static int rmsnorm(wm *w, const float *x, long rows, long d, const dsv4q_vec *wt
     const dsv4q_bt in[2] = {bt_f32("x", x, 2, rows, d, 0), bt_vec("w", wt)};
     const double par[1] = {w->g->norm_eps};
     const wout o[1] = {WO("y", y, 2, rows, d, 0)};
-    return call(w, DSV4Q_OP_RMSNORM, in, par, 1, o);
+    /* vectors carry no name: the role from where the weight sits */
+    char nm[96] = "";
+    const dsv4q_layer_w *L = w->layer >= 0 ? &w->m->layers[w->layer] : NULL;
+    if (L && wt == &L->attn_norm) snprintf(nm, sizeof nm, "layers.%d.attn_norm", w->layer);
+    else if (L && wt == &L->ffn_norm) snprintf(nm, sizeof nm, "layers.%d.ffn_norm", w->layer);
+    else if (L && wt == &L->q_norm) snprintf(nm, sizeof nm, "layers.%d.attn.q_norm", w->layer);
+    else if (L && wt == &L->kv_norm) snprintf(nm, sizeof nm, "layers.%d.attn.kv_norm", w->layer);
+    else if (L && wt == &L->enorm) snprintf(nm, sizeof nm, "layers.%d.enorm", w->layer);
+    else if (L && wt == &L->hnorm) snprintf(nm, sizeof nm, "layers.%d.hnorm", w->layer);
+    else if (L && wt == &L->norm) snprintf(nm, sizeof nm, "layers.%d.norm", w->layer);
+    else if (wt == &w->m->norm) snprintf(nm, sizeof nm, "norm");
+    set_role(w, nm[0] ? nm : NULL, "");
+    int rc = call(w, DSV4Q_OP_RMSNORM, in, par, 1, o);
+    set_role(w, NULL, "");
+    return rc;
 }
 
 /* In-place single-input ops on x [rows, n]: QHEAD_NORM, ACT_QUANT (block:
@@ -385,10 +436,13 @@ static int expert(wm *w, const dsv4q_expert_w *E, const float *x, long n, const 
     in[0] = bt_f32("x", x, 2, n, w->g->dim, 0);
     if (!bt_weight(w, &in[1], "w1", &E->w1, &o1) && !bt_weight(w, &in[2], "w2", &E->w2, &o2) &&
         !bt_weight(w, &in[3], "w3", &E->w3, &o3)) {
-        in[4] = bt_f32("weight", wt, 1, n, 0, 0);
+        /* wt NULL: the shared expert's form, an EMPTY routing weight (ABI) */
+        in[4] = wt ? bt_f32("weight", wt, 1, n, 0, 0) : bt_f32("weight", NULL, 0, 0, 0, 0);
         const double par[2] = {w->g->swiglu_limit, w->ue8m0};
         const wout o[1] = {WO("y", y, 2, n, w->g->dim, 0)};
+        set_role(w, E->w1.name, ".w1.weight");
         rc = call(w, DSV4Q_OP_EXPERT, in, par, 1, o);
+        set_role(w, NULL, "");
     }
     free(o1);
     free(o2);
@@ -404,7 +458,7 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
     const dsv4q_layer_w *L = &w->m->layers[li];
     const int k = g->n_activated_experts, E = g->n_routed_experts;
     const long d = g->dim;
-    float *acc = NULL, *xe = NULL, *ye = NULL, *we = NULL, *ones = NULL;
+    float *acc = NULL, *xe = NULL, *ye = NULL, *we = NULL;
     long *rows = NULL;
     int rc = -1;
     float *own = NULL;
@@ -417,13 +471,15 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
         in[4] = bt_i32("ids", ids, 1, s, 0);
         const double par[3] = {k, g->route_scale, dsv4q_score_func_code(g->score_func)};
         const wout o[2] = {WO("weights", wts, 2, s, k, 0), WOI("indices", ix, 2, s, k)};
-        if (call(w, DSV4Q_OP_MOE_GATE, in, par, 2, o)) goto out;
+        set_role(w, L->gate.name, ".weight");
+        int grc = call(w, DSV4Q_OP_MOE_GATE, in, par, 2, o);
+        set_role(w, NULL, "");
+        if (grc) goto out;
     }
     AL(acc, s * d);
     AL(xe, s * k * d);
     AL(ye, s * k * d);
     AL(we, s * k);
-    AL(ones, s);
     AL(rows, s * k);
     memset(acc, 0, sizeof(float) * (size_t)(s * d));
     for (int e = 0; e < E; e++) {   /* ascending expert id: the sum order */
@@ -433,12 +489,11 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
         for (long r = 0; r < n; r++)
             for (long i = 0; i < d; i++) acc[rows[r] * d + i] += ye[r * d + i];
     }
-    for (long t = 0; t < s; t++) ones[t] = 1.0f;
-    if (expert(w, &L->shared, x, s, ones, ye)) goto out;
+    if (expert(w, &L->shared, x, s, NULL, ye)) goto out;   /* no routing weight: the shared expert */
     for (long i = 0; i < s * d; i++) out[i] = rbf(w->bs, DSV4Q_B_MOE_BF16, acc[i] + ye[i]);
     rc = 0;
 out:
-    free(own); free(acc); free(xe); free(ye); free(we); free(ones); free(rows);
+    free(own); free(acc); free(xe); free(ye); free(we); free(rows);
     return rc;
 }
 
@@ -456,7 +511,9 @@ static int hc_pre(wm *w, const float *Xs, long s, const dsv4q_weight *fn, const 
     in[3] = bt_vec("base", base);
     const double par[3] = {g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters};
     const wout o[3] = {WO("y", y, 2, s, g->dim, 0), WO("post", post, 2, s, hc, 0), WO("comb", comb, 3, s, hc, hc)};
+    set_role(w, fn->name, "");
     int rc = call(w, DSV4Q_OP_HC_PRE, in, par, 3, o);
+    set_role(w, NULL, "");
     free(own);
     return rc;
 }
@@ -592,7 +649,9 @@ static int p_hc_head(void *c, const float *Xs, const dsv4q_weight *fn, const dsv
     in[3] = bt_vec("base", base);
     const double par[2] = {g->norm_eps, g->hc_eps};
     const wout o[1] = {WO("y", y, 2, 1, g->dim, 0)};
+    set_role(w, fn->name, "");
     int rc = call(w, DSV4Q_OP_HC_HEAD, in, par, 1, o);
+    set_role(w, NULL, "");
     free(own);
     return rc;
 }
@@ -653,6 +712,8 @@ const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, 
 }
 
 int dsv4q_abi_provider_status(const dsv4q_abi_provider *p) { return p->status; }
+
+void dsv4q_abi_provider_set_fallbacks(dsv4q_abi_provider *p, long *fallbacks) { p->fallbacks = fallbacks; }
 
 void dsv4q_abi_provider_free(dsv4q_abi_provider *p)
 {

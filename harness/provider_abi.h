@@ -32,6 +32,13 @@ int dsv4q_abi_provider_new(dsv4q_abi_provider **out, const dsv4q_backend_v1 *b, 
 /* Its table; window_decode 1: decode attention through WINDOW_ATTN_DECODE
  * (the backend owns the ring), 0: through SPARSE_ATTN on the pass's keys. */
 const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, int window_decode);
+/* Partial engines (issue 16): a call of an operator outside the backend's
+ * caps, or one its ABI v2 supports() declines, runs on oracle-f32 at the
+ * provider's boundary set instead; fallbacks[DSV4Q_OP_COUNT] (may be NULL,
+ * the default) counts those calls per operator. Calls carry the weight's
+ * role (its checkpoint name without ".weight" / ".w1.weight"), and the
+ * shared expert is called with an EMPTY routing weight. */
+void dsv4q_abi_provider_set_fallbacks(dsv4q_abi_provider *p, long *fallbacks);
 /* DSV4Q_BACKEND_OK, or the status of the first failure. */
 int dsv4q_abi_provider_status(const dsv4q_abi_provider *p);
 void dsv4q_abi_provider_free(dsv4q_abi_provider *p);

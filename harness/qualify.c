@@ -18,6 +18,7 @@
 #include "harness/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
+#include "oracle/ops.h"
 #include "base/util.h"
 #define now_s dsv4q_now_s   /* base/util.h */
 #define jnum dsv4q_json_num   /* base/util.h */
@@ -96,6 +97,49 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
         return -1;
     }
     return 0;
+}
+
+/* Kernel references of a LINEAR case whose weight the engine stores in its
+ * own encoding (ew: decoded exactly, [N, K] F32): the oracle at both widths
+ * on ew as an F32 weight, with the declaration's activation quantization of
+ * the FP8/FP4 reference weight applied to x first (act_q8_0 in GGML's
+ * binary32 definition, gemm_act_fp8 as the in-place simulation: both
+ * width-independent in value), so the product is the engine's. */
+static int kernel_refs_make(refs *r, const dsv4q_case *c, uint64_t bs, const float *ew, char *err, size_t errlen)
+{
+    dsv4q_case c2 = *c;
+    c2.nbufs = 0;
+    const long s = (long)c->in[0].shape[0], K = (long)c->in[0].shape[1];
+    const int quant = c->in[1].raw && (c->in[1].raw_dtype == DSV4Q_BT_F8_E4M3 || c->in[1].raw_dtype == DSV4Q_BT_I8);
+    float *xq = malloc(sizeof(float) * (size_t)(s * K > 0 ? s * K : 1));
+    double *xd = malloc(sizeof(double) * (size_t)(K > 0 ? K : 1));
+    if (!xq || !xd) {
+        free(xq);
+        free(xd);
+        snprintf(err, errlen, "%s: out of memory", c->key);
+        return -1;
+    }
+    memcpy(xq, c->in[0].data, sizeof(float) * (size_t)(s * K));
+    uint64_t bs2 = bs;
+    if (quant && ((bs >> DSV4Q_B_ACT_Q8_0) & 1u)) {
+        for (long t = 0; t < s; t++) dsv4q_q8_0_quant_f32(xq + t * K, K);
+    } else if (quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u)) {
+        for (long t = 0; t < s; t++) {
+            for (long k = 0; k < K; k++) xd[k] = xq[t * K + k];
+            dsv4q_act_quant_f64(xd, 1, K, 128, (int)c->param[0]);
+            for (long k = 0; k < K; k++) xq[t * K + k] = (float)xd[k];
+        }
+    }
+    bs2 &= ~(DSV4Q_BIT(DSV4Q_B_ACT_Q8_0) | DSV4Q_BIT(DSV4Q_B_GEMM_ACT_FP8));
+    c2.in[0].data = xq;
+    c2.in[1].data = (void *)ew;
+    c2.in[1].raw = NULL;
+    c2.in[1].raw_scale = NULL;
+    int rc = refs_make(r, &c2, bs2, err, errlen);
+    r->bs = bs;
+    free(xq);
+    free(xd);
+    return rc;
 }
 
 /* ---- metrics ----------------------------------------------------------- */
@@ -464,8 +508,16 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
             snprintf(q[b].desc.spec, sizeof q[b].desc.spec, "%s", specs[b]);
             continue;
         }
-        snprintf(q[b].profile, sizeof q[b].profile, "%s", q[b].desc.profile[0] ? q[b].desc.profile : "source");
-        dsv4q_profile_set(q[b].profile, &q[b].bs);
+        const char *decl = o->declare ? o->declare : q[b].desc.profile[0] ? q[b].desc.profile : "source";
+        char why[768];
+        if (dsv4q_declaration_parse(decl, &q[b].bs, why, sizeof why)) {
+            q[b].load_failed = 1;
+            snprintf(q[b].msg, sizeof q[b].msg, "%s: %s", o->declare ? "--profile/--boundary" : "declared profile", why);
+            continue;
+        }
+        snprintf(q[b].profile, sizeof q[b].profile, "%s", decl);
+        dsv4q_declaration_format(q[b].bs, q[b].declared, sizeof q[b].declared);
+        q[b].declared_by = o->declare ? "the command line" : "the backend";
         q[b].cases = calloc((size_t)ns, sizeof(dsv4q_qcase));
         if (!q[b].cases) { snprintf(err, errlen, "out of memory"); goto out; }
         q[b].ncases = ns;
@@ -507,8 +559,35 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
             }
             int32_t dt[2][DSV4Q_OPS_MAX_T];
             double t0 = now_s();
-            r->status = dsv4q_iso_run(specs[b], &o->iso, &c, q[b].bs, 2, bufs, dt, r->msg, sizeof r->msg);
+            float *ew = NULL;
+            if (c.op == DSV4Q_OP_LINEAR && q[b].desc.has_load_weight &&
+                !(ew = malloc(sizeof(float) * (size_t)dsv4q_bt_numel(&c.in[1])))) {
+                snprintf(err, errlen, "out of memory");
+                goto case_fail;
+            }
+            r->status = dsv4q_iso_run_ew(specs[b], &o->iso, &c, q[b].bs, 2, bufs, dt, ew, &r->ew, r->ew_name,
+                                         sizeof r->ew_name, r->msg, sizeof r->msg);
             r->seconds = now_s() - t0;
+            if (r->status == DSV4Q_ISO_OK && r->ew) {
+                /* kernel error (gated) vs the oracle on the engine's weights,
+                 * format error (reported) between the two f64 oracles */
+                refs kref;
+                if (kernel_refs_make(&kref, &c, q[b].bs, ew, err, errlen)) { free(ew); goto case_fail; }
+                free(ew);
+                eval_backend(r, &c, &kref, bufs, dt, o->gates);
+                dsv4q_acc fa = {0};
+                dsv4q_acc_add(&fa, kref.f64[0], rf->f64[0], (long)dsv4q_bt_numel(&c.out[0]));
+                r->fmt_nrms = dsv4q_acc_nrms(&fa);
+                r->fmt_max_abs = fa.max_abs;
+                refs_free(&kref);
+                if (o->format_gate > 0 && !(r->fmt_nrms <= o->format_gate)) {
+                    r->verdict = DSV4Q_V_FAIL;
+                    snprintf(r->msg, sizeof r->msg, "format error nrms %.3e over --format-gate %.3e", r->fmt_nrms,
+                             o->format_gate);
+                }
+                continue;
+            }
+            free(ew);
             if (r->status == DSV4Q_ISO_HARNESS_ERROR) {
                 snprintf(err, errlen, "%s", r->msg);
                 goto case_fail;
@@ -518,6 +597,10 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
                 q[b].load_failed = 1;
                 snprintf(q[b].msg, sizeof q[b].msg, "%s", r->msg);
                 nloaded--;
+                continue;
+            }
+            if (r->status == DSV4Q_ISO_DECLINED) {   /* ABI v2 supports(): skipped with its reason */
+                r->verdict = DSV4Q_V_SKIP;
                 continue;
             }
             if (r->status == DSV4Q_ISO_UNSUPPORTED) {
@@ -603,6 +686,8 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
     }
     fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
             q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
+    fprintf(f, "judged as declared: %s (declared by %s; both oracle widths honour it)\n", q->declared,
+            q->declared_by ? q->declared_by : "the backend");
     fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
     fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
     for (int i = 0; i < q->ncases; i++) {
@@ -627,6 +712,11 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
             first = 0;
         }
         if (r->tie_flips) fprintf(f, "%-78s %-12s %11ld %11s %11s  %s\n", "", "tie_flips", r->tie_flips, "", "", "legitimate (tie-run at the cut)");
+        if (r->ew)
+            fprintf(f, "%-78s %-12s %11.3e %11s %11s  %s (engine weights %s: the rows above are the KERNEL error, vs "
+                    "oracle on them; format = oracle on %s vs on the reference weights, max_abs %.3e)%s%s\n",
+                    "", "format_nrms", r->fmt_nrms, "", "", r->verdict == DSV4Q_V_FAIL && r->msg[0] ? "FAIL" : "info",
+                    r->ew_name, r->ew_name, r->fmt_max_abs, r->msg[0] ? ": " : "", r->msg);
         for (int o = 0; o < r->nout; o++)
             if (r->dtype[o] != DSV4Q_BT_F32 && r->dtype[o] != DSV4Q_BT_I32)
                 fprintf(f, "%-78s %-12s %11s  (ULPs counted in %s)\n", "", "storage", dtype_name(r->dtype[o]),
@@ -643,6 +733,8 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
     json_object_set_new(root, "backend_name", json_string(q->desc.name));
     json_object_set_new(root, "backend_version", json_string(q->desc.version));
     json_object_set_new(root, "profile", json_string(q->profile));
+    json_object_set_new(root, "declared", json_string(q->declared));
+    json_object_set_new(root, "declared_by", json_string(q->declared_by ? q->declared_by : "the backend"));
     json_object_set_new(root, "gates", json_string(g->origin));
     json_object_set_new(root, "load_error", q->load_failed ? json_string(q->msg) : json_null());
     json_t *cases = json_array();
@@ -680,6 +772,11 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
             }
             json_object_set_new(c, "outputs", outs);
             json_object_set_new(c, "seconds", json_real(r->seconds));
+            if (r->ew) {
+                json_object_set_new(c, "engine_weight", json_string(r->ew_name));
+                json_object_set_new(c, "format_nrms", jnum(r->fmt_nrms));
+                json_object_set_new(c, "format_max_abs", jnum(r->fmt_max_abs));
+            }
         }
         json_array_append_new(cases, c);
     }

@@ -33,6 +33,12 @@
  *  rerun        run-to-run: max |run1 - run2| / max |ref| (floats), the
  *               fraction of differing picks (selections)
  * The level of every metric is oracle-f32 vs oracle-f64 on the same case.
+ *
+ * Declarations: the reference and the level honour the backend's declared
+ * profile (base + overrides + engine storage points, dsv4q_backend.h ABI
+ * v2), or the one given by the command line instead; every report prints
+ * "judged as declared: <canonical declaration>". A declaration that does
+ * not parse makes the backend not qualify (exit 2), never a silent default.
  */
 #ifndef DSV4Q_QUALIFY_H
 #define DSV4Q_QUALIFY_H
@@ -49,7 +55,7 @@ typedef enum dsv4q_verdict {
     DSV4Q_V_PASS = 0,
     DSV4Q_V_FAIL,        /* a gated metric exceeds its bound */
     DSV4Q_V_ERROR,       /* the backend crashed, hung, errored, overran */
-    DSV4Q_V_SKIP         /* op not in the backend's caps */
+    DSV4Q_V_SKIP         /* op not in the backend's caps, or declined by its supports() */
 } dsv4q_verdict;
 
 /* Metrics of one output tensor, candidate vs reference. NaN = n/a. */
@@ -79,11 +85,21 @@ typedef struct dsv4q_qcase {
     dsv4q_qrow row[DSV4Q_M_COUNT];
     long tie_flips;
     double seconds;                    /* backend time (both runs, child) */
+    /* Engine-stored weight (ABI v2 load_weight): m/lvl/row above are then
+     * the KERNEL error (backend vs oracle on the engine's decoded weights);
+     * the FORMAT error is oracle-f64 on the engine's weights vs oracle-f64
+     * on the reference weights (same declaration), reported, gated only
+     * with dsv4q_qual_opts.format_gate. */
+    int ew;
+    char ew_name[64];                  /* "Q8_0", "F16", ... */
+    double fmt_nrms, fmt_max_abs;
 } dsv4q_qcase;
 
 typedef struct dsv4q_qual {
     dsv4q_backend_desc desc;
-    char profile[16];
+    char profile[256];                 /* the declaration as given (backend or --profile/--boundary) */
+    char declared[512];                /* its canonical form (dsv4q_declaration_format) */
+    const char *declared_by;           /* "the backend" | "the command line" */
     uint64_t bs;
     dsv4q_qcase *cases;
     int ncases;
@@ -99,6 +115,12 @@ typedef struct dsv4q_qual_opts {
     const char *const *keys;           /* explicit case keys (NULL-terminated) instead of the table */
     dsv4q_iso_opts iso;
     int quiet;                         /* no progress on stderr */
+    /* A declaration ("qat:act_q8_0,kv_f16", oracle/boundary.h) that
+     * replaces every backend's own (qualify --profile/--boundary), or NULL. */
+    const char *declare;
+    /* > 0: a case whose format error (NRMS) exceeds it FAILS (qualify
+     * --format-gate); 0: the format error is reported only. */
+    double format_gate;
     int stop_on_fail;                  /* stop after the first case that fails or errors for any backend
                                           (ncases then counts the cases run) */
 } dsv4q_qual_opts;

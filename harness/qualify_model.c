@@ -50,7 +50,8 @@ uint64_t dsv4q_wm_required_ops(const dsv4q_model *m, uint64_t bs)
 }
 
 int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m, uint64_t bs, const int32_t *ids,
-                     long nprompt, long ndecode, int flags, double *logits, long *calls, int *decode_op, char *detail,
+                     long nprompt, long ndecode, int flags, double *logits, long *calls, long *fallbacks,
+                     int *decode_op, char *detail,
                      size_t detaillen, char *err, size_t errlen)
 {
     const dsv4q_config *g = &m->cfg;
@@ -72,6 +73,7 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
     dsv4q_abi_provider *p = NULL;
     if (dsv4q_abi_provider_new(&p, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen))
         return DSV4Q_BACKEND_ERROR;
+    dsv4q_abi_provider_set_fallbacks(p, fallbacks);
     dsv4q_runstate_f32 *r = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL);
     int rc = -1;
     if (!r) {
@@ -97,6 +99,7 @@ done:;
 
 typedef struct job_hdr {
     long calls[DSV4Q_OP_COUNT];
+    long fallbacks[DSV4Q_OP_COUNT];
     int decode_op;
 } job_hdr;
 
@@ -115,7 +118,7 @@ static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char
     job_hdr *h = out;
     double *logits = (double *)((char *)out + sizeof(job_hdr));
     memset(h, 0, sizeof *h);
-    return dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls,
+    return dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls, h->fallbacks,
                             &h->decode_op, detail, detaillen, err, errlen);
 }
 
@@ -158,14 +161,24 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         snprintf(r->desc.spec, sizeof r->desc.spec, "%s", spec);
         return 0;
     }
-    snprintf(r->profile, sizeof r->profile, "%s", r->desc.profile[0] ? r->desc.profile : "source");
-    dsv4q_profile_set(r->profile, &r->bs);
-    const uint64_t need = dsv4q_wm_required_ops(m, r->bs), missing = need & ~r->desc.caps;
-    if (missing) {
+    snprintf(r->profile, sizeof r->profile, "%s", o->declare ? o->declare : r->desc.profile[0] ? r->desc.profile : "source");
+    char why[768];
+    if (dsv4q_declaration_parse(r->profile, &r->bs, why, sizeof why)) {   /* honoured or refused, never ignored */
+        r->load_failed = 1;
+        snprintf(r->msg, sizeof r->msg, "%s: %s", o->declare ? "--profile/--boundary" : "declared profile", why);
+        return 0;
+    }
+    dsv4q_declaration_format(r->bs, r->declared, sizeof r->declared);
+    /* Partial engines (issue 16): the operators outside caps run on
+     * oracle-f32 (provider_abi.h) and are marked in the report; a backend
+     * that implements none of the model's operators cannot qualify it. */
+    const uint64_t need = dsv4q_wm_required_ops(m, r->bs);
+    if (!(need & r->desc.caps)) {
         char names[512];
-        names_of(missing, names, sizeof names);
-        snprintf(r->msg, sizeof r->msg, "the backend does not implement %s (not in caps): whole-model "
-                 "qualification composes the model from the backend's operators and needs every one it uses", names);
+        names_of(need, names, sizeof names);
+        r->load_failed = 1;
+        snprintf(r->msg, sizeof r->msg, "the backend implements none of the operators this model uses (%s): "
+                 "nothing to qualify", names);
         return 0;
     }
     const size_t nl = (size_t)(rows * V);
@@ -201,6 +214,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     }
     const job_hdr *h = buf;
     memcpy(r->calls, h->calls, sizeof r->calls);
+    memcpy(r->fallbacks, h->fallbacks, sizeof r->fallbacks);
     r->decode_op = h->decode_op;
     memcpy(r->cand, (const char *)buf + sizeof(job_hdr), sizeof(double) * nl);
     free(buf);
@@ -246,6 +260,33 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     return 0;
 }
 
+/* The forward-pass stages (oracle/stages.h) an operator's calls belong to,
+ * for the fallback marks of a partial engine. */
+static const char *op_stages(int op)
+{
+    switch (op) {
+    case DSV4Q_OP_LINEAR: return "attn, moe, head";
+    case DSV4Q_OP_RMSNORM: return "attn_norm, ffn_norm, attn, head";
+    case DSV4Q_OP_HC_PRE: return "hc_attn_pre, hc_ffn_pre";
+    case DSV4Q_OP_HC_POST: return "hc_attn_post, hc_ffn_post";
+    case DSV4Q_OP_HC_HEAD: return "head";
+    case DSV4Q_OP_MOE_GATE: case DSV4Q_OP_EXPERT: return "moe";
+    default: return "attn";   /* q/kv norms, rope, quant, compressor, indexer, attention */
+    }
+}
+
+static void print_fallbacks(FILE *f, const dsv4q_wm_result *r)
+{
+    long total = 0;
+    for (int i = 0; i < DSV4Q_OP_COUNT; i++) total += r->fallbacks[i];
+    if (!total) return;
+    fprintf(f, "\nPARTIAL ENGINE: %ld calls ran on oracle-f32 instead of the backend (not in caps, or declined):", total);
+    for (int i = 0; i < DSV4Q_OP_COUNT; i++)
+        if (r->fallbacks[i])
+            fprintf(f, "\n  %-18s %6ld calls on oracle-f32 (stages: %s)", dsv4q_op_get(i)->name, r->fallbacks[i],
+                    op_stages(i));
+}
+
 void dsv4q_wm_free(dsv4q_wm_result *r)
 {
     free(r->cand);
@@ -275,6 +316,7 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     fprintf(f, "whole-model qualification: backend %s (%s %s), profile %s, judged against oracle-f64/%s; "
             "level = oracle-f32 vs oracle-f64 (the fp32 sensitivity floor)\n",
             r->desc.spec, r->desc.name, r->desc.version, r->profile, r->profile);
+    fprintf(f, "judged as declared: %s (both oracle widths honour it)\n", r->declared);
     fprintf(f, "tokens: prompt %ld + %ld teacher-forced decode steps -> %ld logit rows of %ld\n", r->nprompt,
             r->ndecode, r->rows, r->vocab);
     if (r->verdict == DSV4Q_V_ERROR) {
@@ -287,6 +329,7 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
             r->seconds, r->decode_op >= 0 ? dsv4q_op_get(r->decode_op)->name : "-");
     for (int i = 0; i < DSV4Q_OP_COUNT; i++)
         if (r->calls[i]) fprintf(f, " %s %ld", dsv4q_op_get(i)->name, r->calls[i]);
+    print_fallbacks(f, r);
     fprintf(f, "\ngates %s: logit nrms <= factor * level + floor; greedy agreement >= minimum; no non-finite logit\n\n",
             g ? g->origin : "-");
     fprintf(f, "%4s %9s %12s %12s %8s %8s %8s\n", "row", "position", "nrms", "level", "argmax", "f64", "f32");
@@ -323,6 +366,7 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
     json_object_set_new(root, "backend_name", json_string(r->desc.name));
     json_object_set_new(root, "backend_version", json_string(r->desc.version));
     json_object_set_new(root, "profile", json_string(r->profile));
+    json_object_set_new(root, "declared", json_string(r->declared));
     json_object_set_new(root, "gates", json_string(g ? g->origin : ""));
     json_object_set_new(root, "verdict", json_string(r->load_failed ? "not loaded" : dsv4q_verdict_name(r->verdict)));
     if (r->msg[0]) json_object_set_new(root, "message", json_string(r->msg));
@@ -359,6 +403,10 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
         for (int i = 0; i < DSV4Q_OP_COUNT; i++)
             if (r->calls[i]) json_object_set_new(calls, dsv4q_op_get(i)->name, json_integer(r->calls[i]));
         json_object_set_new(root, "calls", calls);
+        json_t *fb = json_object();
+        for (int i = 0; i < DSV4Q_OP_COUNT; i++)
+            if (r->fallbacks[i]) json_object_set_new(fb, dsv4q_op_get(i)->name, json_integer(r->fallbacks[i]));
+        json_object_set_new(root, "oracle_f32_fallbacks", fb);
         json_object_set_new(root, "decode_attention",
                             json_string(r->decode_op >= 0 ? dsv4q_op_get(r->decode_op)->name : ""));
         json_object_set_new(root, "seconds", json_real(r->seconds));

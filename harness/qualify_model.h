@@ -87,12 +87,15 @@ uint64_t dsv4q_wm_required_ops(const dsv4q_model *m, uint64_t bs);
  * in the calling process: prefill of ids[0, nprompt), then ndecode one-token
  * steps of ids[nprompt, nprompt + ndecode). logits [(1 + ndecode), vocab].
  * calls[DSV4Q_OP_COUNT] (may be NULL) counts the backend calls per op;
+ * fallbacks[DSV4Q_OP_COUNT] (may be NULL) the calls run by oracle-f32
+ * instead (operators outside caps or declined by supports(), issue 16);
  * *decode_op (may be NULL) receives the operator decode attention used.
  * detail (may be NULL) is kept naming the call in flight. Returns
  * DSV4Q_BACKEND_OK, or _UNSUPPORTED / _ERROR with err naming the op, layer
  * and position. */
 int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m, uint64_t bs, const int32_t *ids,
-                     long nprompt, long ndecode, int flags, double *logits, long *calls, int *decode_op, char *detail,
+                     long nprompt, long ndecode, int flags, double *logits, long *calls, long *fallbacks,
+                     int *decode_op, char *detail,
                      size_t detaillen, char *err, size_t errlen);
 
 typedef struct dsv4q_wm_opts {
@@ -100,11 +103,13 @@ typedef struct dsv4q_wm_opts {
     dsv4q_iso_opts iso;
     int flags;                 /* DSV4Q_WM_* */
     int quiet;
+    const char *declare;       /* declaration replacing the backend's (--profile/--boundary), or NULL */
 } dsv4q_wm_opts;
 
 typedef struct dsv4q_wm_result {
     dsv4q_backend_desc desc;
-    char profile[16];
+    char profile[256];               /* the declaration as given */
+    char declared[512];              /* canonical (dsv4q_declaration_format) */
     uint64_t bs;
     long nprompt, ndecode, rows, vocab;
     double *cand, *ref, *lvl;        /* logits [rows, vocab]: composed, oracle-f64, oracle-f32 */
@@ -121,6 +126,7 @@ typedef struct dsv4q_wm_result {
     int load_failed;
     char msg[1024];
     long calls[DSV4Q_OP_COUNT];
+    long fallbacks[DSV4Q_OP_COUNT];  /* calls run by oracle-f32 (not in caps / declined) */
     int decode_op;
     double seconds, oracle_seconds;
 } dsv4q_wm_result;

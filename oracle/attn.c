@@ -9,6 +9,9 @@
  * exp(m_old - m) when the max moves. After the last block the sink adds
  * exp(sink_h - m) to the denominator only. V = K (the whole D-dim row).
  *
+ * Engine point kv_f16: the key/value rows are read as F16 (an engine's F16
+ * KV cache); the rows are rounded once into a copy before the loop.
+ *
  * Documented edge case: a query whose every column is masked has m = -inf
  * and no support; the kernel would produce NaN (exp(-inf - -inf)). The
  * oracle returns o = 0 for it (the sink-only limit: 0 / exp(sink - m)).
@@ -66,6 +69,13 @@ int X(dsv4q_sparse_attn)(uint64_t bs, const real *q, long s, int H, int D, const
                          const int32_t *idx, long ncols, const real *sink, real scale, real *o)
 {
     int rc = 0;
+    real *kv16 = NULL;
+    if ((bs >> DSV4Q_B_KV_F16) & 1u) {
+        kv16 = malloc(sizeof(real) * (size_t)(N * D > 0 ? N * D : 1));
+        if (!kv16) return -1;
+        for (long i = 0; i < N * D; i++) kv16[i] = rf16(kv[i]);
+        kv = kv16;
+    }
     #pragma omp parallel
     {
         real *acc = malloc(sizeof(real) * (size_t)D);
@@ -83,5 +93,6 @@ int X(dsv4q_sparse_attn)(uint64_t bs, const real *q, long s, int H, int D, const
         }
         free(acc);
     }
+    free(kv16);
     return rc;
 }

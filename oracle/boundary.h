@@ -15,9 +15,21 @@
  * QAT simulations only (what reference-cases golden_fp64 computed); exact =
  * none.
  *
+ * Engine storage points (kind engine, bits 48 and up): rounding points a
+ * real ENGINE applies where the reference does not (KV rows stored F16,
+ * Q8_0 activation quantization per 32, FP32 indexer scores, F16 instead of
+ * BF16 activation storage). They are never part of a named profile; a
+ * backend or `qualify --profile` DECLARES them on top of a base profile
+ * (dsv4q_declaration_parse), and an engine point may REPLACE a reference
+ * point (turning it on turns the replaced one off: act_q8_0 replaces
+ * gemm_act_fp8, idx_score_f32 replaces idx_score_bf16). The oracle honours
+ * them at both widths like every other boundary (docs/engines.md).
+ *
  * Invariants:
  *  B1. Identifiers are stable: new boundaries are appended, never renumbered.
  *  B2. qat is a subset of model, model a subset of source.
+ *  B3. Reference boundaries are 0 .. DSV4Q_B_COUNT-1; engine points are
+ *      DSV4Q_B_ENGINE_FIRST .. DSV4Q_B_END-1; no named profile holds one.
  */
 #ifndef DSV4Q_BOUNDARY_H
 #define DSV4Q_BOUNDARY_H
@@ -46,10 +58,17 @@ typedef enum dsv4q_boundary {
     DSV4Q_B_CMP_BF16,         /* compressor pooled row cast to storage before norm */
     DSV4Q_B_IDX_PARTIAL_BF16, /* indexer weights (x2), per-head dots, products in BF16 */
     DSV4Q_B_MOE_BF16,         /* expert hidden before w2, MoE output stored */
-    DSV4Q_B_COUNT
+    DSV4Q_B_COUNT,            /* number of REFERENCE boundaries */
+    /* engine storage points (B3): fixed bits, appended, never renumbered */
+    DSV4Q_B_ENGINE_FIRST = 48,
+    DSV4Q_B_KV_F16 = 48,      /* KV rows (window and compressed) stored F16 */
+    DSV4Q_B_ACT_Q8_0 = 49,    /* GGML Q8_0 per 32 act quant of FP8/FP4-GEMM inputs */
+    DSV4Q_B_IDX_SCORE_F32 = 50, /* indexer score stored FP32 */
+    DSV4Q_B_ACT_F16 = 51,     /* every BF16 storage point that is on stores F16 */
+    DSV4Q_B_END
 } dsv4q_boundary;
 
-typedef enum { DSV4Q_BK_MODEL = 0, DSV4Q_BK_STORAGE = 1 } dsv4q_boundary_kind;
+typedef enum { DSV4Q_BK_MODEL = 0, DSV4Q_BK_STORAGE = 1, DSV4Q_BK_ENGINE = 2 } dsv4q_boundary_kind;
 
 typedef struct dsv4q_boundary_info {
     const char *name;        /* stable identifier, e.g. "kv_fp8" */
@@ -57,10 +76,12 @@ typedef struct dsv4q_boundary_info {
     int qat;                 /* 1 if part of the qat profile */
     const char *format;      /* "FP8 E4M3 block 64 (ue8m0)", "BF16", ... */
     const char *where;       /* where it sits in the forward pass */
-    const char *reference;   /* file:function it comes from */
+    const char *reference;   /* file:function it comes from (engine: what engines do it) */
+    const char *replaces;    /* engine points: the reference boundary it replaces, or NULL */
 } dsv4q_boundary_info;
 
-const dsv4q_boundary_info *dsv4q_boundary_get(int b);   /* NULL if out of range */
+/* NULL if b is neither a reference boundary nor an engine point. */
+const dsv4q_boundary_info *dsv4q_boundary_get(int b);
 /* Index of a boundary name, -1 if unknown. */
 int dsv4q_boundary_find(const char *name);
 
@@ -74,6 +95,25 @@ extern const char *const dsv4q_profile_names[];
 int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errlen);
 /* Comma-separated names of the boundaries in set (into buf). */
 void dsv4q_boundary_format(uint64_t set, char *buf, size_t len);
+
+/*
+ * Declarations: "PROFILE[:NAME[=on|off],...]" (a bare NAME means on), a
+ * base profile plus boundary overrides plus engine storage points, e.g.
+ *     qat:act_q8_0,kv_f16            (act_q8_0 replaces gemm_act_fp8)
+ *     source:idx_score_f32=on,rope_bf16=off
+ * Overrides apply left to right; an engine point switched on switches its
+ * `replaces` boundary off. Returns 0 and *set, or -1 with a message naming
+ * the bad part (unknown profile or boundary, bad value).
+ */
+int dsv4q_declaration_parse(const char *decl, uint64_t *set, char *err, size_t errlen);
+/* Canonical declaration of set: the named profile closest to it (fewest
+ * differing bits; ties in the order source, model, qat, exact) and the
+ * differences as NAME=on|off in bit order, e.g. "qat:gemm_act_fp8=off,
+ * kv_f16=on,act_q8_0=on" (no ':' part when set is a named profile).
+ * dsv4q_declaration_parse of the result gives set back. */
+void dsv4q_declaration_format(uint64_t set, char *buf, size_t len);
+/* 1 if set holds an engine point (a report then says "judged as declared"). */
+int dsv4q_declaration_has_engine(uint64_t set);
 
 #define DSV4Q_BIT(b) ((uint64_t)1 << (b))
 

@@ -34,7 +34,9 @@ void X(dsv4q_indexer_scores)(uint64_t bs, const real *q, const real *w, long s, 
             if (d < 0) d = 0;
             acc += rb(bs, pb, d * w[i * Hi + h]);
         }
-        score[it] = rb(bs, DSV4Q_B_IDX_SCORE_BF16, acc);
+        acc = rb(bs, DSV4Q_B_IDX_SCORE_BF16, acc);
+        /* engine point idx_score_f32: the score kept as binary32 (a no-op at f32) */
+        score[it] = ((bs >> DSV4Q_B_IDX_SCORE_F32) & 1u) ? rf32(acc) : acc;
     }
 }
 

@@ -55,6 +55,34 @@ void X(dsv4q_act_quant_codes)(const real *x, long n, int block, int ue8m0, real 
     }
 }
 
+/* Engine point act_q8_0: GGML's quantize_row_q8_0_ref + dequantize. The
+ * point's DEFINITION is GGML's binary32 arithmetic, at both widths (as
+ * rope_table_f32 defines FP32 angles): x as binary32, d = amax/127, id =
+ * 1/d (0 when d = 0), q = roundf(x*id) (half away from zero), value = q *
+ * F16(d); q is computed with the unrounded d, as GGML does. Computing d
+ * and x*id in binary64 instead would move q across the many exact .5 ties
+ * that BF16 inputs produce (x*127/amax), and the level (f32 vs f64) would
+ * measure that ambiguity instead of the GEMM's rounding. */
+void X(dsv4q_q8_0_quant)(real *x, long n)
+{
+    for (long b0 = 0; b0 < n; b0 += 32) {
+        real *v = x + b0;
+        long len = n - b0 < 32 ? n - b0 : 32;
+        float amax = 0;
+        for (long i = 0; i < len; i++) {
+            float a = fabsf((float)v[i]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        const real d16 = (real)dsv4q_f16_decode(dsv4q_f16_encode((double)d));
+        for (long i = 0; i < len; i++) {
+            float q = roundf((float)v[i] * id);
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            v[i] = (real)q * d16;
+        }
+    }
+}
+
 void X(dsv4q_fp4_act_quant)(real *x, long rows, long n)
 {
     const double floor_amax = 6.0 * ldexp(1.0, -126);

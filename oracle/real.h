@@ -66,16 +66,33 @@ static inline real rbf16(real v)
 #endif
 }
 
-/* Round to BF16 only when boundary b is on in set `bs`. */
+/* Round a working value to F16 (IEEE binary16) and back: one RNE rounding
+ * at both widths (float -> double is exact), overflow -> inf. */
+static inline real rf16(real v) { return (real)dsv4q_f16_decode(dsv4q_f16_encode((double)v)); }
+
+/* 1 if boundary b rounds to F16 rather than BF16 in set bs: a storage
+ * boundary while the engine point act_f16 is declared. */
+static inline int rb_is_f16(uint64_t bs, int b)
+{
+    return b >= DSV4Q_B_RESID_BF16 && b < DSV4Q_B_COUNT && ((bs >> DSV4Q_B_ACT_F16) & 1u);
+}
+
+/* Round to BF16 only when boundary b is on in set `bs` (to F16 instead for
+ * a storage boundary under act_f16). */
 static inline real rb(uint64_t bs, int b, real v)
 {
-    return ((bs >> b) & 1u) ? rbf16(v) : v;
+    if (!((bs >> b) & 1u)) return v;
+    return rb_is_f16(bs, b) ? rf16(v) : rbf16(v);
 }
 
 /* Round a whole array in place when boundary b is on. */
 static inline void rb_arr(uint64_t bs, int b, real *v, long n)
 {
     if (!((bs >> b) & 1u)) return;
+    if (rb_is_f16(bs, b)) {
+        for (long i = 0; i < n; i++) v[i] = rf16(v[i]);
+        return;
+    }
     for (long i = 0; i < n; i++) v[i] = rbf16(v[i]);
 }
 

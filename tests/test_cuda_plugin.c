@@ -275,7 +275,7 @@ static void run_case(const dsv4q_backend_v1 *b, void *ctx, tcase *tc, const char
         o64[i] = tc_alloc(tc, 8 * (size_t)n);
         tc->out[i].data = bo[i];
     }
-    dsv4q_bcall call = {tc->op, tc->nin, tc->nout, tc->in, tc->out, tc->par, tc->npar, bs, tc->name};
+    dsv4q_bcall call = {tc->op, tc->nin, tc->nout, tc->in, tc->out, tc->par, tc->npar, bs, tc->name, NULL, NULL};
     char err[512] = "";
     int rc = b->run(ctx, &call, err, sizeof err);
     if (rc != DSV4Q_BACKEND_OK) fail_msg("%s %s: run returned %d: %s", label, tc->name, rc, err);
@@ -697,7 +697,7 @@ static void real_init(void **state)
     dsv4q_profile_set("source", &bs);
     float *y = tc_alloc(&tc, 4 * 6 * 300), *yo = tc_alloc(&tc, 4 * 6 * 300);
     tc.out[0].data = y;
-    dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, bs, tc.name};
+    dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, bs, tc.name, NULL, NULL};
     assert_int_equal(p.b->run(ctx, &call, err, sizeof err), DSV4Q_BACKEND_OK);
     void *o32[1] = {yo};
     assert_int_equal(dsv4q_oracle_exec_f32(bs, &call, o32, err, sizeof err), 0);
@@ -726,7 +726,7 @@ static void run_without_context(void **state)
         make_case(&tc, 5);
         float *y = tc_alloc(&tc, 4 * 6 * 300);
         tc.out[0].data = y;
-        dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, 0, tc.name};
+        dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, 0, tc.name, NULL, NULL};
         char err[512] = "";
         assert_int_equal(p.b->run(NULL, &call, err, sizeof err), DSV4Q_BACKEND_ERROR);
         assert_non_null(strstr(err, "not initialised"));
@@ -808,7 +808,7 @@ static void emu_every_operator(void **state)
     tc.in[1].scale_shape[1] = 7;   /* wrong FP8 scale grid */
     void *y = tc_alloc(&tc, 4 * 5 * 96);
     tc.out[0].data = y;
-    dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, 0, tc.name};
+    dsv4q_bcall call = {tc.op, tc.nin, tc.nout, tc.in, tc.out, tc.par, tc.npar, 0, tc.name, NULL, NULL};
     assert_int_equal(p.b->run(ctx, &call, err, sizeof err), DSV4Q_BACKEND_ERROR);
     assert_non_null(strstr(err, "scale shape"));
     tc.in[1].scale_shape[1] = 3;

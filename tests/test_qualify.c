@@ -246,7 +246,7 @@ static void expect_load_error(const char *plugin, const char *needle)
 static void test_malformed_plugins(void **state)
 {
     (void)state;
-    expect_load_error(PLUG("bad_abi"), "ABI version 99, this harness speaks version 1");
+    expect_load_error(PLUG("bad_abi"), "ABI version 99, this harness speaks versions 1 and 2");
     expect_load_error(PLUG("no_entry"), "does not export dsv4q_backend_entry");
     expect_load_error(PLUG("crash_entry"), "crashed with signal 11 (SIGSEGV) in dsv4q_backend_entry()");
     expect_load_error("build/plugins/does_not_exist.so", "cannot load");

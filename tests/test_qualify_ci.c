@@ -180,7 +180,7 @@ static void stop_filters_failures_only(void **state)
 static void skips_are_a_third_state(void **state)
 {
     (void)state;
-    const char *so = "build/plugins/good.so";
+    const char *so = DSV4Q_TEST_BUILD "/plugins/good.so";
     if (access(so, R_OK)) {
         print_message("%s not built: skipped\n", so);
         skip();

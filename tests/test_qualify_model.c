@@ -12,8 +12,10 @@
  *  2. The gates: oracle-f32 passes at ratio 1 (it is the level), cpu-ref
  *     passes, mutant:window_off_by_one (a decode-path bug) fails, each in
  *     one isolated child.
- *  3. A backend lacking operators is an error naming them; a crash inside
- *     the composed run names the operator, layer and position in flight.
+ *  3. Partial engines: operators a backend lacks (or declines) run on
+ *     oracle-f32, counted per operator, and the model still composes (also
+ *     for an engine without indexer_score / topk); a crash inside the
+ *     composed run names the operator, layer and position in flight.
  *
  * Checkpoints: `tiny` (FP8/FP4, the default model) for W1, `tiny-bf16` for
  * the gate verdicts: the FP8 tiny amplifies a 1e-7 relative difference of
@@ -116,7 +118,7 @@ static void bitexact(const char *dir, long nprompt, long ndecode)
         long calls[DSV4Q_OP_COUNT] = {0};
         int dop = -1;
         int flags = pass ? DSV4Q_WM_SPARSE_DECODE : 0;
-        int rc = dsv4q_wm_compose(b, ctx, m, bs, ids, nprompt, ndecode, flags, got, calls, &dop, NULL, 0, err,
+        int rc = dsv4q_wm_compose(b, ctx, m, bs, ids, nprompt, ndecode, flags, got, calls, NULL, &dop, NULL, 0, err,
                                   sizeof err);
         if (rc != DSV4Q_BACKEND_OK) fail_msg("compose: %s", err);
         long diff = 0;
@@ -203,14 +205,32 @@ static void test_gates(void **state)
 
 /* ---- 3. errors ----------------------------------------------------------- */
 
-static void test_missing_ops(void **state)
+/* Partial engines (issue 16): operators outside caps (or declined by an
+ * ABI v2 supports()) run on oracle-f32 and are counted per operator; the
+ * composition no longer refuses them. */
+static void test_partial_engines(void **state)
 {
     (void)state;
     dsv4q_wm_result r;
-    qualify_one(DSV4Q_TEST_BUILD "/plugins/good.so", &r);   /* rmsnorm, hc_post, topk only */
-    assert_int_equal(r.verdict, DSV4Q_V_ERROR);
-    assert_non_null(strstr(r.msg, "does not implement linear"));
-    assert_int_equal(dsv4q_wm_status(&r), 1);
+    qualify_one(DSV4Q_TEST_BUILD "/plugins/good.so", &r);   /* rmsnorm, hc_post, topk only (ABI v1) */
+    assert_int_equal(r.verdict, DSV4Q_V_PASS);
+    assert_true(r.calls[DSV4Q_OP_RMSNORM] > 0 && r.calls[DSV4Q_OP_HC_POST] > 0);
+    assert_true(r.fallbacks[DSV4Q_OP_LINEAR] > 0 && r.calls[DSV4Q_OP_LINEAR] == 0);
+    assert_int_equal(r.fallbacks[DSV4Q_OP_RMSNORM], 0);
+    assert_int_equal(dsv4q_wm_status(&r), 0);
+    dsv4q_wm_free(&r);
+    /* an engine without indexer_score / topk (engine_v2: linear + rmsnorm),
+     * its head declined by supports() (role "head"): composes and passes */
+    qualify_one(DSV4Q_TEST_BUILD "/plugins/engine_v2.so", &r);
+    assert_int_equal(r.verdict, DSV4Q_V_PASS);
+    assert_true(r.fallbacks[DSV4Q_OP_INDEXER_SCORE] > 0 && r.fallbacks[DSV4Q_OP_TOPK] > 0);
+    assert_int_equal(r.calls[DSV4Q_OP_INDEXER_SCORE] + r.calls[DSV4Q_OP_TOPK], 0);
+    assert_true(r.calls[DSV4Q_OP_LINEAR] > 0);
+    assert_true(r.fallbacks[DSV4Q_OP_LINEAR] >= r.rows);   /* the head, once per call */
+    char *js = dsv4q_wm_json(&r, &G);
+    assert_non_null(strstr(js, "\"oracle_f32_fallbacks\""));
+    assert_non_null(strstr(js, "\"declared\":\"source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on\""));
+    free(js);
     dsv4q_wm_free(&r);
     qualify_one(DSV4Q_TEST_BUILD "/plugins/no_such.so", &r);
     assert_true(r.load_failed);
@@ -245,7 +265,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compose_bitexact),
         cmocka_unit_test(test_gates),
-        cmocka_unit_test(test_missing_ops),
+        cmocka_unit_test(test_partial_engines),
         cmocka_unit_test(test_job_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
