@@ -3,7 +3,9 @@
  *
  *   dsv4q qualify --backend B [--backend B2 ...] [--gates FILE] [--ops LIST]
  *                 [--shapes flash|pro|all] [--case KEY]... [--timeout S]
- *                 [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
+ *                 [--seeds A-B] [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
+ *       --seeds A-B: every selected case once per seed A..B (the key's
+ *       seed replaced: inputs drawn from hash(key, seed))
  *   dsv4q qualify --list [--shapes ...]          the case keys
  *   dsv4q qualify --list-ops [--markdown]        the operator contract
  *   dsv4q qualify --whole-model --backend B [--backend B2 ...] [--model DIR]
@@ -44,7 +46,7 @@ typedef struct qopts {
     int nb;
     const char *keys[MAX_K + 1];
     int nk;
-    const char *gates, *ops, *shapes;
+    const char *gates, *ops, *shapes, *seeds;
     double timeout;
     int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
 } qopts;
@@ -54,7 +56,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     qopts *q = ctx;
     const char *a = argv[i];
     int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
-                !strcmp(a, "--case") || !strcmp(a, "--timeout");
+                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--seeds");
     if (takes && i + 1 >= argc) {
         fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
         return -1;
@@ -69,6 +71,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     } else if (!strcmp(a, "--gates")) q->gates = v;
     else if (!strcmp(a, "--ops")) q->ops = v;
     else if (!strcmp(a, "--shapes")) q->shapes = v;
+    else if (!strcmp(a, "--seeds")) q->seeds = v;
     else if (!strcmp(a, "--timeout")) {
         char *e;
         q->timeout = strtod(v, &e);
@@ -112,8 +115,8 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
 static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv)
 {
     char err[2048], dir[4096];
-    if (q->nk || q->ops || q->shapes || q->all_metrics) {
-        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
+    if (q->nk || q->ops || q->shapes || q->seeds || q->all_metrics) {
+        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes, --seeds or --all-metrics\n");
         return 2;
     }
     if (dsv4q_cli_model_dir(o, dir, sizeof dir, err, sizeof err)) {
@@ -255,6 +258,10 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = q.nk ? q.keys : NULL,
                           .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet};
+    if (q.seeds && dsv4q_qualify_parse_seeds(q.seeds, &qo.seed_lo, &qo.seed_hi, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
     dsv4q_qual res[MAX_B];
     dsv4q_cli_threads(&o);
     if (dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err)) {
