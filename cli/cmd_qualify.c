@@ -2,7 +2,7 @@
  * cmd_qualify.c - `dsv4q qualify`: operator qualification of a backend.
  *
  *   dsv4q qualify --backend B [--backend B2 ...] [--gates FILE] [--ops LIST]
- *                 [--shapes flash|pro|all] [--case KEY]... [--timeout S]
+ *                 [--shapes flash|pro|all|long] [--case KEY]... [--timeout S]
  *                 [--seeds A-B] [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
  *       --seeds A-B: every selected case once per seed A..B (the key's
  *       seed replaced: inputs drawn from hash(key, seed))
@@ -225,7 +225,8 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         if (!strcmp(q.shapes, "flash")) sets = DSV4Q_CASE_SET_FLASH;
         else if (!strcmp(q.shapes, "pro")) sets = DSV4Q_CASE_SET_PRO;
         else if (!strcmp(q.shapes, "all")) sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO;
-        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro or all\n"); return 2; }
+        else if (!strcmp(q.shapes, "long")) sets = DSV4Q_CASE_SET_LONG;   /* opt-in: docs/gates.md */
+        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro, all or long\n"); return 2; }
     }
     uint64_t ops = 0;
     if (q.ops && dsv4q_qualify_parse_ops(q.ops, &ops, err, sizeof err)) {

@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "          [--positions last|all|LIST] [--csv FILE] [--json FILE] [--svg FILE]\n"
             "        the indexer's top-k cut per ratio-4 layer: margins in BF16 quanta, tie-runs,\n"
             "        fp32/fp64 and source/model support flips and their attention-output effect\n"
-            "  qualify --backend B [--backend B2]... [--gates FILE] [--ops LIST] [--shapes flash|pro|all]\n"
+            "  qualify --backend B [--backend B2]... [--gates FILE] [--ops LIST] [--shapes flash|pro|all|long]\n"
             "          [--case KEY]... [--seeds A-B] [--timeout S] [--no-isolate] [--all-metrics] [--json FILE]\n"
             "        qualify a kernel backend (built-in oracle-f32, cpu-ref, mutant:NAME, or a plugin .so)\n"
             "        operator by operator against oracle-f64; exit 0 pass, 1 fail, 2 error\n"

@@ -24,6 +24,7 @@
 
 #define F DSV4Q_CASE_SET_FLASH
 #define P DSV4Q_CASE_SET_PRO
+#define L DSV4Q_CASE_SET_LONG
 static const dsv4q_case_entry table[] = {
     /* linear: FP8 128x128 (wq_a, wkv), FP8 wide-in (wo_b), BF16 (wo_a), FP32 math */
     {"linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)", F | P},
@@ -183,9 +184,22 @@ static const dsv4q_case_entry table[] = {
     {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=extreme,seed=1)", P},
     {"expert(n=2,d=7168,I=3072,fmt=fp8,recipe=normal,seed=1)", P},
     {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=f32,seed=1)", P},
+    /* --shapes long (opt-in, never in CI; docs/gates.md gives memory and
+     * time): a 1M-token context at ratio 4 has 262144 compressed rows, so
+     * its KV is [128 + 262144, 512] (512 MiB F32) and its indexer scores
+     * T = 262144 keys; the last case's KV [1048704, 512] is 2 GiB + 256
+     * KiB, so its selected rows at the end sit past byte offset 2^31 (an
+     * int32 byte offset wraps there; an int32 element offset only at
+     * 2^31 elements = 8 GiB F32, see docs/gates.md) */
+    {"sparse_attn(s=1,H=64,D=512,win=128,sel=512,rows=262272,recipe=normal,seed=1)", L},
+    {"window_attn_decode(H=64,D=512,win=128,p=1048575,sel=512,rows=262144,recipe=normal,seed=1)", L},
+    {"indexer_score(s=1,Hi=64,Di=128,T=262144,start=1048575,recipe=normal,seed=1)", L},
+    {"topk(rows=1,T=262144,k=512,recipe=crowd,seed=1)", L},
+    {"sparse_attn(s=1,H=8,D=512,win=128,sel=512,rows=1048704,recipe=f32,seed=1)", L},
 };
 #undef F
 #undef P
+#undef L
 
 int dsv4q_case_count(void) { return (int)(sizeof table / sizeof table[0]); }
 const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_count() ? &table[i] : NULL; }
@@ -231,6 +245,10 @@ static const struct { int op; const char *name, *def; } optspec[] = {
     {DSV4Q_OP_HC_PRE, "iters", "20"},
     {DSV4Q_OP_HC_PRE, "hceps", "1e-6"},
     {DSV4Q_OP_HC_HEAD, "hceps", "1e-6"},
+    /* rows of the key tensor (0: win + 2*sel); the long shapes set it to
+     * a 1M-token context's compressed rows and past 2^31 bytes */
+    {DSV4Q_OP_SPARSE_ATTN, "rows", "0"},
+    {DSV4Q_OP_WINDOW_ATTN_DECODE, "rows", "0"},
 };
 #define NOPTSPEC ((int)(sizeof optspec / sizeof optspec[0]))
 
@@ -800,9 +818,14 @@ static int b_sparse_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
     int bad = 0;
     long s = kv_int(kv, "s", 1, 4096, &bad), H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad),
          win = kv_int(kv, "win", 0, 1 << 16, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
-    if (bad || win + sel == 0) { snprintf(err, errlen, "%s: bad s/H/D/win/sel", c->key); return -1; }
+    long rows = kv_int(kv, "rows", 0, 1L << 26, &bad);
+    if (bad || win + sel == 0 || (rows && rows < win + sel)) {
+        snprintf(err, errlen, "%s: bad s/H/D/win/sel/rows (rows 0 or >= win + sel)", c->key);
+        return -1;
+    }
     RECIPES("normal", "masked", "extreme", "f32", "blocks");
-    const long C = 2 * sel, N = win + C, ncols = win + sel;   /* kv = [window rows | compressed rows] */
+    /* kv = [window rows | compressed rows]; sel of the C picked per query */
+    const long C = rows ? rows - win : 2 * sel, N = win + C, ncols = win + sel;
     float *q = in_t(c, 0, DSV4Q_BT_F32, 3, s, H, D), *k = in_t(c, 1, DSV4Q_BT_F32, 2, N, D, 0);
     int32_t *idx = in_t(c, 2, DSV4Q_BT_I32, 2, s, ncols, 0);
     float *sink = in_t(c, 3, DSV4Q_BT_F32, 1, H, 0, 0);
@@ -828,6 +851,7 @@ static int b_sparse_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
             perm[t] = tmp;
             row[win + j] = perm[j];
         }
+        if (rows && sel) row[win + sel - 1] = (int32_t)(N - 1);   /* the far end of the cache */
         if (!strcmp(c->recipe, "masked")) {
             for (long j = 0; j < ncols; j++)
                 if (uint_below(r, 10) < 3) row[j] = uint_below(r, 4) ? -1 : (int32_t)(N + uint_below(r, 100));
@@ -850,9 +874,10 @@ static int b_window_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
     int bad = 0;
     long H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad), win = kv_int(kv, "win", 1, 1 << 16, &bad),
          pos = kv_int(kv, "p", 0, 1L << 30, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad H/D/win/p/sel", c->key); return -1; }
+    long rows = kv_int(kv, "rows", 0, 1L << 26, &bad);
+    if (bad || (rows && rows < sel)) { snprintf(err, errlen, "%s: bad H/D/win/p/sel/rows", c->key); return -1; }
     RECIPES("normal", "masked", "f32", "blocks");
-    const long C = 2 * sel;   /* compressed rows; sel of them are picked */
+    const long C = rows ? rows : 2 * sel;   /* compressed rows; sel of them are picked */
     float *q = in_t(c, 0, DSV4Q_BT_F32, 3, 1, H, D), *kn = in_t(c, 1, DSV4Q_BT_F32, 2, 1, D, 0),
           *ring = in_t(c, 2, DSV4Q_BT_F32, 2, win, D, 0), *sink = in_t(c, 5, DSV4Q_BT_F32, 1, H, 0, 0);
     float *cmp = in_t(c, 3, DSV4Q_BT_F32, C ? 2 : 0, C, D, 0);
@@ -879,6 +904,7 @@ static int b_window_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
             cidx[j] = perm[j];
         }
         free(perm);
+        if (rows) cidx[sel - 1] = (int32_t)(C - 1);   /* the far end of the cache */
         if (!strcmp(c->recipe, "masked"))
             for (long j = 0; j < sel; j++)
                 if (uint_below(r, 10) < 3) cidx[j] = uint_below(r, 4) ? -1 : (int32_t)(C + uint_below(r, 100));

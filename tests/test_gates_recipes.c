@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "gates/gates.h"
+#include "harness/backend.h"
 #include "harness/cases.h"
 #include "harness/qualify.h"
 #include "oracle/formats.h"
@@ -347,6 +348,33 @@ static void test_kv_f16_fails_f32_attention(void **state)
     dsv4q_qual_free(&q);
 }
 
+/* CI runs the Flash suite at 3 seeds: seed 1 is tests/test_qualify.c
+ * (oracle-f32) and tests/test_qualify_mutants.c (cpu-ref and the
+ * mutants); here cpu-ref and oracle-f32 pass every Flash case at seeds 2
+ * and 3 (one pass: inputs and references built once for both). */
+static void test_flash_seeds_2_3(void **state)
+{
+    (void)state;
+    if (!dsv4q_backend_builtin("cpu-ref")) skip();
+    char err[1024];
+    const char *spec[2] = {"oracle-f32", "cpu-ref"};
+    dsv4q_qual q[2];
+    dsv4q_qual_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .seed_lo = 2, .seed_hi = 3, .iso = {300, 0},
+                         .quiet = 1};
+    assert_int_equal(dsv4q_qualify(spec, 2, &o, q, err, sizeof err), 0);
+    int nflash = 0;
+    for (int i = 0; i < dsv4q_case_count(); i++) nflash += (dsv4q_case_at(i)->sets & DSV4Q_CASE_SET_FLASH) != 0;
+    for (int b = 0; b < 2; b++) {
+        assert_false(q[b].load_failed);
+        assert_int_equal(q[b].ncases, 2 * nflash);
+        for (int i = 0; i < q[b].ncases; i++)
+            if (q[b].cases[i].verdict != DSV4Q_V_PASS)
+                fail_msg("%s: %s: %s %s", spec[b], q[b].cases[i].key, dsv4q_verdict_name(q[b].cases[i].verdict),
+                         q[b].cases[i].msg);
+        dsv4q_qual_free(&q[b]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_rowfloor_ulp),
         cmocka_unit_test(test_kv_f16_fails_f32_attention),
+        cmocka_unit_test(test_flash_seeds_2_3),
     };
     return cmocka_run_group_tests(tests, setup_gates, NULL);
 }
