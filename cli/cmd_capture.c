@@ -159,6 +159,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
     int per_call = 0;
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
         const dsv4q_stage_info *si = dsv4q_stage_get(st);
+        if (si->optional) continue;   /* mtp: not run by capture */
         per_call += (si->nin + si->nout) * (si->per_layer ? m->cfg.n_layers : 1);
     }
     printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",

@@ -52,22 +52,20 @@ int dsv4q_cmd_stages(int argc, char **argv)
             fprintf(stderr, "dsv4q stages: --names needs --model or --config (the number of layers)\n");
             return 2;
         }
-        /* forward order: embed, every layer's stages, head */
-        for (int pass = 0; pass < 3; pass++)
-            for (int l = 0; l < (pass == 1 ? cfg.n_layers : 1); l++)
-                for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
-                    const dsv4q_stage_info *si = dsv4q_stage_get(st);
-                    int want = pass == 1 ? si->per_layer
-                                         : st == (pass == 0 ? DSV4Q_STAGE_EMBED : DSV4Q_STAGE_HEAD);
-                    if (!want) continue;
-                    for (int io = 0; io < 2; io++)
-                        for (int t = 0; t < (io ? si->nout : si->nin); t++) {
-                            char nm[DSV4Q_STAGE_NAME_MAX], sh[64];
-                            dsv4q_stage_tensor_name(nm, sizeof nm, st, l, io, t);
-                            dsv4q_stage_shape_str(io ? &si->out[t] : &si->in[t], &cfg, sh, sizeof sh);
-                            printf("%-36s %s\n", nm, sh);
-                        }
+        /* the forward order of the stage table (oracle/stages.h dsv4q_stage_slot) */
+        for (long k = 0; k < dsv4q_stage_nslots(cfg.n_layers); k++) {
+            int st, l;
+            dsv4q_stage_slot(cfg.n_layers, k, &st, &l);
+            const dsv4q_stage_info *si = dsv4q_stage_get(st);
+            if (st == DSV4Q_STAGE_MTP && cfg.n_mtp_layers < 1) continue;
+            for (int io = 0; io < 2; io++)
+                for (int t = 0; t < (io ? si->nout : si->nin); t++) {
+                    char nm[DSV4Q_STAGE_NAME_MAX], sh[64];
+                    dsv4q_stage_tensor_name(nm, sizeof nm, st, l < 0 ? 0 : l, io, t);
+                    dsv4q_stage_shape_str(io ? &si->out[t] : &si->in[t], &cfg, sh, sizeof sh);
+                    printf("%-36s %s\n", nm, sh);
                 }
+        }
         return 0;
     }
     if (!md) {

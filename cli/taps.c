@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/taps.h"
+#include "oracle/stages.h"
 
 dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage)
 {
@@ -18,7 +19,7 @@ dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage
 
 static int is_selection(const char *stage)
 {
-    return strcmp(stage, "idx_topk") == 0 || strcmp(stage, "moe_idx") == 0;
+    return dsv4q_tap_is_selection(dsv4q_tap_find(stage));   /* DSV4Q_TAP_LIST */
 }
 
 static dsv4q_tap_entry *add_entry(dsv4q_tapset *t, int layer, const char *stage)

@@ -18,14 +18,17 @@
  *   (decode; SPARSE_ATTN when the backend lacks it), HC_PRE, HC_POST,
  *   HC_HEAD, MOE_GATE, EXPERT (each routed expert on its rows, and the
  *   shared expert with routing weight 1).
- * The harness does only the glue the reference does outside those
- * operators, mirroring oracle/model.c line for line: the embedding lookup,
+ * The composition IS oracle/model.c's forward pass (dsv4q_run at f32) with
+ * the backend as its operator provider (harness/provider_abi.h), so the
+ * glue the reference does outside those operators is model.c's own: the
+ * embedding lookup,
  * reshapes and column slices, the wo_a per-group split, the indexer weight
  * scale (w * Di^-0.5 Hi^-0.5 and its idx_partial_bf16 roundings), the MoE
  * sum (ascending expert id, then + shared, moe_bf16), the caches (window
  * ring, compressed rows, indexer keys, layer input history) and the column
  * layouts (window columns then compressed columns; offset s in prefill, w
- * in decode). The glue computes in FP32, as the FP32 oracle does.
+ * in decode); the provider adds the FP32 glue of an engine (MoE sum, rope
+ * on the rope dims, the decode compressor below).
  *
  * Decode and the compressor. The ABI's COMPRESSOR is a prefill from
  * position 0. The compressor is causal: in oracle/compressor.c the row of
@@ -60,8 +63,8 @@
  * operator, layer and position in flight.
  *
  * Invariant W1: composed from oracle-f32's operators, the logits equal
- * dsv4q_run at f32 bit for bit (tests/test_qualify_model.c), which is what
- * shows the glue is model.c's.
+ * dsv4q_run at f32 bit for bit (tests/test_qualify_model.c): one forward
+ * pass by construction; the test checks the provider's glue.
  */
 #ifndef DSV4Q_QUALIFY_MODEL_H
 #define DSV4Q_QUALIFY_MODEL_H

@@ -26,27 +26,20 @@
 #define ord32 dsv4q_ord32   /* base/util.h */
 #define ord16 dsv4q_ord16   /* base/util.h */
 
-#define NSTAGE_LAYER 8   /* per-layer stages: hc_attn_pre .. hc_ffn_post */
-
 const char *dsv4q_rverdict_name(dsv4q_rverdict v)
 {
     static const char *const n[] = {"pass", "FAIL", "not checkable", "not captured"};
     return (unsigned)v < 4 ? n[v] : "?";
 }
 
-static int slot_of(int stage, int layer, int nlayers)
-{
-    if (stage == DSV4Q_STAGE_EMBED) return 0;
-    if (stage == DSV4Q_STAGE_HEAD) return 1 + NSTAGE_LAYER * nlayers;
-    return 1 + layer * NSTAGE_LAYER + (stage - DSV4Q_STAGE_HC_ATTN_PRE);
-}
+/* Result slots follow the stage table's forward order (dsv4q_stage_slot). */
+static int slot_of(int stage, int layer, int nlayers) { return (int)dsv4q_stage_slot_of(nlayers, stage, layer); }
 
 const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
 {
-    int nl = (res->nst - 2) / NSTAGE_LAYER;
-    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return NULL;
-    if (dsv4q_stage_get(stage)->per_layer && (layer < 0 || layer >= nl)) return NULL;
-    return &res->st[slot_of(stage, layer, nl)];
+    const long base = dsv4q_stage_nslots(0), per = dsv4q_stage_nslots(1) - base;
+    const long i = dsv4q_stage_slot_of((int)((res->nst - base) / per), stage, layer);
+    return i < 0 ? NULL : &res->st[i];
 }
 
 /* ---- metrics ----------------------------------------------------------- */
@@ -109,8 +102,7 @@ static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
 /* Gate every measured metric of a stage (P3) and set its verdict. */
 static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
-    int op = dsv4q_op_find(si->gate_op);
+    int op = dsv4q_stage_gate_op(r->stage);   /* links checked in dsv4q_replay_run */
     if (r->calls_checked == 0) {
         r->verdict = DSV4Q_RV_UNCHECKABLE;
         return;
@@ -188,10 +180,11 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
     if (!nin && !nout) return 0;   /* this stage is not in this call */
     if (r->verdict == DSV4Q_RV_ABSENT) r->verdict = DSV4Q_RV_UNCHECKABLE;   /* judged at the end */
     char name[DSV4Q_STAGE_NAME_MAX];
-    if (si->stateful && x->attn_next[layer] != c->pos) {
+    const int ci = dsv4q_stage_cache_index(stage, layer, g);   /* -1: stateless */
+    if (ci >= 0 && x->attn_next[ci] != c->pos) {
         dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, 0);
         set_why(r, "missing earlier call: %s at position %ld is not in the capture (the layer's caches need every "
-                "earlier call)", name, x->attn_next[layer]);
+                "earlier call)", name, x->attn_next[ci]);
         return 0;
     }
     if (missing_in >= 0) {
@@ -220,7 +213,7 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
         snprintf(err, errlen, "replaying %s at position %ld: %s", si->name, c->pos, e2);
         return -1;
     }
-    if (si->stateful) x->attn_next[layer] = c->pos + c->s;
+    if (ci >= 0) x->attn_next[ci] = c->pos + c->s;
     if (!nout) {
         dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 1, 0);
         set_why(r, "no output captured (%s, call at position %ld)", name, c->pos);
@@ -325,11 +318,12 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(res, 0, sizeof *res);
-    res->nst = 2 + NSTAGE_LAYER * nl;
+    if (dsv4q_stage_gates_check(err, errlen)) return -1;   /* no stage judged without its gate */
+    res->nst = (int)dsv4q_stage_nslots(nl);
     res->st = calloc((size_t)res->nst, sizeof *res->st);
     rctx x = {.m = m, .cap = cap, .res = res};
     int rc = -1;
-    x.attn_next = calloc((size_t)nl, sizeof(long));
+    x.attn_next = calloc((size_t)(nl + g->n_mtp_layers), sizeof(long));
     if (!res->st || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
         for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
@@ -345,15 +339,18 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         if (!o->quiet) fprintf(stderr, "[replay] call %d/%d (position %ld, %ld tokens)\n", i + 1, cap->ncalls, c->pos, c->s);
-        if (replay_stage(&x, c, DSV4Q_STAGE_EMBED, -1, err, errlen)) goto out;
-        for (int l = 0; l < nl; l++)
-            for (int st = DSV4Q_STAGE_HC_ATTN_PRE; st <= DSV4Q_STAGE_HC_FFN_POST; st++)
-                if (replay_stage(&x, c, st, l, err, errlen)) goto out;
-        if (replay_stage(&x, c, DSV4Q_STAGE_HEAD, -1, err, errlen)) goto out;
+        for (long k = 0; k < res->nst; k++) {   /* the forward order of the stage table */
+            int st, l;
+            dsv4q_stage_slot(nl, k, &st, &l);
+            if (replay_stage(&x, c, st, l, err, errlen)) goto out;
+        }
     }
     for (int i = 0; i < res->nst; i++) {
         dsv4q_rstage *r = &res->st[i];
-        if (r->verdict == DSV4Q_RV_ABSENT) { res->nabsent++; continue; }
+        if (r->verdict == DSV4Q_RV_ABSENT) {
+            res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
+            continue;
+        }
         judge(r, o->gates);
         char miss[160] = "";
         for (int t = 0; t < r->nout; t++)
@@ -440,7 +437,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         int k = 0;
         for (int i = 0; i < res->nst; i++) {
             const dsv4q_rstage *r = &res->st[i];
-            if (r->verdict != DSV4Q_RV_ABSENT) continue;
+            if (r->verdict != DSV4Q_RV_ABSENT || dsv4q_stage_get(r->stage)->optional) continue;
             char key[48];
             row_key(r, key, sizeof key);
             if (k < 24) fprintf(f, "%s %s", k ? "," : "", key);
@@ -486,7 +483,7 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
         char key[48];
         row_key(r, key, sizeof key);
         if (r->verdict == DSV4Q_RV_ABSENT) {
-            json_array_append_new(absent, json_string(key));
+            if (!dsv4q_stage_get(r->stage)->optional) json_array_append_new(absent, json_string(key));
             continue;
         }
         json_t *s = json_object(), *ms = json_object();

@@ -82,7 +82,7 @@ typedef struct dsv4q_rmodel {
 } dsv4q_rmodel;
 
 typedef struct dsv4q_replay {
-    dsv4q_rstage *st;                 /* embed, L0 stages .. L{n-1} stages, head */
+    dsv4q_rstage *st;                 /* forward order (dsv4q_stage_slot): embed, L0 .. L{n-1}, head */
     int nst;
     int npass, nfail, nunc, nabsent;
     int npartial;                 /* judged stages with some calls not checkable */

@@ -3,9 +3,12 @@
  * ULP distance (one copy; qualify and replay both count with it).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "base/util.h"
+#include "harness/backend.h"
 #include "harness/verdict.h"
+#include "oracle/stages.h"
 #include "oracle/formats.h"
 
 static const char *const mnames[DSV4Q_M_COUNT] = {
@@ -66,4 +69,20 @@ double dsv4q_ulp_in(int dt, double a, double b)
     else if (dt == DSV4Q_BT_F16) d = dsv4q_ord16(dsv4q_f16_encode(a)) - dsv4q_ord16(dsv4q_f16_encode(b));
     else d = dsv4q_ord32((float)a) - dsv4q_ord32((float)b);
     return (double)(d < 0 ? -d : d);
+}
+
+int dsv4q_stage_gate_op(int stage)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    return si && si->gate_op ? dsv4q_op_find(si->gate_op) : -1;
+}
+
+int dsv4q_stage_gates_check(char *err, size_t errlen)
+{
+    if (dsv4q_stage_table_check(err, errlen)) return -1;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        if (dsv4q_stage_gate_op(st) < 0)
+            return dsv4q_errf(err, errlen, "stage %s: gate operator '%s' is not in DSV4Q_OP_LIST",
+                              dsv4q_stage_get(st)->name, dsv4q_stage_get(st)->gate_op);
+    return 0;
 }

@@ -75,6 +75,16 @@ typedef struct dsv4q_judgement {
  * metrics). */
 dsv4q_judgement dsv4q_judge(const dsv4q_gate_rule *r, double value, double level, int dtype);
 
+/* The stage -> gate link: the operator (enum dsv4q_op) whose gate rules
+ * bound stage `stage` of oracle/stages.h, -1 if the stage is unknown or its
+ * gate_op names no operator. */
+int dsv4q_stage_gate_op(int stage);
+/* Check the links once, before judging anything: the stage table itself
+ * (dsv4q_stage_table_check: every stage has a tap and a gate) and every
+ * stage's gate_op resolving to an operator of DSV4Q_OP_LIST, so a typo is
+ * an error instead of a silently ungated stage. 0, or -1 with a message. */
+int dsv4q_stage_gates_check(char *err, size_t errlen);
+
 /* ULP distance of a (a value of storage dtype dt) from the reference b, in
  * dt's own units: BF16 / F16 codes, else binary32 (F32 and F64 both count
  * in F32 ulps). 0 when a == b, +inf when either is NaN. */

@@ -19,6 +19,7 @@
  *      dsv4q_stage_exec, so a stage replayed on the inputs the forward pass
  *      gave it reproduces its output bit for bit (tests/test_capture.c).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,13 @@ struct X(dsv4q_runstate) {
     dsv4q_stage_fn stage_fn;            /* optional stage hook (capture) */
     void *stage_user;
     int last_layer;                     /* stop after this block (-1: run all + head) */
+    const X(dsv4q_provider) *P;         /* the operators (default: the oracle's, below) */
+    void *pctx;
 };
+
+/* OP(name, args...): one operator call through the run's provider. */
+#define OP(name, ...) r->P->name(r->pctx, __VA_ARGS__)
+#define AT(layer, p0, s) do { if (r->P->at) r->P->at(r->pctx, layer, p0, s); } while (0)
 
 void X(dsv4q_run_set_stage_hook)(X(dsv4q_runstate) *r, dsv4q_stage_fn fn, void *user)
 {
@@ -77,6 +84,9 @@ int X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
     r->last_layer = layer;
     return 0;
 }
+
+/* Taps go by id (DSV4Q_TAP_LIST, oracle/stages.h), never by a bare string. */
+#define TAP(E) dsv4q_tap_name(DSV4Q_TAP_##E)
 
 static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
 {
@@ -113,6 +123,119 @@ static void cmp_view(X(dsv4q_cmp) *c, const dsv4q_cmp_w *w, int ratio, int Dc, i
     c->norm = V(w->norm);
 }
 
+/* ---- the oracle as the operator provider (the default) ------------------ */
+
+static int o_linear(void *c, const dsv4q_weight *w, const real *x, long s, real *y, int round_at)
+{
+    const X(dsv4q_runstate) *r = c;
+    return X(dsv4q_linear)(r->bs, r->ue8m0, w, x, s, y, round_at);
+}
+static int o_rmsnorm(void *c, const real *x, long rows, long d, const dsv4q_vec *w, real *y)
+{
+    X(dsv4q_rmsnorm)(((const X(dsv4q_runstate) *)c)->bs, x, rows, d, V(*w), ((const X(dsv4q_runstate) *)c)->m->cfg.norm_eps, y);
+    return 0;
+}
+static int o_qhead_norm(void *c, real *q, long rows, long D)
+{
+    const X(dsv4q_runstate) *r = c;
+    X(dsv4q_qhead_norm)(r->bs, q, rows, D, r->m->cfg.norm_eps);
+    return 0;
+}
+static int o_rope(void *c, real *x, long rows, long stride, long off, long pos0, long per_pos, int compress,
+                  int inverse)
+{
+    const X(dsv4q_runstate) *r = c;
+    X(dsv4q_rope_apply)(r->bs, compress ? &r->ropec : &r->rope0, x, rows, stride, off, pos0, per_pos, inverse);
+    return 0;
+}
+static int o_act_quant(void *c, real *x, long rows, long stride, long n, int block)
+{
+    const X(dsv4q_runstate) *r = c;
+    for (long i = 0; i < rows; i++) X(dsv4q_act_quant)(x + i * stride, 1, n, block, r->ue8m0);
+    return 0;
+}
+static int o_hadamard(void *c, real *x, long rows, long n)
+{
+    X(dsv4q_hadamard)(((const X(dsv4q_runstate) *)c)->bs, x, rows, n);
+    return 0;
+}
+static int o_fp4_quant(void *c, real *x, long rows, long n)
+{
+    (void)c;
+    X(dsv4q_fp4_act_quant)(x, rows, n);
+    return 0;
+}
+static long o_compress(void *c, int li, int rotate, const real *x, long s, long p0, real *dst)
+{
+    X(dsv4q_runstate) *r = c;
+    lstate *l = &r->ls[li];
+    return X(dsv4q_compressor)(r->bs, r->ue8m0, rotate ? &l->icmp : &l->cmp, rotate ? &l->ist : &l->cst, x, s, p0,
+                               &r->ropec, r->m->cfg.norm_eps, dst);
+}
+static int o_indexer_score(void *c, const real *q, const real *w, long s, int Hi, int Di, const real *K, long T,
+                           long p0, real *score)
+{
+    X(dsv4q_indexer_scores)(((const X(dsv4q_runstate) *)c)->bs, q, w, s, Hi, Di, K, T, p0, 4, score);
+    return 0;
+}
+static int o_topk(void *c, const real *score, long rows, long T, int k, int32_t *idx)
+{
+    (void)c;
+    return X(dsv4q_topk)(score, rows, T, k, idx);
+}
+static int o_sparse_attn(void *c, const real *q, long s, int H, int D, const real *kv, long nkeys, const int32_t *idx,
+                         long ncols, const dsv4q_vec *sink, double scale, real *o)
+{
+    return X(dsv4q_sparse_attn)(((const X(dsv4q_runstate) *)c)->bs, q, s, H, D, kv, nkeys, idx, ncols, V(*sink),
+                                (real)scale, o);
+}
+static int o_hc_pre(void *c, const real *Xs, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,
+                    const dsv4q_vec *base, real *y, real *post, real *comb)
+{
+    const X(dsv4q_runstate) *r = c;
+    const dsv4q_config *g = &r->m->cfg;
+    return X(dsv4q_hc_pre)(r->bs, Xs, s, g->hc_mult, g->dim, fn, V(*scale), V(*base), g->norm_eps, g->hc_eps,
+                           g->hc_sinkhorn_iters, y, post, comb);
+}
+static int o_hc_post(void *c, const real *x, const real *Xs, const real *post, const real *comb, long s, real *Y)
+{
+    const X(dsv4q_runstate) *r = c;
+    X(dsv4q_hc_post)(r->bs, x, Xs, post, comb, s, r->m->cfg.hc_mult, r->m->cfg.dim, Y);
+    return 0;
+}
+static int o_hc_head(void *c, const real *Xs, const dsv4q_weight *fn, const dsv4q_vec *scale, const dsv4q_vec *base,
+                     real *y)
+{
+    const X(dsv4q_runstate) *r = c;
+    const dsv4q_config *g = &r->m->cfg;
+    return X(dsv4q_hc_head)(r->bs, Xs, 1, g->hc_mult, g->dim, fn, V(*scale), V(*base), g->norm_eps, g->hc_eps, y);
+}
+static int o_moe(void *c, int li, const real *x, long s, const int32_t *ids, real *wts, int32_t *ix, real *out)
+{
+    const X(dsv4q_runstate) *r = c;
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *L = &r->m->layers[li];
+    const int k = g->n_activated_experts;
+    if (X(dsv4q_moe_gate)(x, s, g->dim, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
+                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix))
+        return -1;
+    return X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, x, s, g->dim, wts, ix, k,
+                        g->swiglu_limit, out);
+}
+
+static const X(dsv4q_provider) oracle_provider = {
+    .linear = o_linear, .rmsnorm = o_rmsnorm, .qhead_norm = o_qhead_norm, .rope = o_rope,
+    .act_quant = o_act_quant, .hadamard = o_hadamard, .fp4_quant = o_fp4_quant, .compress = o_compress,
+    .indexer_score = o_indexer_score, .topk = o_topk, .sparse_attn = o_sparse_attn, .window_decode = NULL,
+    .hc_pre = o_hc_pre, .hc_post = o_hc_post, .hc_head = o_hc_head, .moe = o_moe,
+};
+
+void X(dsv4q_run_set_provider)(X(dsv4q_runstate) *r, const X(dsv4q_provider) *p, void *ctx)
+{
+    r->P = p ? p : &oracle_provider;
+    r->pctx = p ? ctx : r;
+}
+
 void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
 {
     if (!r) return;
@@ -141,6 +264,8 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
     if (!r) return NULL;
     r->m = m;
     r->last_layer = -1;
+    r->P = &oracle_provider;
+    r->pctx = r;
     r->bs = bs;
     r->ue8m0 = g->scale_ue8m0;
     r->max_pos = max_pos;
@@ -196,26 +321,27 @@ static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr,
     ALLOC(q, s * Hi * Di);
     ALLOC(w, s * Hi);
     ALLOC(newrows, (s / 4 + 1) * Di);
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->idx_wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
-    X(dsv4q_rope_apply)(bs, &r->ropec, q, s * Hi, Di, Di - rd, p0, Hi, 0);
-    if (dsv4q_idx_hadamard_on(bs)) X(dsv4q_hadamard)(bs, q, s * Hi, Di);
-    if ((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) X(dsv4q_fp4_act_quant)(q, s * Hi, Di);
-    long nr = X(dsv4q_compressor)(bs, r->ue8m0, &l->icmp, &l->ist, x, s, p0, &r->ropec, g->norm_eps, newrows);
+    if (OP(linear, &L->idx_wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(rope, q, s * Hi, Di, Di - rd, p0, Hi, 1, 0)) goto oom;
+    if (dsv4q_idx_hadamard_on(bs) && OP(hadamard, q, s * Hi, Di)) goto oom;
+    if (((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) && OP(fp4_quant, q, s * Hi, Di)) goto oom;
+    long nr = OP(compress, li, 1, x, s, p0, newrows);
     if (nr < 0) goto oom;
     memcpy(l->irows + l->nirows * Di, newrows, sizeof(real) * (size_t)(nr * Di));
     l->nirows += nr;
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->idx_weights_proj, x, s, w, DSV4Q_B_IDX_PARTIAL_BF16)) goto oom;
+    if (OP(linear, &L->idx_weights_proj, x, s, w, DSV4Q_B_IDX_PARTIAL_BF16)) goto oom;
     const real wscale = RC(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
     for (long i = 0; i < s * Hi; i++) w[i] = rb(bs, DSV4Q_B_IDX_PARTIAL_BF16, w[i] * wscale);
     long T = l->nirows;
     ALLOC(score, s * (T ? T : 1));
-    X(dsv4q_indexer_scores)(bs, q, w, s, Hi, Di, l->irows, T, p0, 4, score);
-    tap(r, li, "idx_score", score, s * T, s);
+    /* no complete block yet (T = 0): nothing to score or pick */
+    if (T && OP(indexer_score, q, w, s, Hi, Di, l->irows, T, p0, score)) goto oom;
+    tap(r, li, TAP(IDX_SCORE), score, s * T, s);
     k = T < g->index_topk ? T : g->index_topk;
     ALLOC(pick, s * (k ? k : 1));
-    if (X(dsv4q_topk)(score, s, T, (int)k, pick)) { k = -1; goto oom; }
+    if (k && OP(topk, score, s, T, (int)k, pick)) { k = -1; goto oom; }
     if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
-    tap_i32(r, li, "idx_topk", pick, s * k, s);
+    tap_i32(r, li, TAP(IDX_TOPK), pick, s * k, s);
     for (long i = 0; i < s; i++)
         for (long j = 0; j < k; j++) {
             int32_t v = pick[i * k + j];
@@ -238,27 +364,26 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     const uint64_t bs = r->bs;
     const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size;
     const int ratio = L->ratio, G = g->o_groups, ol = g->o_lora_rank;
-    const X(dsv4q_rope_table) *rope = ratio ? &r->ropec : &r->rope0;
+    const int cmp = ratio != 0;   /* the compressed layers' RoPE table */
     const int prefill = p0 == 0;
     real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL, *og = NULL, *t = NULL, *tg = NULL;
-    int32_t *idx = NULL;
+    int32_t *idx = NULL, *cidx = NULL;
     int rc = -1;
 
     ALLOC(qr, s * g->q_lora_rank);
     ALLOC(q, s * H * D);
     ALLOC(kv, s * D);
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wq_a, x, s, qr, DSV4Q_B_LINEAR_BF16)) goto oom;
-    X(dsv4q_rmsnorm)(bs, qr, s, g->q_lora_rank, V(L->q_norm), g->norm_eps, qr);
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
-    X(dsv4q_qhead_norm)(bs, q, s * H, D, g->norm_eps);
-    X(dsv4q_rope_apply)(bs, rope, q, s * H, D, D - rd, p0, H, 0);
-    tap(r, li, "q", q, s * H * D, s);
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wkv, x, s, kv, DSV4Q_B_LINEAR_BF16)) goto oom;
-    X(dsv4q_rmsnorm)(bs, kv, s, D, V(L->kv_norm), g->norm_eps, kv);
-    X(dsv4q_rope_apply)(bs, rope, kv, s, D, D - rd, p0, 1, 0);
-    if ((bs >> DSV4Q_B_KV_FP8) & 1u)
-        for (long i = 0; i < s; i++) X(dsv4q_act_quant)(kv + i * D, 1, D - rd, 64, r->ue8m0);
-    tap(r, li, "kv", kv, s * D, s);
+    if (OP(linear, &L->wq_a, x, s, qr, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(rmsnorm, qr, s, g->q_lora_rank, &L->q_norm, qr)) goto oom;
+    if (OP(linear, &L->wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(qhead_norm, q, s * H, D)) goto oom;
+    if (OP(rope, q, s * H, D, D - rd, p0, H, cmp, 0)) goto oom;
+    tap(r, li, TAP(Q), q, s * H * D, s);
+    if (OP(linear, &L->wkv, x, s, kv, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(rmsnorm, kv, s, D, &L->kv_norm, kv)) goto oom;
+    if (OP(rope, kv, s, D, D - rd, p0, 1, cmp, 0)) goto oom;
+    if (((bs >> DSV4Q_B_KV_FP8) & 1u) && OP(act_quant, kv, s, D, D - rd, 64)) goto oom;
+    tap(r, li, TAP(KV), kv, s * D, s);
 
     /* column layout: window columns, then compressed columns */
     const long end = p0 + s;
@@ -287,15 +412,25 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
                 idx[i * ncols + nw + j] = (prefill && j >= (i + 1) / ratio) ? -1 : (int32_t)(offset + j);
     if (ratio == 4 && indexer(r, li, x, qr, s, p0, offset, idx, ncols, nw) < 0) goto oom;
 
-    /* caches: window ring, then the compressor (its row is visible now) */
-    for (long i = (s > win ? s - win : 0); i < s; i++)
-        memcpy(l->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
+    /* caches: window ring (a provider's window_decode owns it in decode),
+     * then the compressor (its row is visible now) */
+    const int window_op = !prefill && r->P->window_decode;
+    if (!window_op)
+        for (long i = (s > win ? s - win : 0); i < s; i++)
+            memcpy(l->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
     if (ratio) {
-        long nr = X(dsv4q_compressor)(bs, r->ue8m0, &l->cmp, &l->cst, x, s, p0, rope, g->norm_eps,
-                                      l->crows + l->ncrows * D);
+        long nr = OP(compress, li, 0, x, s, p0, l->crows + l->ncrows * D);
         if (nr < 0) goto oom;
         l->ncrows += nr;
     }
+    ALLOC(o, s * H * D);
+    const double scale = 1.0 / sqrt((double)D);
+    if (window_op) {
+        ALLOC(cidx, nc ? nc : 1);
+        for (long j = 0; j < nc; j++) cidx[j] = idx[nw + j] < 0 ? -1 : (int32_t)(idx[nw + j] - win);
+        if (OP(window_decode, q, H, D, kv, l->ring, win, l->crows, l->ncrows, cidx, nc, &L->attn_sink, scale, p0, o))
+            goto oom;
+    } else {
     long nkeys;
     if (prefill) {
         nkeys = s + l->ncrows;
@@ -308,12 +443,10 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
         memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
         memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
     }
-    ALLOC(o, s * H * D);
-    if (X(dsv4q_sparse_attn)(bs, q, s, H, D, keys, nkeys, idx, ncols, V(L->attn_sink),
-                             RC(1.0 / sqrt((double)D)), o))
-        goto oom;
-    X(dsv4q_rope_apply)(bs, rope, o, s * H, D, D - rd, p0, H, 1);
-    tap(r, li, "attn_out", o, s * H * D, s);
+    if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &L->attn_sink, scale, o)) goto oom;
+    }
+    if (OP(rope, o, s * H, D, D - rd, p0, H, cmp, 1)) goto oom;
+    tap(r, li, TAP(ATTN_OUT), o, s * H * D, s);
 
     /* grouped low-rank output: t[g] = wo_a[g] o[g] (BF16), y = wo_b t */
     const long gd = (long)H * D / G;
@@ -323,15 +456,17 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     for (int gi = 0; gi < G; gi++) {
         dsv4q_weight wg = L->wo_a;
         wg.out = ol;
-        wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
+        if (L->wo_a.fmt == DSV4Q_WF_BF16) wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
+        else if (L->wo_a.fmt == DSV4Q_WF_F32) wg.data = (const float *)L->wo_a.data + (long)gi * ol * gd;
+        else goto oom;   /* wo_a is split per group: BF16 or F32 only (io/model_load.c) */
         for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
-        if (X(dsv4q_linear)(bs, r->ue8m0, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
+        if (OP(linear, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
         for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);
     }
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->wo_b, t, s, out, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(linear, &L->wo_b, t, s, out, DSV4Q_B_LINEAR_BF16)) goto oom;
     rc = 0;
 oom:
-    free(qr); free(q); free(kv); free(keys); free(o); free(og); free(t); free(tg); free(idx);
+    free(qr); free(q); free(kv); free(keys); free(o); free(og); free(t); free(tg); free(idx); free(cidx);
     return rc;
 }
 
@@ -406,23 +541,23 @@ static int st_hc_pre(X(dsv4q_runstate) *r, int li, int ffn, const real *Xs, long
 {
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    return X(dsv4q_hc_pre)(r->bs, Xs, s, g->hc_mult, g->dim, ffn ? &L->hc_ffn_fn : &L->hc_attn_fn,
-                           V(ffn ? L->hc_ffn_scale : L->hc_attn_scale), V(ffn ? L->hc_ffn_base : L->hc_attn_base),
-                           g->norm_eps, g->hc_eps, g->hc_sinkhorn_iters, y, post, comb);
+    (void)g;
+    return OP(hc_pre, Xs, s, ffn ? &L->hc_ffn_fn : &L->hc_attn_fn, ffn ? &L->hc_ffn_scale : &L->hc_attn_scale,
+              ffn ? &L->hc_ffn_base : &L->hc_attn_base, y, post, comb);
 }
 
 /* attn_norm (ffn = 0) / ffn_norm (ffn = 1); y may alias x. */
-static void st_norm(X(dsv4q_runstate) *r, int li, int ffn, const real *x, long s, real *y)
+static int st_norm(X(dsv4q_runstate) *r, int li, int ffn, const real *x, long s, real *y)
 {
     const dsv4q_layer_w *L = &r->m->layers[li];
-    X(dsv4q_rmsnorm)(r->bs, x, s, r->m->cfg.dim, V(ffn ? L->ffn_norm : L->attn_norm), r->m->cfg.norm_eps, y);
+    return OP(rmsnorm, x, s, r->m->cfg.dim, ffn ? &L->ffn_norm : &L->attn_norm, y);
 }
 
 /* hc_attn_post / hc_ffn_post; out must not alias X. */
-static void st_hc_post(X(dsv4q_runstate) *r, const real *x, const real *Xs, const real *post, const real *comb,
-                       long s, real *out)
+static int st_hc_post(X(dsv4q_runstate) *r, const real *x, const real *Xs, const real *post, const real *comb,
+                      long s, real *out)
 {
-    X(dsv4q_hc_post)(r->bs, x, Xs, post, comb, s, r->m->cfg.hc_mult, r->m->cfg.dim, out);
+    return OP(hc_post, x, Xs, post, comb, s, out);
 }
 
 /* moe: gate (hash routing by the token ids on hash layers) + experts. */
@@ -437,12 +572,11 @@ static int st_moe(X(dsv4q_runstate) *r, int li, const real *x, long s, const int
     int rc = -1;
     ALLOC(wts, s * k);
     ALLOC(ix, s * k);
-    if (X(dsv4q_moe_gate)(x, s, d, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
-                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) goto oom;
-    tap(r, li, "moe_weights", wts, s * k, s);
-    tap_i32(r, li, "moe_idx", ix, s * k, s);
-    if (X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, x, s, d, wts, ix, k,
-                     g->swiglu_limit, out)) goto oom;
+    (void)L;
+    (void)d;
+    if (OP(moe, li, x, s, ids, wts, ix, out)) goto oom;
+    tap(r, li, TAP(MOE_WEIGHTS), wts, s * k, s);
+    tap_i32(r, li, TAP(MOE_IDX), ix, s * k, s);
     rc = 0;
 oom:
     free(wts);
@@ -465,28 +599,28 @@ static int block(X(dsv4q_runstate) *r, int li, real *Xs, long s, long p0, const 
     ALLOC(a, s * d);
     ALLOC(X2, s * hc * d);
     if (st_hc_pre(r, li, 0, Xs, s, y, post, comb)) goto oom;
-    tap(r, li, "hc_attn_pre", y, s * d, s);
+    tap(r, li, TAP(HC_ATTN_PRE), y, s * d, s);
     REPORT(DSV4Q_STAGE_HC_ATTN_PRE, Xs, L3(y, post, comb));
-    st_norm(r, li, 0, y, s, n);
-    tap(r, li, "attn_norm", n, s * d, s);
+    if (st_norm(r, li, 0, y, s, n)) goto oom;
+    tap(r, li, TAP(ATTN_NORM), n, s * d, s);
     REPORT(DSV4Q_STAGE_ATTN_NORM, y, n);
     if (attention(r, li, n, s, p0, a)) goto oom;
-    tap(r, li, "attn", a, s * d, s);
+    tap(r, li, TAP(ATTN), a, s * d, s);
     REPORT(DSV4Q_STAGE_ATTN, n, a);
-    st_hc_post(r, a, Xs, post, comb, s, X2);
-    tap(r, li, "hc_attn_post", X2, s * hc * d, s);
+    if (st_hc_post(r, a, Xs, post, comb, s, X2)) goto oom;
+    tap(r, li, TAP(HC_ATTN_POST), X2, s * hc * d, s);
     REPORT(DSV4Q_STAGE_HC_ATTN_POST, L4(a, Xs, post, comb), X2);
     if (st_hc_pre(r, li, 1, X2, s, y, post, comb)) goto oom;
-    tap(r, li, "hc_ffn_pre", y, s * d, s);
+    tap(r, li, TAP(HC_FFN_PRE), y, s * d, s);
     REPORT(DSV4Q_STAGE_HC_FFN_PRE, X2, L3(y, post, comb));
-    st_norm(r, li, 1, y, s, n);
-    tap(r, li, "ffn_norm", n, s * d, s);
+    if (st_norm(r, li, 1, y, s, n)) goto oom;
+    tap(r, li, TAP(FFN_NORM), n, s * d, s);
     REPORT(DSV4Q_STAGE_FFN_NORM, y, n);
     if (st_moe(r, li, n, s, ids, a)) goto oom;
-    tap(r, li, "moe_out", a, s * d, s);
+    tap(r, li, TAP(MOE_OUT), a, s * d, s);
     REPORT(DSV4Q_STAGE_MOE, n, a);
-    st_hc_post(r, a, X2, post, comb, s, Xs);
-    tap(r, li, "block_out", Xs, s * hc * d, s);
+    if (st_hc_post(r, a, X2, post, comb, s, Xs)) goto oom;
+    tap(r, li, TAP(BLOCK_OUT), Xs, s * hc * d, s);
     REPORT(DSV4Q_STAGE_HC_FFN_POST, L4(a, X2, post, comb), Xs);
     rc = 0;
 oom:
@@ -495,19 +629,18 @@ oom:
 }
 
 /* hc_head + final norm + head for the last row of Xs. */
-static int head(X(dsv4q_runstate) *r, const real *Xlast, const dsv4q_weight *fn, const real *scale,
-                const real *base, const real *normw, real *logits)
+static int head(X(dsv4q_runstate) *r, const real *Xlast, const dsv4q_weight *fn, const dsv4q_vec *scale,
+                const dsv4q_vec *base, const dsv4q_vec *normw, real *logits)
 {
     const dsv4q_config *g = &r->m->cfg;
     real *y = malloc(sizeof(real) * (size_t)g->dim);
     int rc = -1;
     if (!y) return -1;
-    if (X(dsv4q_hc_head)(r->bs, Xlast, 1, g->hc_mult, g->dim, fn, scale, base, g->norm_eps, g->hc_eps, y))
-        goto out;
-    X(dsv4q_rmsnorm)(r->bs, y, 1, g->dim, normw, g->norm_eps, y);
-    tap(r, -1, "final_norm", y, g->dim, 1);
-    rc = X(dsv4q_linear)(r->bs, r->ue8m0, &r->m->head, y, 1, logits, -1);
-    if (!rc) tap(r, -1, "logits", logits, g->vocab_size, 1);
+    if (OP(hc_head, Xlast, fn, scale, base, y)) goto out;
+    if (OP(rmsnorm, y, 1, g->dim, normw, y)) goto out;
+    tap(r, -1, TAP(FINAL_NORM), y, g->dim, 1);
+    rc = OP(linear, &r->m->head, y, 1, logits, -1);
+    if (!rc) tap(r, -1, TAP(LOGITS), logits, g->vocab_size, 1);
 out:
     free(y);
     return rc;
@@ -522,19 +655,22 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
     int rc = -1, li = -1;
     ALLOC(Xs, s * hc * d);
     ALLOC(logits, g->vocab_size);
+    AT(-1, p0, s);
     st_embed(r, ids, s, Xs);
-    tap(r, -1, "embed", Xs, s * hc * d, s);
+    tap(r, -1, TAP(EMBED), Xs, s * hc * d, s);
     REPORT(DSV4Q_STAGE_EMBED, NULL, Xs);
     const int nl = r->last_layer >= 0 && r->last_layer < g->n_layers ? r->last_layer + 1 : g->n_layers;
     for (li = 0; li < nl; li++) {
+        AT(li, p0, s);
         if (block(r, li, Xs, s, p0, ids)) goto oom;
         if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0);   /* progress */
     }
     li = -1;
+    AT(-1, p0, s);
     if (nl < g->n_layers) {             /* stopped early: no head, no logits */
         for (long i = 0; i < g->vocab_size; i++) logits[i] = (real)NAN;
-    } else if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base),
-             V(r->m->norm), logits)) goto oom;
+    } else if (head(r, Xs + (s - 1) * hc * d, &r->m->hc_head_fn, &r->m->hc_head_scale, &r->m->hc_head_base,
+                    &r->m->norm, logits)) goto oom;
     if (nl == g->n_layers) REPORT(DSV4Q_STAGE_HEAD, Xs + (s - 1) * hc * d, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     free(r->lastX);
@@ -557,6 +693,8 @@ long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
  * caller feeds a layer's calls in order (run.c checks it). The wrapper in
  * run.c has validated stage, layer, s, pos0 and the ids.
  */
+static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits);
+
 int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
@@ -583,16 +721,16 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
         break;
     case DSV4Q_STAGE_ATTN_NORM:
     case DSV4Q_STAGE_FFN_NORM:
-        st_norm(r, li, io->stage == DSV4Q_STAGE_FFN_NORM, in[0], s, out[0]);
-        rc = 0;
+        rc = st_norm(r, li, io->stage == DSV4Q_STAGE_FFN_NORM, in[0], s, out[0]);
         break;
     case DSV4Q_STAGE_ATTN: rc = attention(r, li, in[0], s, p0, out[0]); break;
     case DSV4Q_STAGE_HC_ATTN_POST:
-    case DSV4Q_STAGE_HC_FFN_POST: st_hc_post(r, in[0], in[1], in[2], in[3], s, out[0]); rc = 0; break;
+    case DSV4Q_STAGE_HC_FFN_POST: rc = st_hc_post(r, in[0], in[1], in[2], in[3], s, out[0]); break;
     case DSV4Q_STAGE_MOE: rc = st_moe(r, li, in[0], s, io->ids, out[0]); break;
     case DSV4Q_STAGE_HEAD:
-        rc = head(r, in[0], &r->m->hc_head_fn, V(r->m->hc_head_scale), V(r->m->hc_head_base), V(r->m->norm), out[0]);
+        rc = head(r, in[0], &r->m->hc_head_fn, &r->m->hc_head_scale, &r->m->hc_head_base, &r->m->norm, out[0]);
         break;
+    case DSV4Q_STAGE_MTP: rc = g->n_mtp_layers < 1 ? -1 : mtp(r, in[0], s, p0, io->ids, out[0]); break;
     default: break;
     }
     if (!rc)
@@ -616,39 +754,58 @@ oom:
  * model's last call (the reference does not fix which; we take those) and
  * `ids` for the same positions. Returns logits of the last row.
  */
-int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_out)
+/* The MTP block and its head on given hidden streams Xin [s, hc, d] of the
+ * call at p0 (the mtp stage; dsv4q_run_mtp and dsv4q_stage_exec). */
+static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits)
 {
     const dsv4q_config *g = &r->m->cfg;
-    if (g->n_mtp_layers < 1 || !r->lastX) return -1;
-    if (r->last_layer >= 0 && r->last_layer < g->n_layers - 1) return -1;   /* lastX is not the last layer's */
     const int li = g->n_layers, hc = g->hc_mult;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    const long s = r->lasts, d = g->dim, p0 = r->pos - s;
+    const long d = g->dim;
     const uint64_t bs = r->bs;
-    real *e = NULL, *pe = NULL, *h = NULL, *ph = NULL, *Xs = NULL, *logits = NULL;
+    real *e = NULL, *pe = NULL, *h = NULL, *ph = NULL, *Xs = NULL;
     int rc = -1;
     ALLOC(e, s * d);
     ALLOC(pe, s * d);
     ALLOC(h, s * hc * d);
     ALLOC(ph, s * hc * d);
     ALLOC(Xs, s * hc * d);
-    ALLOC(logits, g->vocab_size);
     for (long t = 0; t < s; t++)
         for (long i = 0; i < d; i++) e[t * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
-    X(dsv4q_rmsnorm)(bs, e, s, d, V(L->enorm), g->norm_eps, e);
-    X(dsv4q_rmsnorm)(bs, r->lastX, s * hc, d, V(L->hnorm), g->norm_eps, h);
-    if (X(dsv4q_linear)(bs, r->ue8m0, &L->e_proj, e, s, pe, DSV4Q_B_LINEAR_BF16) ||
-        X(dsv4q_linear)(bs, r->ue8m0, &L->h_proj, h, s * hc, ph, DSV4Q_B_LINEAR_BF16)) goto oom;
+    AT(li, p0, s);
+    if (OP(rmsnorm, e, s, d, &L->enorm, e) || OP(rmsnorm, Xin, s * hc, d, &L->hnorm, h) ||
+        OP(linear, &L->e_proj, e, s, pe, DSV4Q_B_LINEAR_BF16) ||
+        OP(linear, &L->h_proj, h, s * hc, ph, DSV4Q_B_LINEAR_BF16)) goto oom;
     for (long t = 0; t < s; t++)
         for (int j = 0; j < hc; j++)
             for (long i = 0; i < d; i++)
                 Xs[(t * hc + j) * d + i] = rb(bs, DSV4Q_B_RESID_BF16, pe[t * d + i] + ph[(t * hc + j) * d + i]);
     if (block(r, li, Xs, s, p0, ids)) goto oom;
-    if (head(r, Xs + (s - 1) * hc * d, &L->hc_head_fn, V(L->hc_head_scale), V(L->hc_head_base), V(L->norm),
-             logits)) goto oom;
+    AT(-1, p0, s);
+    if (head(r, Xs + (s - 1) * hc * d, &L->hc_head_fn, &L->hc_head_scale, &L->hc_head_base, &L->norm, logits))
+        goto oom;
+    rc = 0;
+oom:
+    free(e); free(pe); free(h); free(ph); free(Xs);
+    return rc;
+}
+
+int X(dsv4q_run_mtp)(X(dsv4q_runstate) *r, const int32_t *ids, double *logits_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->n_mtp_layers < 1 || !r->lastX) return -1;
+    if (r->last_layer >= 0 && r->last_layer < g->n_layers - 1) return -1;   /* lastX is not the last layer's */
+    const long s = r->lasts, p0 = r->pos - s;
+    const int li = -1;   /* a model-level stage (REPORT) */
+    real *logits = NULL;
+    int rc = -1;
+    ALLOC(logits, g->vocab_size);
+    if (mtp(r, r->lastX, s, p0, ids, logits)) goto oom;
+    tap(r, -1, TAP(MTP_LOGITS), logits, g->vocab_size, 1);
+    REPORT(DSV4Q_STAGE_MTP, r->lastX, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     rc = 0;
 oom:
-    free(e); free(pe); free(h); free(ph); free(Xs); free(logits);
+    free(logits);
     return rc;
 }

@@ -137,15 +137,20 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         snprintf(err, errlen, "stage %s needs the call's token ids", si->name);
         return -1;
     }
-    if (si->stateful) {
-        if (!r->attn_next && !(r->attn_next = calloc((size_t)g->n_layers, sizeof(long)))) {
+    const int ci = dsv4q_stage_cache_index(io->stage, io->layer, g);   /* -1: stateless */
+    if (io->stage == DSV4Q_STAGE_MTP && g->n_mtp_layers < 1) {
+        snprintf(err, errlen, "stage mtp: the model has no MTP layer");
+        return -1;
+    }
+    if (ci >= 0) {
+        if (!r->attn_next && !(r->attn_next = calloc((size_t)(g->n_layers + g->n_mtp_layers), sizeof(long)))) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        if (io->pos0 != r->attn_next[io->layer]) {
+        if (io->pos0 != r->attn_next[ci]) {
             snprintf(err, errlen, "stage %s of layer %d: call at position %ld, but this layer's caches are at "
-                     "position %ld (calls must come in order from position 0)", si->name, io->layer, io->pos0,
-                     r->attn_next[io->layer]);
+                     "position %ld (calls must come in order from position 0)", si->name, ci, io->pos0,
+                     r->attn_next[ci]);
             return -1;
         }
     }
@@ -154,7 +159,7 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         snprintf(err, errlen, "out of memory in stage %s at position %ld", si->name, io->pos0);
         return -1;
     }
-    if (si->stateful) r->attn_next[io->layer] = io->pos0 + io->s;
+    if (ci >= 0) r->attn_next[ci] = io->pos0 + io->s;
     return 0;
 }
 

@@ -7,6 +7,7 @@
  * it contains: an engine author reads one row and knows which tensor to dump
  * and what the oracle will compute from it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "oracle/boundary.h"
@@ -79,7 +80,106 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                           B(RESID_BF16) | B(NORM_BF16),
                           "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
                           "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits"},
+    [DSV4Q_STAGE_MTP] = {DSV4Q_STAGE_MTP, "mtp", 0, 1, 1, 1, 1,
+                         {{"X", 3, {S_, HC, D_}, "hc streams of the call after the last layer (+ the MTP token ids)",
+                           ST(RESID_BF16)}},
+                         {{"logits", 1, {V_}, "MTP logits of the call's last token"}},
+                         B(GEMM_ACT_FP8) | B(KV_FP8) | B(CKV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) |
+                             B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) | B(LINEAR_BF16) | B(QNORM_BF16) |
+                             B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(HADAMARD_BF16) | B(CMP_BF16) |
+                             B(IDX_PARTIAL_BF16) | B(RESID_BF16) | B(MOE_BF16),
+                         "oracle/model.c dsv4q_run_mtp (enorm, hnorm, e_proj + h_proj, one block, hc_head, head)",
+                         "model.py MTPBlock.forward", "linear", "mtp_logits", 1},
 };
+
+#define TAP_NAME_(E, name, sel) [DSV4Q_TAP_##E] = #name,
+static const char *const tap_names[DSV4Q_TAP_COUNT] = {DSV4Q_TAP_LIST(TAP_NAME_)};
+#undef TAP_NAME_
+#define TAP_SEL_(E, name, sel) [DSV4Q_TAP_##E] = sel,
+static const unsigned char tap_sel[DSV4Q_TAP_COUNT] = {DSV4Q_TAP_LIST(TAP_SEL_)};
+#undef TAP_SEL_
+
+const char *dsv4q_tap_name(int tap) { return tap >= 0 && tap < DSV4Q_TAP_COUNT ? tap_names[tap] : NULL; }
+int dsv4q_tap_is_selection(int tap) { return tap >= 0 && tap < DSV4Q_TAP_COUNT && tap_sel[tap]; }
+
+int dsv4q_tap_find(const char *name)
+{
+    for (int i = 0; name && i < DSV4Q_TAP_COUNT; i++)
+        if (!strcmp(tap_names[i], name)) return i;
+    return -1;
+}
+
+int dsv4q_stage_table_check(char *err, size_t errlen)
+{
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) {
+        const dsv4q_stage_info *si = &table[i];
+        const char *why = NULL;
+        if (si->id != i || !si->name) why = "id or name missing";
+        else if (dsv4q_tap_find(si->tap) < 0) why = "its tap is not in DSV4Q_TAP_LIST";
+        else if (!si->gate_op || !si->gate_op[0]) why = "no gate operator (it would go ungated)";
+        else if (si->per_layer && i > 0 && !table[i - 1].per_layer)
+            for (int j = 0; j < i - 1 && !why; j++)
+                if (table[j].per_layer) why = "per-layer stages must be one contiguous run (forward order, S2)";
+        for (int j = 0; !why && j < i; j++)
+            if (!strcmp(table[j].name, si->name)) why = "name appears twice";
+        if (why) {
+            snprintf(err, errlen, "stage table row %d (%s): %s", i, si->name ? si->name : "?", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The table's three runs (S2): model-level rows before the first per-layer
+ * row, the per-layer rows, model-level rows after them. */
+static void runs(int *first_pl, int *npl)
+{
+    int f = -1, n = 0;
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
+        if (table[i].per_layer) {
+            if (f < 0) f = i;
+            n++;
+        }
+    *first_pl = f;
+    *npl = n;
+}
+
+long dsv4q_stage_nslots(int n_layers)
+{
+    int f, n;
+    runs(&f, &n);
+    return (DSV4Q_STAGE_COUNT - n) + (long)n * (n_layers > 0 ? n_layers : 0);
+}
+
+int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer)
+{
+    int f, n;
+    runs(&f, &n);
+    const long nl = n_layers > 0 ? n_layers : 0, mid = (long)n * nl;
+    if (i < 0 || i >= dsv4q_stage_nslots(n_layers)) return -1;
+    if (i < f) { *stage = (int)i; *layer = -1; return 0; }
+    if (i < f + mid) { *stage = f + (int)((i - f) % n); *layer = (int)((i - f) / n); return 0; }
+    *stage = (int)(i - mid + n);   /* past the per-layer rows */
+    *layer = -1;
+    return 0;
+}
+
+long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
+{
+    int f, n;
+    runs(&f, &n);
+    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return -1;
+    if (!table[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
+    if (layer < 0 || layer >= n_layers) return -1;
+    return f + (long)layer * n + (stage - f);
+}
+
+int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    if (!si || !si->stateful) return -1;
+    return si->per_layer ? layer : cfg->n_layers;
+}
 
 const dsv4q_stage_info *dsv4q_stage_get(int id)
 {

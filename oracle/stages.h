@@ -13,8 +13,10 @@
  *   moe          x[s,d] + token ids            -> y[s,d]
  *   hc_ffn_post                                   (as hc_attn_post)
  *
- * plus two model-level stages: embed (token ids -> X[s,hc,d]) and head (the
- * last row's X[hc,d] -> logits[vocab]). Token ids are never a tensor: they
+ * plus model-level stages: embed (token ids -> X[s,hc,d]), head (the last
+ * row's X[hc,d] -> logits[vocab]) and mtp (the call's X[s,hc,d] after the
+ * last layer + the MTP token ids -> the MTP head's logits[vocab] of the last
+ * row; stateful: the MTP layer's caches; optional in a capture). Token ids are never a tensor: they
  * come from the call (a capture's __metadata__ "token_ids").
  *
  * Owns: the table (names, tensors, shapes, boundaries, reference, oracle
@@ -56,6 +58,7 @@ typedef enum dsv4q_stage {
     DSV4Q_STAGE_MOE,
     DSV4Q_STAGE_HC_FFN_POST,
     DSV4Q_STAGE_HEAD,
+    DSV4Q_STAGE_MTP,             /* appended: the MTP block + its head (optional) */
     DSV4Q_STAGE_COUNT
 } dsv4q_stage;
 
@@ -94,7 +97,70 @@ typedef struct dsv4q_stage_info {
     const char *reference;   /* DeepSeek's code */
     const char *gate_op;     /* operator of gates/ whose rules bound it */
     const char *tap;         /* the `run --taps` tap of its first output */
+    int optional;            /* 1: an engine may leave it out of a capture (MTP);
+                                replay does not count it as missing */
 } dsv4q_stage_info;
+
+/*
+ * THE tap list (append-only): the named values `run --taps`, sensitivity
+ * and margins observe in a forward pass, X(ENUM, name, selection). The
+ * forward pass (oracle/model.c) taps by DSV4Q_TAP_<ENUM>, never by a bare
+ * string; a stage row's `tap` must be one of these names (checked by
+ * dsv4q_stage_table_check). selection = 1: an index set per row (compared
+ * as sets, cli/taps.c).
+ */
+#define DSV4Q_TAP_LIST(X)                 \
+    X(EMBED, embed, 0)                    \
+    X(HC_ATTN_PRE, hc_attn_pre, 0)        \
+    X(ATTN_NORM, attn_norm, 0)            \
+    X(Q, q, 0)                            \
+    X(KV, kv, 0)                          \
+    X(IDX_SCORE, idx_score, 0)            \
+    X(IDX_TOPK, idx_topk, 1)              \
+    X(ATTN_OUT, attn_out, 0)              \
+    X(ATTN, attn, 0)                      \
+    X(HC_ATTN_POST, hc_attn_post, 0)      \
+    X(HC_FFN_PRE, hc_ffn_pre, 0)          \
+    X(FFN_NORM, ffn_norm, 0)              \
+    X(MOE_WEIGHTS, moe_weights, 0)        \
+    X(MOE_IDX, moe_idx, 1)                \
+    X(MOE_OUT, moe_out, 0)                \
+    X(BLOCK_OUT, block_out, 0)            \
+    X(FINAL_NORM, final_norm, 0)          \
+    X(LOGITS, logits, 0)                  \
+    X(MTP_LOGITS, mtp_logits, 0)
+
+#define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
+typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;
+#undef DSV4Q_TAP_ENUM_
+
+const char *dsv4q_tap_name(int tap);               /* NULL if out of range */
+int dsv4q_tap_find(const char *name);              /* -1 if unknown */
+int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
+
+/* Check the stage table when it is used: every stage names a known tap
+ * and a gate operator (gate_op non-empty; the harness resolves it against
+ * the operator list: harness/verdict.h dsv4q_stage_gates_check), names are
+ * unique, and per-layer stages come in forward order between embed and
+ * head (S2). 0, or -1 with a message naming the row. */
+int dsv4q_stage_table_check(char *err, size_t errlen);
+
+/* Which layer's caches a stateful stage carries: its own layer for a
+ * per-layer stage (attn), the first MTP layer (n_layers) for mtp; -1 for a
+ * stateless stage. Callers that track "the next position of each cache"
+ * size their arrays n_layers + n_mtp_layers. */
+int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg);
+
+/* The forward order of one call for n_layers layers, as slots 0..n-1: the
+ * model-level stages that precede the per-layer rows in the table (embed),
+ * then every layer's per-layer stages in table order, then the model-level
+ * stages after them (head). replay, `dsv4q stages --names` and goldens
+ * iterate this instead of spelling the order out. */
+long dsv4q_stage_nslots(int n_layers);
+/* Slot i -> stage id and layer (-1 for model-level). -1 if i is out of range. */
+int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer);
+/* (stage, layer) -> slot, -1 if there is none. */
+long dsv4q_stage_slot_of(int n_layers, int stage, int layer);
 
 const dsv4q_stage_info *dsv4q_stage_get(int id);   /* NULL if out of range */
 int dsv4q_stage_find(const char *name);            /* -1 if unknown */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "base/util.h"
 #include "harness/verdict.h"
+#include "oracle/stages.h"
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -89,6 +90,39 @@ static void test_judge(void **state)
     assert_true(!j.gated && j.pass && isnan(j.bound));
 }
 
+/* The stage table's links: every stage has a tap of DSV4Q_TAP_LIST and a
+ * gate operator of DSV4Q_OP_LIST (hand-read from oracle/stages.c: attn is
+ * bounded by sparse_attn's rules, moe by expert's). */
+static void test_stage_links(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    assert_int_equal(dsv4q_stage_gates_check(err, sizeof err), 0);
+    assert_int_equal(dsv4q_stage_gate_op(DSV4Q_STAGE_ATTN), DSV4Q_OP_SPARSE_ATTN);
+    assert_int_equal(dsv4q_stage_gate_op(DSV4Q_STAGE_MOE), DSV4Q_OP_EXPERT);
+    assert_int_equal(dsv4q_stage_gate_op(DSV4Q_STAGE_COUNT), -1);
+    assert_int_equal(dsv4q_tap_find("idx_topk"), DSV4Q_TAP_IDX_TOPK);
+    assert_true(dsv4q_tap_is_selection(DSV4Q_TAP_MOE_IDX) && !dsv4q_tap_is_selection(DSV4Q_TAP_Q));
+    assert_int_equal(dsv4q_tap_find("nope"), -1);
+    /* forward order for 3 layers: embed, 3 x 8 per-layer stages, head, mtp = 27 slots */
+    assert_int_equal(dsv4q_stage_nslots(3), 27);
+    int st = -9, l = -9;
+    assert_int_equal(dsv4q_stage_slot(3, 0, &st, &l), 0);
+    assert_true(st == DSV4Q_STAGE_EMBED && l == -1);
+    assert_int_equal(dsv4q_stage_slot(3, 1 + 8 + 2, &st, &l), 0);      /* layer 1's third stage */
+    assert_true(st == DSV4Q_STAGE_ATTN && l == 1);
+    assert_int_equal(dsv4q_stage_slot(3, 25, &st, &l), 0);
+    assert_true(st == DSV4Q_STAGE_HEAD && l == -1);
+    assert_int_equal(dsv4q_stage_slot(3, 26, &st, &l), 0);
+    assert_true(st == DSV4Q_STAGE_MTP && l == -1);
+    assert_int_equal(dsv4q_stage_slot(3, 27, &st, &l), -1);
+    for (long i = 0; i < 27; i++) {                                     /* slot_of inverts slot */
+        assert_int_equal(dsv4q_stage_slot(3, i, &st, &l), 0);
+        assert_int_equal(dsv4q_stage_slot_of(3, st, l), i);
+    }
+    assert_int_equal(dsv4q_stage_slot_of(3, DSV4Q_STAGE_ATTN, 3), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -96,6 +130,7 @@ int main(void)
         cmocka_unit_test(test_errf_json_timer),
         cmocka_unit_test(test_mkdir_p),
         cmocka_unit_test(test_judge),
+        cmocka_unit_test(test_stage_links),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -250,6 +250,75 @@ static void last_layer_stops_early(void **state)
     dsv4q_model_close(m);
 }
 
+/* MTP is a stage of the stage table (oracle/stages.h DSV4Q_STAGE_MTP): the
+ * forward pass reports it to the stage hook with its input (the call's hc
+ * streams after the last layer) and output (the MTP logits), and running
+ * the stage alone on a fresh run from that input reproduces the logits bit
+ * for bit (the M3 property the other stages have, tests/test_capture.c). */
+typedef struct mtpcap {
+    const dsv4q_config *cfg;
+    double *X, *logits;
+    int32_t ids[16];
+    long s, p0;
+    int seen, others;
+} mtpcap;
+
+static int grab_mtp(void *user, const dsv4q_stage_io *io)
+{
+    mtpcap *c = user;
+    if (io->stage != DSV4Q_STAGE_MTP) { c->others++; return 0; }
+    const long nX = io->s * c->cfg->hc_mult * c->cfg->dim, V = c->cfg->vocab_size;
+    c->X = malloc(sizeof(double) * (size_t)nX);
+    c->logits = malloc(sizeof(double) * (size_t)V);
+    memcpy(c->X, io->in[0], sizeof(double) * (size_t)nX);
+    memcpy(c->logits, io->out[0], sizeof(double) * (size_t)V);
+    memcpy(c->ids, io->ids, sizeof(int32_t) * (size_t)io->s);
+    c->s = io->s;
+    c->p0 = io->pos0;
+    c->seen++;
+    return 0;
+}
+
+static void mtp_is_a_stage(void **state)
+{
+    (void)state;
+    char err[512];
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, tiny_dir, err, sizeof err), 0);
+    assert_true(m->cfg.n_mtp_layers >= 1);
+    const long V = m->cfg.vocab_size;
+    int32_t ids[12];
+    ids_for(ids, 12, m->cfg.vocab_size);
+    uint64_t bs;
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    double *l = malloc(sizeof(double) * (size_t)V), *a = malloc(sizeof(double) * (size_t)V),
+           *b = malloc(sizeof(double) * (size_t)V);
+    for (int width = 32; width <= 64; width += 32) {
+        mtpcap c = {.cfg = &m->cfg};
+        dsv4q_run *r, *r2;
+        assert_int_equal(dsv4q_run_open(&r, m, width, bs, 12, NULL, NULL, err, sizeof err), 0);
+        dsv4q_run_set_stage_hook(r, grab_mtp, &c);
+        assert_int_equal(dsv4q_run_feed(r, ids, 10, l, err, sizeof err), 0);
+        assert_int_equal(c.seen, 0);                           /* not part of a plain call */
+        assert_int_equal(dsv4q_run_mtp(r, &ids[1], a, err, sizeof err), 0);
+        assert_int_equal(c.seen, 1);
+        assert_true(c.s == 10 && c.p0 == 0 && c.ids[0] == ids[1] && c.ids[9] == ids[10]);
+        assert_memory_equal(c.logits, a, sizeof(double) * (size_t)V);
+        assert_int_equal(dsv4q_run_open(&r2, m, width, bs, 12, NULL, NULL, err, sizeof err), 0);
+        dsv4q_stage_io io = {DSV4Q_STAGE_MTP, -1, c.s, c.p0, c.ids, {c.X}, {b}};
+        assert_int_equal(dsv4q_run_stage(r2, &io, err, sizeof err), 0);
+        assert_memory_equal(a, b, sizeof(double) * (size_t)V);  /* bit for bit */
+        assert_int_equal(dsv4q_run_stage(r2, &io, err, sizeof err), -1);   /* the MTP caches moved on */
+        assert_non_null(strstr(err, "position 10"));
+        dsv4q_run_close(r);
+        dsv4q_run_close(r2);
+        free(c.X);
+        free(c.logits);
+    }
+    free(l); free(a); free(b);
+    dsv4q_model_close(m);
+}
+
 static void bad_tokens_and_calls(void **state)
 {
     (void)state;
@@ -286,6 +355,7 @@ int main(void)
         cmocka_unit_test(bit_identical_runs_and_threads),
         cmocka_unit_test(last_layer_stops_early),
         cmocka_unit_test(bad_tokens_and_calls),
+        cmocka_unit_test(mtp_is_a_stage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,39 @@
+/*
+ * provider_abi.h - a backend (harness/dsv4q_backend.h) as the operator
+ * provider of THE forward pass (oracle/model.c, oracle/model_run.h
+ * dsv4q_provider_f32): `qualify --whole-model` runs dsv4q_run at f32 with
+ * this table, so the composition and the oracle's own run cannot drift
+ * apart (W1 of harness/qualify_model.h is now a construction; the
+ * bit-identity test in tests/test_qualify_model.c still checks it).
+ *
+ * Lifetime: one provider per composition (it keeps each ratio layer's input
+ * history for the decode compressors); backend calls run in the caller's
+ * process (qualify_model.c runs the whole composition in one isolated
+ * child). Errors: the first failing call's status (DSV4Q_BACKEND_*) and its
+ * message "op X, layer L, position P: ..." in err.
+ */
+#ifndef DSV4Q_PROVIDER_ABI_H
+#define DSV4Q_PROVIDER_ABI_H
+
+#include <stddef.h>
+#include "harness/dsv4q_backend.h"
+#include "oracle/model_run.h"
+
+typedef struct dsv4q_abi_provider dsv4q_abi_provider;
+
+/* A provider calling backend b (its init()ed ctx) for model m at boundary
+ * set bs, for runs of at most max_pos positions. calls[DSV4Q_OP_COUNT]
+ * (may be NULL) counts the calls per operator; detail (may be NULL) keeps
+ * the place of the latest call; err[errlen] receives the first failure.
+ * 0, or -1 with err set (out of memory). */
+int dsv4q_abi_provider_new(dsv4q_abi_provider **out, const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
+                           uint64_t bs, long max_pos, long *calls, char *detail, size_t detaillen, char *err,
+                           size_t errlen);
+/* Its table; window_decode 1: decode attention through WINDOW_ATTN_DECODE
+ * (the backend owns the ring), 0: through SPARSE_ATTN on the pass's keys. */
+const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, int window_decode);
+/* DSV4Q_BACKEND_OK, or the status of the first failure. */
+int dsv4q_abi_provider_status(const dsv4q_abi_provider *p);
+void dsv4q_abi_provider_free(dsv4q_abi_provider *p);
+
+#endif
