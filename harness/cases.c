@@ -111,7 +111,7 @@ static const dsv4q_case_entry table[] = {
     {"window_attn_decode(H=64,D=512,win=128,p=5,sel=512,recipe=normal,seed=1)", F},
     {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=masked,seed=1)", F},
     {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=f32,seed=1)", F},
-    {"window_attn_decode(H=8,D=512,win=128,p=63,sel=512,recipe=blocks,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=63,sel=512,recipe=blocks,seed=1)", F},
     {"window_attn_decode(H=8,D=256,win=128,p=64,sel=256,recipe=blocks,seed=1)", F},
     {"window_attn_decode(H=128,D=512,win=128,p=1000,sel=1024,recipe=normal,seed=1)", P},
     {"window_attn_decode(H=128,D=512,win=128,p=300,sel=1024,recipe=masked,seed=1)", P},
