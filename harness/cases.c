@@ -774,7 +774,19 @@ static int b_quant(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t err
                     if (fabs(v) > 0.9 * a) v = 0.9 * a;
                     x[i * n + j] = bf(v);
                 }
-                x[i * n + b0 + uint_below(r, (block < n - b0 ? block : n - b0))] = uint_below(r, 2) ? a : -a;
+                const long bl = block < n - b0 ? block : n - b0, at = uint_below(r, bl);
+                x[i * n + b0 + at] = uint_below(r, 2) ? a : -a;
+                /* act_quant: two companions at 2^-8..2^-7 of 2^e, E4M3
+                 * subnormals of the block's scale: a scale off by one
+                 * binade moves them on the subnormal grid (the normal
+                 * grid is scale-invariant, so without them a wrong scale
+                 * hides: 'ue8m0_log2f' escaped every case of a seed) */
+                if (c->op == DSV4Q_OP_ACT_QUANT && bl > 2)
+                    for (int k = 0; k < 2; k++) {
+                        long j = (at + 1 + k + uint_below(r, bl - 2)) % bl;
+                        if (j == at) j = (j + 1) % bl;
+                        x[i * n + b0 + j] = bf(ldexp(1.0 + u01(r), e - 8) * (uint_below(r, 2) ? 1 : -1));
+                    }
             }
     } else {
         fill_act(r, c->recipe, x, rows, n, 1.0, block);
