@@ -118,8 +118,8 @@ static const dsv4q_case_entry table[] = {
     {"window_attn_decode(H=128,D=512,win=128,p=5,sel=1024,recipe=normal,seed=1)", P},
     {"window_attn_decode(H=128,D=512,win=128,p=128,sel=1024,recipe=normal,seed=1)", P},
     {"window_attn_decode(H=128,D=512,win=128,p=1000,sel=1024,recipe=f32,seed=1)", P},
-    {"window_attn_decode(H=16,D=512,win=128,p=63,sel=1024,recipe=blocks,seed=1)", P},
-    {"window_attn_decode(H=16,D=128,win=128,p=64,sel=256,recipe=blocks,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=63,sel=1024,recipe=blocks,seed=1)", P},
+    {"window_attn_decode(H=128,D=128,win=128,p=64,sel=256,recipe=blocks,seed=1)", P},
     /* compressor: overlap ratio 4 (attention rows and rotated indexer
      * keys) and ratio 128 */
     {"compressor(s=8,d=4096,ratio=4,Dc=512,rotate=0,recipe=normal,seed=1)", F},
