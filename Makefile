@@ -18,6 +18,9 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-f
 ifneq ($(findstring clang,$(CC)),)
 CFLAGS  += -Wno-missing-field-initializers -Wno-unknown-warning-option
 endif
+# `dsv4q --version` reports the flags that matter for reproducibility.
+REPRO_FLAGS := $(CC) $(filter -O% -f% -m% -std=%,$(CFLAGS))
+$(BUILD)/common/cli/cmdtab.o: CFLAGS += -DDSV4Q_REPRO_FLAGS='"$(REPRO_FLAGS)"'
 LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
 
 ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
@@ -36,7 +39,7 @@ BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
 PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
 
-.PHONY: all test demo bench deps clean check-deps golden-check docs
+.PHONY: all test demo bench deps pydeps clean check-deps golden-check docs
 all: $(BIN)
 
 $(BUILD)/f32/%.o: %.c
@@ -79,6 +82,16 @@ bench: $(BENCHES)
 deps:
 	@sh scripts/deps.sh
 
+# Python test dependencies (tests/requirements.txt, from PyPI) in a venv
+# under build/; tests/run_all.sh puts build/venv/bin first on PATH, so the
+# tests' `python3` is this one. Re-run when the requirements file changes.
+VENV := $(BUILD)/venv
+pydeps: $(VENV)/.stamp
+$(VENV)/.stamp: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	@touch $@
+
 # Regenerate the generated parts of docs/ from the binary.
 docs: $(BIN)
 	@{ sed -n '1,/^<!-- generated -->$$/p' docs/boundaries.md; ./$(BIN) boundaries --markdown; } > docs/boundaries.md.tmp
@@ -87,6 +100,9 @@ docs: $(BIN)
 	@mv docs/backends.md.tmp docs/backends.md
 	@{ sed -n '1,/^<!-- generated: dsv4q stages --markdown -->$$/p' docs/captures.md; ./$(BIN) stages --markdown; } > docs/captures.md.tmp
 	@mv docs/captures.md.tmp docs/captures.md
+	@{ sed -n '1,/^<!-- generated: dsv4q help --markdown/p' README.md; ./$(BIN) help --markdown; \
+	   sed -n '/^<!-- end generated -->$$/,$$p' README.md; } > README.md.tmp
+	@mv README.md.tmp README.md
 
 clean:
 	rm -rf $(BUILD)

@@ -131,19 +131,13 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     if (!o.width) o.width = 64;
     dsv4q_cli_threads(&o);
     uint64_t base;
-    if (dsv4q_cli_bset(&o, &base, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+    if (dsv4q_cli_bset(&o, &base, err, sizeof err)) {
         fprintf(stderr, "dsv4q ablate: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q ablate: %s\n", err); return 2; }
-    dsv4q_cli_model_notes("ablate", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q ablate: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("ablate", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
     double *ref = malloc(sizeof(double) * (size_t)(rows * V)), *cur = malloc(sizeof(double) * (size_t)(rows * V));
     toggle tg[DSV4Q_B_COUNT + 4];

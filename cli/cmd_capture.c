@@ -98,22 +98,13 @@ int dsv4q_cmd_capture(int argc, char **argv)
         }
     }
     uint64_t bs;
-    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
         fprintf(stderr, "dsv4q capture: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q capture: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("capture", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q capture: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("capture", &o, dir, sizeof dir, &m, &t)) return 2;
     char csha[65], wsha[65], ver[128], engine[128];
     dsv4q_capture_writer *w = NULL;
     dsv4q_capture_splice *sp = NULL;

@@ -546,20 +546,13 @@ int dsv4q_cmd_margins(int argc, char **argv)
     dsv4q_cli_opts oc = o;
     oc.profile = strcmp(o.profile, "source") ? "source" : "model";
     uint64_t bs, bsc;
-    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_bset(&oc, &bsc, err, sizeof err) ||
-        dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_bset(&oc, &bsc, err, sizeof err)) {
         fprintf(stderr, "dsv4q margins: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q margins: %s\n", err); return 2; }
-    dsv4q_cli_model_notes("margins", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q margins: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("margins", &o, dir, sizeof dir, &m, &t)) return 2;
     ctx c = {.m = m, .npos = t.nprompt + t.nteacher, .kmax = m->cfg.index_topk, .quiet = o.quiet};
     int rc = 2;
     const long d = m->cfg.dim;
@@ -719,21 +712,15 @@ int dsv4q_cmd_margins(int argc, char **argv)
     if (x.csv && write_csv(x.csv, &c)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.csv); rc = 2; }
     if (x.svg && write_svg(x.svg, &c, o.profile)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.svg); rc = 2; }
 
-    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(&m->cfg);
-    long long id = 0;
+    char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q margins: %s\n", err);
     char prof[1300];
     snprintf(prof, sizeof prof, "%s%s%s (vs %s)", o.profile, o.boundary[0] ? " + " : "", o.boundary, oc.profile);
-    dsv4q_receipt rcpt = {.kind = "margins", .command_line = cmdline, .checkpoint_pin_json = pin,
+    dsv4q_receipt rcpt = {.kind = "margins", .checkpoint_pin_json = pin,
                           .tokens_pin = t.pin, .config_json = cfgjson, .profile = prof,
                           .widths = "f32,f64", .metrics_json = metrics, .verdict = "info"};
-    const char *db = o.db ? o.db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &rcpt, o.key, &id, err, sizeof err))
-        fprintf(stderr, "dsv4q margins: receipt not written: %s\n", err);
-    else
-        printf("\nreceipt %lld written to %s\n", id, db);
+    dsv4q_cli_receipt_store("margins", &o, &rcpt, argc, argv, 1);
     free(pin);
-    free(cmdline);
     free(cfgjson);
     goto out;
 fail:

@@ -27,10 +27,13 @@
  * backend that cannot be loaded: missing symbol, wrong ABI version, entry
  * point crash).
  */
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/junit.h"
+#include "cli/qreport.h"
 #include "gates/gates.h"
 #include "harness/backend.h"
 #include "harness/qualify.h"
@@ -46,9 +49,10 @@ typedef struct qopts {
     int nb;
     const char *keys[MAX_K + 1];
     int nk;
-    const char *gates, *ops, *shapes, *seeds;
+    const char *gates, *ops, *shapes, *junit, *require, *seeds;
     double timeout;
     int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
+    int failures_only, stop_on_fail, require_all;
 } qopts;
 
 static int extra(void *ctx, int argc, char **argv, int i)
@@ -56,7 +60,8 @@ static int extra(void *ctx, int argc, char **argv, int i)
     qopts *q = ctx;
     const char *a = argv[i];
     int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
-                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--seeds");
+                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--junit") || !strcmp(a, "--require") ||
+                !strcmp(a, "--seeds");
     if (takes && i + 1 >= argc) {
         fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
         return -1;
@@ -69,6 +74,13 @@ static int extra(void *ctx, int argc, char **argv, int i)
         if (q->nk == MAX_K) { fprintf(stderr, "dsv4q qualify: at most %d --case\n", MAX_K); return -1; }
         q->keys[q->nk++] = v;
     } else if (!strcmp(a, "--gates")) q->gates = v;
+    else if (!strcmp(a, "--junit")) {
+        if (dsv4q_cli_check_out(a, v)) return -1;
+        q->junit = v;
+    } else if (!strcmp(a, "--require")) q->require = v;
+    else if (!strcmp(a, "--failures-only")) q->failures_only = 1;
+    else if (!strcmp(a, "--stop-on-fail") || !strcmp(a, "-x")) q->stop_on_fail = 1;
+    else if (!strcmp(a, "--require-all")) q->require_all = 1;
     else if (!strcmp(a, "--ops")) q->ops = v;
     else if (!strcmp(a, "--shapes")) q->shapes = v;
     else if (!strcmp(a, "--seeds")) q->seeds = v;
@@ -93,22 +105,11 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
     char err[1024], so_sha[DSV4Q_SHA256_HEX + 1] = "", gate_sha[DSV4Q_SHA256_HEX + 1] = "";
     if (q->desc.is_path && dsv4q_sha256_file(q->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
     if (gate_path && dsv4q_sha256_file(gate_path, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
-    char *cmdline = dsv4q_command_line(argc, argv);
-    dsv4q_receipt r = {.kind = "qualify", .command_line = cmdline, .backend_id = q->desc.spec,
+    dsv4q_receipt r = {.kind = "qualify", .backend_id = q->desc.spec,
                        .backend_version = q->desc.version, .backend_sha256 = so_sha, .profile = q->profile,
                        .widths = "f32,f64", .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
                        .verdict = status == 0 ? "pass" : status == 1 ? "fail" : "error"};
-    long long id = 0;
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    int rc = 0;
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
-        rc = -1;
-    } else if (!o->quiet) {
-        printf("receipt %lld written to %s\n", id, db);
-    }
-    free(cmdline);
-    return rc;
+    return dsv4q_cli_receipt_store("qualify", o, &r, argc, argv, 0);
 }
 
 /* --whole-model: one composed run per backend, judged with gates.model. */
@@ -119,22 +120,9 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes, --seeds or --all-metrics\n");
         return 2;
     }
-    if (dsv4q_cli_model_dir(o, dir, sizeof dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        return 2;
-    }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("qualify", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q qualify: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("qualify", o, dir, sizeof dir, &m, &t)) return 2;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(t.nprompt + t.nteacher + 1));
     if (!ids) {
         fprintf(stderr, "dsv4q qualify: out of memory\n");
@@ -178,14 +166,8 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                             .tokens_pin = t.pin, .config_json = cfgjson, .profile = r.profile, .widths = "f32,f64",
                             .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
                             .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
-        long long id = 0;
-        const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-        if (r.load_failed)   /* a backend that cannot load or init here is not a measurement */
-            ;
-        else if (dsv4q_receipt_write(db, &rc, o->key, &id, err, sizeof err))
-            fprintf(stderr, "dsv4q qualify: receipt not written: %s\n", err);
-        else if (!o->quiet)
-            printf("receipt %lld written to %s\n", id, db);
+        if (!r.load_failed)   /* a backend that cannot load or init here is not a measurement */
+            dsv4q_cli_receipt_store("qualify", o, &rc, argc, argv, 0);
         free(metrics);
         dsv4q_wm_free(&r);
         if (b + 1 < q->nb) printf("\n");
@@ -202,6 +184,45 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     dsv4q_tokens_free(&t);
     dsv4q_model_close(m);
     return worst;
+}
+
+/* --case patterns -> explicit keys. A full key "op(...)" is taken as
+ * given (the harness canonicalises it, whatever --shapes says); a pattern
+ * with * ? or [ is a glob over the case keys of the selected shapes and
+ * ops; anything else is a substring of those keys. A pattern that selects
+ * nothing is a usage error naming it. Returns a malloc'd NULL-terminated
+ * list (strings point into the case table or argv), or NULL (message
+ * printed). */
+static const char **expand_cases(const qopts *q, unsigned sets, uint64_t ops)
+{
+    int cap = dsv4q_case_count() * q->nk + q->nk + 1, n = 0;
+    const char **keys = calloc((size_t)cap, sizeof *keys);
+    if (!keys) { fprintf(stderr, "dsv4q qualify: out of memory\n"); return NULL; }
+    for (int p = 0; p < q->nk; p++) {
+        const char *pat = q->keys[p];
+        size_t len = strlen(pat);
+        int glob = strpbrk(pat, "*?[") != NULL, full = !glob && len && strchr(pat, '(') && pat[len - 1] == ')';
+        if (full) { keys[n++] = pat; continue; }
+        int hits = 0;
+        for (int i = 0; i < dsv4q_case_count(); i++) {
+            const dsv4q_case_entry *e = dsv4q_case_at(i);
+            char op[32];
+            snprintf(op, sizeof op, "%.*s", (int)strcspn(e->key, "("), e->key);
+            if (!(e->sets & sets) || (ops && !(ops & DSV4Q_CAP(dsv4q_op_find(op))))) continue;
+            if (glob ? fnmatch(pat, e->key, 0) != 0 : !strstr(e->key, pat)) continue;
+            hits++;
+            int dup = 0;
+            for (int k = 0; k < n; k++) dup |= !strcmp(keys[k], e->key);
+            if (!dup) keys[n++] = e->key;
+        }
+        if (!hits) {
+            fprintf(stderr, "dsv4q qualify: --case %s matches no case of the selected shapes/ops (see dsv4q qualify --list)\n", pat);
+            free(keys);
+            return NULL;
+        }
+    }
+    keys[n] = NULL;
+    return keys;
 }
 
 int dsv4q_cmd_qualify(int argc, char **argv)
@@ -257,15 +278,31 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         dsv4q_cli_threads(&o);
         return whole_model(&o, &q, &g, argc, argv);
     }
-    dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = q.nk ? q.keys : NULL,
-                          .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet};
+    dsv4q_qreport_opts ro = {.all_metrics = q.all_metrics, .failures_only = q.failures_only,
+                             .require_all = q.require_all};
+    if (q.require && dsv4q_qualify_parse_ops(q.require, &ro.require, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: --require: %s\n", err);
+        return 2;
+    }
+    const char **keys = NULL;
+    if (q.nk && !(keys = expand_cases(&q, sets, ops))) return 2;
+    dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
+                          .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet,
+                          .stop_on_fail = q.stop_on_fail};
     if (q.seeds && dsv4q_qualify_parse_seeds(q.seeds, &qo.seed_lo, &qo.seed_hi, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
     dsv4q_qual res[MAX_B];
     dsv4q_cli_threads(&o);
-    if (dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err)) {
+    int qrc = dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err);
+    free(keys);
+    if (qrc) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    dsv4q_junit *ju = NULL;
+    if (q.junit && dsv4q_junit_open(&ju, q.junit, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
@@ -277,10 +314,11 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     if (jf && q.nb > 1) fputs("[", jf);
     for (int b = 0; b < q.nb; b++) {
-        int st = dsv4q_qual_status(&res[b]);
+        int st = dsv4q_qreport_status(&res[b], &ro);
         if (st > worst) worst = st;
         if (res[b].load_failed) fprintf(stderr, "dsv4q qualify: %s\n", res[b].msg);
-        dsv4q_qual_print(stdout, &res[b], &g, q.all_metrics);
+        dsv4q_qreport_print(stdout, &res[b], &g, &ro);
+        if (ju) dsv4q_qreport_junit(ju, &res[b], &ro);
         char *metrics = dsv4q_qual_json(&res[b], &g);
         if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
         /* a failed load is not a measurement: no receipt for it */
@@ -293,6 +331,10 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         if (q.nb > 1) fputs("]", jf);
         fputs("\n", jf);
         fclose(jf);
+    }
+    if (ju && dsv4q_junit_close(ju, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        worst = 2;
     }
     return worst;
 }

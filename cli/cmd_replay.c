@@ -17,6 +17,8 @@
 #include <string.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/junit.h"
+#include "cli/qreport.h"
 #include "gates/gates.h"
 #include "harness/capture.h"
 #include "receipts/capture_pins.h"
@@ -26,7 +28,7 @@
 #include "receipts/receipts.h"
 
 typedef struct ropts {
-    const char *capture, *gates;
+    const char *capture, *gates, *junit;
     int no_model, all_metrics;
 } ropts;
 
@@ -36,13 +38,16 @@ static int extra(void *ctx, int argc, char **argv, int i)
     const char *a = argv[i];
     if (!strcmp(a, "--no-model")) { q->no_model = 1; return 1; }
     if (!strcmp(a, "--all-metrics")) { q->all_metrics = 1; return 1; }
-    if (strcmp(a, "--capture") && strcmp(a, "--gates")) return 0;
+    if (strcmp(a, "--capture") && strcmp(a, "--gates") && strcmp(a, "--junit")) return 0;
     if (i + 1 >= argc) {
         fprintf(stderr, "dsv4q replay: %s needs a value\n", a);
         return -1;
     }
     if (!strcmp(a, "--capture")) q->capture = argv[i + 1];
-    else q->gates = argv[i + 1];
+    else if (!strcmp(a, "--junit")) {
+        if (dsv4q_cli_check_out(a, argv[i + 1])) return -1;
+        q->junit = argv[i + 1];
+    } else q->gates = argv[i + 1];
     return 2;
 }
 
@@ -62,19 +67,12 @@ static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_capture *cap, con
     free(ids);
     char prof[700];
     snprintf(prof, sizeof prof, "%s%s%s", cap->profile, cap->boundary[0] ? " + " : "", cap->boundary);
-    char *cmdline = dsv4q_command_line(argc, argv);
-    dsv4q_receipt r = {.kind = "replay", .command_line = cmdline, .backend_id = cap->engine,
+    dsv4q_receipt r = {.kind = "replay", .backend_id = cap->engine,
                        .backend_version = cap->engine_version, .backend_sha256 = "", .checkpoint_pin_json = pin,
                        .tokens_pin = tok, .profile = prof, .widths = "f32,f64", .gate_file = g->origin,
                        .gate_sha256 = gate_sha, .metrics_json = metrics,
                        .verdict = status == 0 ? "pass" : "fail"};
-    long long id = 0;
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err))
-        fprintf(stderr, "dsv4q replay: receipt not written: %s\n", err);
-    else if (!o->quiet)
-        printf("receipt %lld written to %s\n", id, db);
-    free(cmdline);
+    dsv4q_cli_receipt_store("replay", o, &r, argc, argv, 0);
 }
 
 int dsv4q_cmd_replay(int argc, char **argv)
@@ -88,21 +86,13 @@ int dsv4q_cmd_replay(int argc, char **argv)
         fprintf(stderr, "dsv4q replay: --capture FILE|DIR is required (docs/captures.md)\n");
         return 2;
     }
-    if (dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q replay: %s\n", err);
-        return 2;
-    }
     dsv4q_gates g;
     if (q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err)) {
         fprintf(stderr, "dsv4q replay: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q replay: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("replay", m);
+    if (dsv4q_cli_start("replay", &o, dir, sizeof dir, &m, NULL)) return 2;
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;
@@ -132,6 +122,12 @@ int dsv4q_cmd_replay(int argc, char **argv)
         FILE *f = fopen(o.json, "w");
         if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || fclose(f))
             fprintf(stderr, "dsv4q replay: cannot write %s\n", o.json);
+    }
+    dsv4q_junit *ju = NULL;
+    if (q.junit) {
+        if (dsv4q_junit_open(&ju, q.junit, err, sizeof err)) goto fail;
+        dsv4q_rreport_junit(ju, &res, cap->engine);
+        if (dsv4q_junit_close(ju, err, sizeof err)) { fprintf(stderr, "dsv4q replay: %s\n", err); st = 2; }
     }
     write_receipt(&o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
                   metrics, st, argc, argv);

@@ -38,19 +38,13 @@ int dsv4q_cmd_run(int argc, char **argv)
     uint64_t bs;
     if (!o.out) { fprintf(stderr, "dsv4q run: --out FILE.safetensors is required\n"); return 2; }
     if (!o.width) o.width = 64;
-    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
         fprintf(stderr, "dsv4q run: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) { fprintf(stderr, "dsv4q run: %s\n", err); return 2; }
-    dsv4q_cli_model_notes("run", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q run: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
     dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32", .nlayers = m->cfg.n_layers, .quiet = o.quiet,

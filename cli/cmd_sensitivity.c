@@ -50,22 +50,13 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
     dsv4q_cli_threads(&o);
     uint64_t bs;
-    if (dsv4q_cli_bset(&o, &bs, err, sizeof err) || dsv4q_cli_model_dir(&o, dir, sizeof dir, err, sizeof err)) {
+    if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
         fprintf(stderr, "dsv4q sensitivity: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_model_open(&m, dir, err, sizeof err)) {
-        fprintf(stderr, "dsv4q sensitivity: %s\n", err);
-        return 2;
-    }
-    dsv4q_cli_model_notes("sensitivity", m);
     dsv4q_tokens t;
-    if (dsv4q_cli_tokens(&o, m->cfg.vocab_size, &t, err, sizeof err)) {
-        fprintf(stderr, "dsv4q sensitivity: %s\n", err);
-        dsv4q_model_close(m);
-        return 2;
-    }
+    if (dsv4q_cli_start("sensitivity", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
     dsv4q_boundary_format(bs, bnames, sizeof bnames);
     printf("dsv4q sensitivity: fp32 vs fp64 oracle on identical decoded inputs\n");

@@ -252,28 +252,59 @@ void dsv4q_cli_threads(const dsv4q_cli_opts *o)
     if (o->threads > 0) omp_set_num_threads(o->threads);
 }
 
+int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t dirlen, dsv4q_model **m,
+                    dsv4q_tokens *t)
+{
+    char err[2048];
+    *m = NULL;
+    if (dsv4q_cli_model_dir(o, dir, dirlen, err, sizeof err) || dsv4q_model_open(m, dir, err, sizeof err)) {
+        fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
+        return 2;
+    }
+    dsv4q_cli_model_notes(cmd, *m);
+    if (t && dsv4q_cli_tokens(o, (*m)->cfg.vocab_size, t, err, sizeof err)) {
+        fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
+        dsv4q_model_close(*m);
+        *m = NULL;
+        return 2;
+    }
+    return 0;
+}
+
+int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, dsv4q_receipt *r, int argc, char **argv,
+                            int blank_line)
+{
+    char err[1024], *cmdline = NULL;
+    if (!r->command_line) r->command_line = cmdline = dsv4q_command_line(argc, argv);
+    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
+    long long id = 0;
+    int rc = 0;
+    /* the table printed so far goes out first, so a warning of the write
+     * (e.g. "no signing key", stderr) lands after it in a merged log */
+    fflush(stdout);
+    if (dsv4q_receipt_write(db, r, o->key, &id, err, sizeof err)) {
+        fprintf(stderr, "dsv4q %s: receipt not written: %s\n", cmd, err);
+        rc = -1;
+    } else if (!o->quiet) {
+        printf("%sreceipt %lld written to %s\n", blank_line ? "\n" : "", id, db);
+    }
+    if (cmdline) { free(cmdline); r->command_line = NULL; }
+    return rc;
+}
+
 int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,
                       const dsv4q_config *cfg, const dsv4q_tokens *t, const char *widths,
                       const char *metrics_json, const char *verdict)
 {
     char err[1024], prof[1200];
-    char *pin = NULL, *cmdline = dsv4q_command_line(argc, argv), *cfgjson = dsv4q_config_to_json(cfg);
-    long long id = 0;
-    int rc = 0;
+    char *pin = NULL, *cfgjson = dsv4q_config_to_json(cfg);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q %s: %s\n", kind, err);
     snprintf(prof, sizeof prof, "%s%s%s", o->profile, o->boundary[0] ? " + " : "", o->boundary);
-    dsv4q_receipt r = {.kind = kind, .command_line = cmdline, .checkpoint_pin_json = pin,
-                       .tokens_pin = t ? t->pin : NULL, .config_json = cfgjson, .profile = prof,
-                       .widths = widths, .metrics_json = metrics_json, .verdict = verdict};
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
-    if (dsv4q_receipt_write(db, &r, o->key, &id, err, sizeof err)) {
-        fprintf(stderr, "dsv4q %s: receipt not written: %s\n", kind, err);
-        rc = -1;
-    } else {
-        printf("\nreceipt %lld written to %s\n", id, db);
-    }
+    dsv4q_receipt r = {.kind = kind, .checkpoint_pin_json = pin, .tokens_pin = t ? t->pin : NULL,
+                       .config_json = cfgjson, .profile = prof, .widths = widths, .metrics_json = metrics_json,
+                       .verdict = verdict};
+    int rc = dsv4q_cli_receipt_store(kind, o, &r, argc, argv, 1);
     free(pin);
-    free(cmdline);
     free(cfgjson);
     return rc;
 }

@@ -78,6 +78,26 @@ int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char 
                       const struct dsv4q_config *cfg, const dsv4q_tokens *t, const char *widths,
                       const char *metrics_json, const char *verdict);
 
+/* The start-up every measuring command shares, in one place: resolve the
+ * model directory (--model or the synthesized default) into dir, open it
+ * (*m), say what the loader accepted leniently, and, when t is not NULL,
+ * read or synthesize the tokens against its vocabulary. On any error it
+ * prints "dsv4q CMD: message" on stderr, releases what it opened and
+ * returns 2; else 0 and the caller owns *m (dsv4q_model_close) and *t
+ * (dsv4q_tokens_free). */
+int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t dirlen, struct dsv4q_model **m,
+                    dsv4q_tokens *t);
+
+/* The receipt write every command shares: fills r->command_line from argv
+ * when unset, writes r into --db (default: dsv4q_receipts_default_db())
+ * signed with --key, prints "receipt N written to DB" on stdout (after a
+ * blank line when blank_line; not with --quiet), or "dsv4q CMD: receipt not
+ * written: ..." on stderr. A measurement is never lost to a receipt error:
+ * the caller decides what a -1 means. Returns 0 or -1. */
+struct dsv4q_receipt;
+int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, struct dsv4q_receipt *r, int argc,
+                            char **argv, int blank_line);
+
 /* Apply --threads (OpenMP). */
 void dsv4q_cli_threads(const dsv4q_cli_opts *o);
 

@@ -598,6 +598,18 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
         for (int r = 0; r < 2; r++)
             for (int i = 0; i < c.nout; i++) free(bufs[r][i]);
         dsv4q_case_free(&c);
+        if (o->stop_on_fail) {
+            int stop = 0;
+            for (int b = 0; b < n; b++)
+                if (!q[b].load_failed &&
+                    (q[b].cases[ci].verdict == DSV4Q_V_FAIL || q[b].cases[ci].verdict == DSV4Q_V_ERROR))
+                    stop = 1;
+            if (stop) {
+                for (int b = 0; b < n; b++)
+                    if (q[b].cases) q[b].ncases = ci + 1;
+                break;
+            }
+        }
         continue;
 case_fail:
         for (int k = 0; k < nref; k++) refs_free(&ref[k]);

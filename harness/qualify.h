@@ -104,6 +104,8 @@ typedef struct dsv4q_qual_opts {
                                           key's seed replaced; inputs = hash(key with that seed)) */
     dsv4q_iso_opts iso;
     int quiet;                         /* no progress on stderr */
+    int stop_on_fail;                  /* stop after the first case that fails or errors for any backend
+                                          (ncases then counts the cases run) */
 } dsv4q_qual_opts;
 
 /* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */

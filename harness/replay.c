@@ -422,7 +422,8 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
             else snprintf(name, sizeof name, "%s", dsv4q_metric_name(m));
             if (w->gated) snprintf(bound, sizeof bound, "%11.3e", w->bound);
             else snprintf(bound, sizeof bound, "%11s", "-");
-            fprintf(f, "%-18s %-9s %-16s %11.3e %11.3e %s  %s\n", first ? key : "", first ? calls : "", name, w->value,
+            /* every row carries its stage key: `grep FAIL` keeps it */
+            fprintf(f, "%-18s %-9s %-16s %11.3e %11.3e %s  %s\n", key, first ? calls : "", name, w->value,
                     w->level, bound, !w->gated ? "info" : w->pass ? "pass" : "FAIL");
             first = 0;
         }
@@ -458,13 +459,35 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
                 !M->nrms.gated ? "info" : M->nrms.pass ? "pass" : "FAIL");
         fprintf(f, "  max abs error      %.4e\n", M->val.max_abs);
         fprintf(f, "  greedy agreement   %ld/%ld (oracle-f32: %ld/%ld)", M->agree, M->rows, M->agree_lvl, M->rows);
-        if (M->greedy_gated) fprintf(f, ", min %.3g  %s\n", M->greedy_min, M->greedy_pass ? "pass" : "FAIL");
+        if (M->greedy_gated) {
+            /* the rule of qualify --whole-model: min(ceil(min * rows), oracle-f32's agreeing rows) */
+            long need = (long)ceil(M->greedy_min * (double)M->rows - 1e-9);
+            if (need > M->agree_lvl) need = M->agree_lvl;
+            fprintf(f, ", min %.3g: needs >= %ld/%ld  %s\n", M->greedy_min, need, M->rows, M->greedy_pass ? "pass" : "FAIL");
+        }
         else fprintf(f, "  info\n");
     }
     fprintf(f, "\n%d stages compared: %d pass, %d FAIL", res->npass + res->nfail, res->npass, res->nfail);
     if (res->npartial) fprintf(f, " (%d of them judged on part of their calls only)", res->npartial);
     fprintf(f, "; %d not checkable; %d not captured; %.1f s -> %s\n", res->nunc, res->nabsent, res->seconds,
             dsv4q_replay_status(res) == 0 ? "PASS" : "FAIL");
+    /* one line per failing stage (and the whole model), for CI logs */
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        if (r->verdict != DSV4Q_RV_FAIL) continue;
+        char key[48];
+        row_key(r, key, sizeof key);
+        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+            const dsv4q_rrow *w = &r->row[m];
+            if (!w->measured || !w->gated || w->pass) continue;
+            fprintf(f, "failed: %s: %s %.3e > bound %.3e (level %.3e)\n", key, dsv4q_metric_name(m), w->value,
+                    w->bound, w->level);
+            break;
+        }
+    }
+    if (M->verdict == DSV4Q_RV_FAIL)
+        fprintf(f, "failed: model.logits: nrms %.3e (bound %.3e), greedy %ld/%ld (oracle-f32 %ld/%ld)\n", M->nrms.value,
+                M->nrms.bound, M->agree, M->rows, M->agree_lvl, M->rows);
 }
 
 char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g)

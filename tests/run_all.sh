@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Run each cmocka test binary, then print one total line for CI.
+# Run each cmocka test binary, then print one total line for CI:
+#   N passed, N failed, N skipped
+# Python pieces run with build/venv (`make pydeps`, tests/requirements.txt)
+# when it exists: its bin/ goes first on PATH, so every test's `python3`
+# is the venv's. With CI=true a missing Python test dependency is a
+# failure, not a skip: CI must not go green on interop tests it never ran.
 set -u
-pass=0; fail=0; failed=()
+[ -x build/venv/bin/python3 ] && export PATH="$PWD/build/venv/bin:$PATH"
+pass=0; fail=0; skipped=0; failed=()
 for t in "$@"; do
   out=$("$t" 2>&1); rc=$?
   echo "$out"
   p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
-  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+  s=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -1)
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skipped=$((skipped + ${s:-0}))
   if [ $rc -ne 0 ]; then failed+=("$(basename "$t")"); [ -z "$f" ] && fail=$((fail + 1)); fi
 done
 # Interop with the ecosystem's own safetensors reader/writer (PyPI).
@@ -18,8 +25,13 @@ if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x build/tests/test_s
     fail=$((fail + 1)); failed+=("interop_safetensors.py"); tail -20 /tmp/dsv4q-interop.log
   fi
 else
-  echo "interop_safetensors.py: skipped (python3 numpy/safetensors not installed)"
+  skipped=$((skipped + 1))
+  echo "interop_safetensors.py: skipped (python3 numpy/safetensors not installed; run make pydeps)"
+fi
+if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser, yaml" 2>/dev/null; then
+  fail=$((fail + 1)); failed+=("python-test-deps")
+  echo "CI=true: python3 lacks numpy/safetensors/junitparser/yaml (make pydeps): interop tests would be skipped"
 fi
 [ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
-echo "${pass} passed, ${fail} failed"
+echo "${pass} passed, ${fail} failed, ${skipped} skipped"
 [ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]
