@@ -7,11 +7,25 @@
 
 CC      ?= cc
 BUILD   := build
+# `make asan` (= `make test SAN=1`): the whole tree and every test under
+# AddressSanitizer + UBSan into build/asan, halting on the first finding
+# (-fno-sanitize-recover=all; no suppressions for the project's code).
+ifeq ($(SAN),1)
+BUILD   := build/asan
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+# `make fuzz`: the library with clang + ASan + UBSan + libFuzzer coverage into
+# build/fuzz, and one libFuzzer binary per fuzz/fuzz_*.c (docs/robustness.md).
+ifeq ($(FUZZ),1)
+CC      := clang
+BUILD   := build/fuzz
+SANFLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer -Wno-error
+endif
 # -ffp-contract=off everywhere: no FMA contraction, so a*b+c rounds twice on
 # every machine. Never -ffast-math (the oracle relies on IEEE semantics).
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-format-truncation \
-           -fno-fast-math -fopenmp -MMD -MP -I.
+           -fno-fast-math -fopenmp -MMD -MP -I. $(SANFLAGS)
 # Clang (`make CC=clang`): its -Wmissing-field-initializers also flags the
 # positional table rows that leave trailing fields zero (GCC does not), and
 # it does not know GCC's -Wno-format-truncation.
@@ -21,9 +35,9 @@ endif
 # `dsv4q --version` reports the flags that matter for reproducibility.
 REPRO_FLAGS := $(CC) $(filter -O% -f% -m% -std=%,$(CFLAGS))
 $(BUILD)/common/cli/cmdtab.o: CFLAGS += -DDSV4Q_REPRO_FLAGS='"$(REPRO_FLAGS)"'
-LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl
+LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl $(SANFLAGS)
 
-ORACLE_COMMON := oracle/formats.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
+ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
 COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
@@ -39,8 +53,19 @@ BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 PLUGIN_SRCS := $(wildcard tests/backends/*.c)
 PLUGINS     := $(PLUGIN_SRCS:tests/backends/%.c=$(BUILD)/plugins/%.so)
 
-.PHONY: all test demo bench deps pydeps clean check-deps golden-check docs
+.PHONY: all test demo bench deps pydeps clean check-deps golden-check docs asan fuzz
 all: $(BIN)
+
+asan:
+	@$(MAKE) --no-print-directory SAN=1 test
+
+FUZZ_SRCS := $(wildcard fuzz/fuzz_*.c)
+FUZZERS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/%)
+fuzz:
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-targets
+fuzz-targets: $(FUZZERS)
+$(BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzzutil.h $(LIB)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/f32/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -61,7 +86,7 @@ $(BIN): cli/main.c $(LIB)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/tinyfix.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -lcmocka -o $@
+	$(CC) $(CFLAGS) -DDSV4Q_TEST_BUILD='"$(BUILD)"' $< $(LIB) $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -71,7 +96,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # plain "N passed, N failed" total that CI reads.
 test: $(BIN) $(TESTS) $(PLUGINS)
 	@sh scripts/check-layers.sh
-	@./tests/run_all.sh $(TESTS)
+	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS)
 
 demo: $(BIN)
 	./$(BIN) sensitivity
@@ -115,9 +140,11 @@ golden-check: $(BIN)
 
 # Test backend plugins (tests/backends/*.c -> build/plugins/*.so): loaded by
 # tests/test_qualify.c through dlopen, as a real engine's plugin would be.
+# Never instrumented (foreign engine code: crash.so must die of a real
+# SIGSEGV, not of UBSan's report, in the sanitizer build too).
 $(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness/dsv4q_backend.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -fPIC $< -o $@ -lm
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)
 
 # --- CUDA backend (backends/cuda/, docs/cuda.md) ---------------------------
@@ -134,6 +161,13 @@ ifndef NVCC
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 endif
 EMU_CXX := $(shell command -v g++ 2>/dev/null || command -v c++ 2>/dev/null)
+# The sanitizer and fuzz builds check the C tree; the CUDA plugin and its
+# C++ emulation are not built there (not instrumented: the emulator's fiber
+# stacks, freed by process exit, read as leaks).
+ifneq ($(SAN)$(FUZZ),)
+NVCC :=
+EMU_CXX :=
+endif
 
 CUDA_SRCS   := $(filter-out backends/cuda/bench_cuda.cu,$(wildcard backends/cuda/*.cu))
 CUDA_OBJS   := $(CUDA_SRCS:backends/cuda/%.cu=$(BUILD)/cuda/%.o)

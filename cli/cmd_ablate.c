@@ -10,6 +10,7 @@
  * without moving the whole-model gate. Output: a sorted table, --json,
  * --svg (bar chart), and a receipt.
  */
+#include "base/file.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ static int families(toggle *tg)
 
 static int write_svg(const char *path, const toggle *tg, int n, double floor_nrms)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = dsv4q_out_open(path, NULL, 0);
     if (!f) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return -1; }
     const int W = 900, row = 22, left = 230, top = 40, H = top + row * (n + 1) + 40;
     /* log10 axis from 1e-17 to 1 */
@@ -105,7 +106,7 @@ static int write_svg(const char *path, const toggle *tg, int n, double floor_nrm
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">1e%d</text>\n", x, top + row * n + 18, e);
     }
     fprintf(f, "</svg>\n");
-    if (fclose(f)) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return -1; }
+    if (dsv4q_out_close(f, NULL, 0)) { fprintf(stderr, "dsv4q ablate: cannot write %s\n", path); return -1; }
     return 0;
 }
 
@@ -127,6 +128,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     const char *ex[2] = {NULL, NULL};   /* --base, --svg */
     char err[1024], dir[4096];
     if (dsv4q_cli_parse(&o, argc, argv, extra, ex)) return 2;
+    if (dsv4q_cli_db_check(&o, "ablate")) return 2;   /* before any work */
     if (ex[0]) o.profile = ex[0];
     if (!o.width) o.width = 64;
     dsv4q_cli_threads(&o);
@@ -190,8 +192,9 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     json_object_set_new(jm, "toggles", arr);
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
-        FILE *f = fopen(o.json, "w");
-        if (!f || fputs(metrics, f) < 0 || fclose(f)) {
+        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+        if (!f || fputs(metrics, f) < 0 || dsv4q_out_close(f, NULL, 0)) {
+            dsv4q_out_discard(f);   /* no-op once closed */
             fprintf(stderr, "dsv4q ablate: cannot write %s\n", o.json);
             free(metrics);
             json_decref(jm);

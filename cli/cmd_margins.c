@@ -18,6 +18,7 @@
  * hook. Output: a per-layer table (median/p90/max), --csv (every row),
  * --json, --svg (margin histograms per layer) and a receipt "margins".
  */
+#include "base/file.h"
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -380,7 +381,7 @@ static void xml_text(FILE *f, const char *s)
 
 static int write_svg(const char *path, const ctx *c, const char *profile)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = dsv4q_out_open(path, NULL, 0);
     if (!f) return -1;
     const int W = 760, left = 60, top = 50, ph = 170, gap = 40, bw = 24, slotw = (W - left - 20) / NBINS;
     const int H = top + c->nidx * (ph + gap) + 20;
@@ -424,7 +425,7 @@ static int write_svg(const char *path, const ctx *c, const char *profile)
         fprintf(f, "</g>\n");
     }
     fprintf(f, "</svg>\n");
-    return fclose(f) ? -1 : 0;
+    return dsv4q_out_close(f, NULL, 0) ? -1 : 0;
 }
 
 static void csv_num(FILE *f, double v, int valid)
@@ -435,7 +436,7 @@ static void csv_num(FILE *f, double v, int valid)
 
 static int write_csv(const char *path, const ctx *c)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = dsv4q_out_open(path, NULL, 0);
     if (!f) return -1;
     fprintf(f, "layer,position,k,kth_score,next_score,margin_quanta,tie_total,tie_inside,tie_outside,distinct,visible,"
                "kth_score_f32,next_score_f32,margin_quanta_f32,tie_total_f32,tie_inside_f32,tie_outside_f32,"
@@ -455,7 +456,7 @@ static int write_csv(const char *path, const ctx *c)
             }
             fprintf(f, ",%ld,%ld,%.6e\n", r->flips_w, r->flips_p, r->attn_nrms);
         }
-    return fclose(f) ? -1 : 0;
+    return dsv4q_out_close(f, NULL, 0) ? -1 : 0;
 }
 
 static json_t *jrow(const mrow *r)
@@ -541,6 +542,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
     xopts x = {"last", NULL, NULL};
     char err[1024], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, extra, &x)) return 2;
+    if (dsv4q_cli_db_check(&o, "margins")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     if (o.width) { fprintf(stderr, "dsv4q margins: runs both widths; --width is not an option here\n"); return 2; }
     dsv4q_cli_opts oc = o;
@@ -704,13 +706,19 @@ int dsv4q_cmd_margins(int argc, char **argv)
     rc = 0;
     if (o.json) {
         json_object_set(jm, "rows", jrows);
-        if (json_dump_file(jm, o.json, JSON_COMPACT | JSON_SORT_KEYS)) {
+        FILE *jf = dsv4q_out_open(o.json, NULL, 0);
+        if (!jf || json_dumpf(jm, jf, JSON_COMPACT | JSON_SORT_KEYS) || dsv4q_out_close(jf, NULL, 0)) {
+            dsv4q_out_discard(jf);   /* no-op once closed */
             fprintf(stderr, "dsv4q margins: cannot write %s\n", o.json);
             rc = 2;
         }
     }
     if (x.csv && write_csv(x.csv, &c)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.csv); rc = 2; }
     if (x.svg && write_svg(x.svg, &c, o.profile)) { fprintf(stderr, "dsv4q margins: cannot write %s\n", x.svg); rc = 2; }
+    if (rc) {   /* no receipt for a run whose output failed */
+        fprintf(stderr, "dsv4q margins: no receipt stored: an output failed\n");
+        goto out;
+    }
 
     char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q margins: %s\n", err);

@@ -28,6 +28,7 @@
  * point crash).
  */
 #include <fnmatch.h>
+#include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmds.h"
@@ -138,45 +139,68 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                         .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet};
     int worst = 0;
     FILE *jf = NULL;
-    if (o->json && !(jf = fopen(o->json, "w"))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
+    if (o->json && !(jf = dsv4q_out_open(o->json, NULL, 0))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
     if (jf && q->nb > 1) fputs("[", jf);
     char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg), *cmdline = dsv4q_command_line(argc, argv);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q qualify: %s\n", err);
     char gate_sha[DSV4Q_SHA256_HEX + 1] = "";
     if (dsv4q_sha256_file(g->origin, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
-    for (int b = 0; b < q->nb; b++) {
-        dsv4q_wm_result r;
+    /* results are kept until every output is in place: no receipt for a
+     * command whose JSON failed (docs/robustness.md) */
+    dsv4q_wm_result *rs = calloc((size_t)q->nb, sizeof *rs);
+    char **mets = calloc((size_t)q->nb, sizeof *mets);
+    int nb_done = 0;
+    if (!rs || !mets) {
+        fprintf(stderr, "dsv4q qualify: out of memory\n");
+        worst = 2;
+    }
+    for (int b = 0; rs && mets && b < q->nb; b++) {
+        dsv4q_wm_result *r = &rs[b];
         if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s\n", q->backend[b]);
-        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, &r, err, sizeof err)) {
+        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, r, err, sizeof err)) {
             fprintf(stderr, "dsv4q qualify: %s\n", err);
-            dsv4q_wm_free(&r);
+            dsv4q_wm_free(r);
             worst = 2;
             break;
         }
-        int st = dsv4q_wm_status(&r);
+        nb_done = b + 1;
+        int st = dsv4q_wm_status(r);
         if (st > worst) worst = st;
-        if (r.load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r.msg);
-        dsv4q_wm_print(stdout, &r, g);
-        char *metrics = dsv4q_wm_json(&r, g);
-        if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
-        char so_sha[DSV4Q_SHA256_HEX + 1] = "";
-        if (r.desc.is_path && dsv4q_sha256_file(r.desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
-        dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r.desc.spec,
-                            .backend_version = r.desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
-                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r.profile, .widths = "f32,f64",
-                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = metrics,
-                            .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
-        if (!r.load_failed)   /* a backend that cannot load or init here is not a measurement */
-            dsv4q_cli_receipt_store("qualify", o, &rc, argc, argv, 0);
-        free(metrics);
-        dsv4q_wm_free(&r);
+        if (r->load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r->msg);
+        dsv4q_wm_print(stdout, r, g);
+        mets[b] = dsv4q_wm_json(r, g);
+        if (jf && mets[b]) fprintf(jf, "%s%s", b ? "," : "", mets[b]);
         if (b + 1 < q->nb) printf("\n");
     }
+    int out_failed = 0;
     if (jf) {
         if (q->nb > 1) fputs("]", jf);
         fputs("\n", jf);
-        fclose(jf);
+        if (dsv4q_out_close(jf, NULL, 0)) out_failed = 1;   /* ENOSPC/EIO: exit 2, no file left */
+        jf = NULL;
     }
+    if (out_failed) {
+        fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
+        worst = 2;
+    }
+    for (int b = 0; b < nb_done; b++) {
+        dsv4q_wm_result *r = &rs[b];
+        int st = dsv4q_wm_status(r);
+        char so_sha[DSV4Q_SHA256_HEX + 1] = "";
+        if (r->desc.is_path && dsv4q_sha256_file(r->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
+        dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r->desc.spec,
+                            .backend_version = r->desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
+                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r->profile, .widths = "f32,f64",
+                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = mets[b],
+                            .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
+        if (!out_failed && !r->load_failed)   /* a backend that cannot load or init here is not a measurement */
+            dsv4q_cli_receipt_store("qualify", o, &rc, argc, argv, 0);
+        free(mets[b]);
+        dsv4q_wm_free(r);
+    }
+    free(rs);
+    free(mets);
+    if (jf) dsv4q_out_discard(jf);
     free(pin);
     free(cfgjson);
     free(cmdline);
@@ -269,6 +293,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         fprintf(stderr, "dsv4q qualify: --backend B is required (built-ins: %s; or a path to a plugin .so)\n", list);
         return 2;
     }
+    if (dsv4q_cli_db_check(&o, "qualify")) return 2;   /* before any work */
     dsv4q_gates g;
     if ((q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err))) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
@@ -308,7 +333,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     int worst = 0;
     FILE *jf = NULL;
-    if (o.json && !(jf = fopen(o.json, "w"))) {
+    if (o.json && !(jf = dsv4q_out_open(o.json, NULL, 0))) {
         fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
         return 2;
     }
@@ -321,16 +346,28 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         if (ju) dsv4q_qreport_junit(ju, &res[b], &ro);
         char *metrics = dsv4q_qual_json(&res[b], &g);
         if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
-        /* a failed load is not a measurement: no receipt for it */
-        if (!res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv)) worst = 2;
         free(metrics);
-        dsv4q_qual_free(&res[b]);
         if (b + 1 < q.nb) printf("\n");
     }
+    int out_failed = 0;
     if (jf) {
         if (q.nb > 1) fputs("]", jf);
         fputs("\n", jf);
-        fclose(jf);
+        if (dsv4q_out_close(jf, NULL, 0)) out_failed = 1;   /* ENOSPC/EIO: exit 2, no file left */
+    }
+    /* receipts only after every output of the command is in place */
+    for (int b = 0; b < q.nb; b++) {
+        int st = dsv4q_qual_status(&res[b]);
+        char *metrics = out_failed ? NULL : dsv4q_qual_json(&res[b], &g);
+        /* a failed load is not a measurement: no receipt for it */
+        if (!out_failed && !res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv))
+            worst = 2;
+        free(metrics);
+        dsv4q_qual_free(&res[b]);
+    }
+    if (out_failed) {
+        fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
+        worst = 2;
     }
     if (ju && dsv4q_junit_close(ju, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);

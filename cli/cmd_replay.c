@@ -13,6 +13,7 @@
  * not be checked and why, the whole-model comparison when logits were
  * captured, and writes a receipt (kind "replay"). Exit 0 pass, 1 fail.
  */
+#include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmds.h"
@@ -81,6 +82,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
     ropts q = {0};
     char err[2048], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, extra, &q)) return 2;
+    if (dsv4q_cli_db_check(&o, "replay")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     if (!q.capture) {
         fprintf(stderr, "dsv4q replay: --capture FILE|DIR is required (docs/captures.md)\n");
@@ -119,9 +121,12 @@ int dsv4q_cmd_replay(int argc, char **argv)
     int st = dsv4q_replay_status(&res);
     metrics = dsv4q_replay_json(&res, cap, &g);
     if (o.json) {
-        FILE *f = fopen(o.json, "w");
-        if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || fclose(f))
+        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+        if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || dsv4q_out_close(f, NULL, 0)) {
             fprintf(stderr, "dsv4q replay: cannot write %s\n", o.json);
+            rc = 2;   /* no receipt for a run whose output failed */
+            goto out;
+        }
     }
     dsv4q_junit *ju = NULL;
     if (q.junit) {

@@ -8,6 +8,7 @@
  * whole-model numbers (logit NRMS over all rows, max abs, greedy agreement)
  * are the floor a whole-model kernel gate is set against. Writes a receipt.
  */
+#include "base/file.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     dsv4q_cli_opts o;
     char err[1024], dir[4096], bnames[1024];
     if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    if (dsv4q_cli_db_check(&o, "sensitivity")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     uint64_t bs;
     if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
@@ -132,8 +134,9 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     json_object_set_new(jm, "boundaries", json_string(bnames));
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
     if (o.json) {
-        FILE *f = fopen(o.json, "w");
-        if (!f || fputs(metrics, f) < 0 || fclose(f)) {
+        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+        if (!f || fputs(metrics, f) < 0 || dsv4q_out_close(f, NULL, 0)) {
+            dsv4q_out_discard(f);   /* no-op once closed */
             fprintf(stderr, "dsv4q sensitivity: cannot write %s\n", o.json);
             free(metrics);
             json_decref(jm);

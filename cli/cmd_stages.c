@@ -13,6 +13,7 @@
 #include <string.h>
 #include "cli/cmds.h"
 #include "io/config.h"
+#include "io/gguf_model.h"
 #include "oracle/stages.h"
 
 int dsv4q_cmd_stages(int argc, char **argv)
@@ -37,7 +38,11 @@ int dsv4q_cmd_stages(int argc, char **argv)
     if (model) {
         char p[4200];
         snprintf(p, sizeof p, "%s/config.json", model);
-        if (dsv4q_config_load(&cfg, p, err, sizeof err)) { fprintf(stderr, "dsv4q stages: %s\n", err); return 2; }
+        if (dsv4q_is_gguf(model) ? dsv4q_gguf_load_config(model, &cfg, err, sizeof err)
+                                 : dsv4q_config_load(&cfg, p, err, sizeof err)) {
+            fprintf(stderr, "dsv4q stages: %s\n", err);
+            return 2;
+        }
         have = 1;
     } else if (config) {
         if (strstr(config, ".json") ? dsv4q_config_load(&cfg, config, err, sizeof err)

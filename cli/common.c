@@ -2,7 +2,9 @@
  * common.c - shared option parsing, model resolution and token input for
  * the dsv4q subcommands (see common.h).
  */
+#include "base/file.h"
 #include <errno.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "cli/common.h"
 #include "io/config.h"
 #include "io/model.h"
+#include "io/safetensors.h"
 #include "io/sha256.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
@@ -103,6 +106,14 @@ int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt ex
     return 0;
 }
 
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
 int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *err, size_t errlen)
 {
     if (o->model) {
@@ -117,7 +128,23 @@ int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *er
     snprintf(dir, len, "%s/tiny-seed1", base);
     char cfgp[4200];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
-    if (access(cfgp, R_OK) == 0) return 0;
+    if (access(cfgp, F_OK) == 0 || access(dir, F_OK) == 0) {
+        /* a damaged cache (truncated weights, edited config, half a synth)
+         * is rebuilt, not run: the embedded default is deterministic */
+        char e2[1024];
+        dsv4q_config cc;
+        dsv4q_st *st = NULL;
+        if (dsv4q_config_load(&cc, cfgp, e2, sizeof e2) == 0 && dsv4q_st_open(&st, dir, e2, sizeof e2) == 0) {
+            dsv4q_st_close(st);
+            return 0;
+        }
+        fprintf(stderr, "dsv4q: the cached default %s is damaged (%s); rebuilding it\n", dir, e2);
+        if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "the cached default %s is damaged and cannot be removed (%s); remove it "
+                     "(rm -rf '%s') and run again", dir, strerror(errno), dir);
+            return -1;
+        }
+    }
     if (mkdirs(base)) {
         snprintf(err, errlen, "cannot create cache directory %s: %s", base, strerror(errno));
         return -1;
@@ -174,12 +201,13 @@ int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *
         return -1;
     }
     if (o->tokens) {
-        if (access(o->tokens, R_OK) != 0) {
-            snprintf(err, errlen, "%s: cannot open tokens file: %s", o->tokens, strerror(errno));
+        char *text;
+        size_t tlen;
+        if (dsv4q_file_read_all(o->tokens, "tokens file", DSV4Q_LIMIT_JSON, &text, &tlen, err, errlen) != 0)
             return -1;
-        }
         json_error_t je;
-        json_t *root = json_load_file(o->tokens, 0, &je);
+        json_t *root = json_loadb(text, tlen, 0, &je);
+        free(text);
         if (!root) {
             snprintf(err, errlen, "%s: invalid JSON at line %d: %s", o->tokens, je.line, je.text);
             return -1;
@@ -290,6 +318,14 @@ int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, dsv4q_rece
     }
     if (cmdline) { free(cmdline); r->command_line = NULL; }
     return rc;
+}
+
+int dsv4q_cli_db_check(const dsv4q_cli_opts *o, const char *cmd)
+{
+    char err[1024];
+    if (dsv4q_receipts_precheck(o->db ? o->db : dsv4q_receipts_default_db(), err, sizeof err) == 0) return 0;
+    fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
+    return -1;
 }
 
 int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,

@@ -74,6 +74,11 @@ int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errl
  * stderr naming what failed; a measurement is never lost to a receipt
  * error. Returns 0 or -1. */
 struct dsv4q_config;
+/* Validate the receipts database (--db, DSV4Q_DB or ./dsv4q.db) before a
+ * measuring command does any work (dsv4q_receipts_precheck): prints
+ * "dsv4q CMD: <problem>" and returns -1 when it is corrupt, foreign,
+ * read-only or cannot be created, so a run never ends in "PASS, then exit 2". */
+int dsv4q_cli_db_check(const dsv4q_cli_opts *o, const char *cmd);
 int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char **argv, const char *dir,
                       const struct dsv4q_config *cfg, const dsv4q_tokens *t, const char *widths,
                       const char *metrics_json, const char *verdict);

@@ -80,7 +80,7 @@ void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *dat
             e->data = d;
             e->cap = cap;
         }
-        memcpy(e->data + e->n, data, sizeof(double) * (size_t)n);
+        if (n) memcpy(e->data + e->n, data, sizeof(double) * (size_t)n);   /* n == 0: data may be NULL */
         e->n += n;
         e->rows += rows;
         return;

@@ -5,6 +5,7 @@
  * must be an error, not a silently ungated metric, because an ungated
  * metric is indistinguishable from a passing one in a summary.
  */
+#include "base/file.h"
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -202,29 +203,10 @@ out:
 
 int dsv4q_gates_load(dsv4q_gates *g, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open gate file %s", path);
+    char *buf;
+    size_t n;
+    if (dsv4q_file_read_all(path, "gate file", DSV4Q_LIMIT_JSON, &buf, &n, err, errlen) != 0)
         return -1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        snprintf(err, errlen, "cannot read gate file %s", path);
-        return -1;
-    }
     buf[n] = 0;
     int rc = dsv4q_gates_parse(g, buf, path, err, errlen);
     free(buf);

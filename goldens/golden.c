@@ -11,6 +11,7 @@
  *   4. the case table and the payload builder
  *   5. zlib container, manifest, record, check
  */
+#include "base/file.h"
 #include "goldens/golden.h"
 
 #include <errno.h>
@@ -635,33 +636,14 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
 
 /* --- files ----------------------------------------------------------------- */
 
-static int read_all(const char *path, uint8_t **buf, size_t *len, int *eno)
+static int read_all(const char *path, uint8_t **buf, size_t *len, char *ferr, size_t ferrlen, int *eno)
 {
-    *buf = NULL;
-    *len = 0;
-    *eno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) { *eno = errno; return -1; }
-    size_t cap = 65536, n = 0;
-    uint8_t *b = malloc(cap);
-    while (b) {
-        if (n == cap) {
-            uint8_t *nb = realloc(b, cap * 2);
-            if (!nb) { free(b); b = NULL; break; }
-            b = nb;
-            cap *= 2;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int bad = !b || ferror(f);
-    if (bad) *eno = b ? EIO : ENOMEM;
-    fclose(f);
-    if (bad) { free(b); return -1; }
-    *buf = b;
-    *len = n;
-    return 0;
+    char *b;
+    errno = 0;
+    int r = dsv4q_file_read_all(path, "golden payload", DSV4Q_LIMIT_JSON, &b, len, ferr, ferrlen);
+    *eno = r && access(path, F_OK) != 0 ? ENOENT : 0;
+    *buf = (uint8_t *)b;
+    return r;
 }
 
 static int write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen)
@@ -749,10 +731,17 @@ static json_t *manifest_load(const char *dir, char *err, size_t errlen)
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, DSV4Q_GOLDEN_MANIFEST);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    char *text;
+    size_t tlen;
+    char ferr[600];
+    if (dsv4q_file_read_all(path, "goldens manifest", DSV4Q_LIMIT_JSON, &text, &tlen, ferr, sizeof ferr)) {
+        gfail(err, errlen, "%s", ferr);
+        return NULL;
+    }
+    json_t *root = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!root) {
-        if (access(path, F_OK)) gfail(err, errlen, "%s: %s", path, strerror(errno));
-        else gfail(err, errlen, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+        gfail(err, errlen, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
         return NULL;
     }
     json_t *v = json_object_get(root, "version"), *cs = json_object_get(root, "cases");
@@ -982,8 +971,9 @@ static int load_golden(const char *dir, const char *key, json_t *e, uint8_t **pa
     uint8_t *z;
     size_t nz;
     int eno;
-    if (read_all(path, &z, &nz, &eno)) {
-        snprintf(line, n, "%s %s: %s: %s", eno == ENOENT ? "MISSING" : "CORRUPT", key, path, strerror(eno));
+    char ferr[600];
+    if (read_all(path, &z, &nz, ferr, sizeof ferr, &eno)) {
+        snprintf(line, n, "%s %s: %s", eno == ENOENT ? "MISSING" : "CORRUPT", key, ferr);
         return DSV4Q_GOLDEN_ERROR;
     }
     int r = dsv4q_golden_inflate(z, nz, (size_t)want, pay, npay, zerr, sizeof zerr);

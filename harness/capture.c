@@ -85,6 +85,9 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
     if (parse_position(dsv4q_st_meta(c->st, "position"), &c->pos))
         return fail(err, errlen, "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
                     "position of the call)", f, dsv4q_st_meta(c->st, "position"));
+    if (c->pos >= dsv4q_run_max_seq_len(cfg))
+        return fail(err, errlen, "capture %s: metadata position %ld is past the model's max_seq_len %ld "
+                    "(original_seq_len x rope_factor)", f, c->pos, dsv4q_run_max_seq_len(cfg));
     const char *ck = dsv4q_st_meta(c->st, "checkpoint_sha256"), *wk = dsv4q_st_meta(c->st, "weights_sha256");
     if (!is_hex64(ck))
         return fail(err, errlen, "capture %s: metadata checkpoint_sha256 must be 64 lowercase hex digits (SHA-256 of "
@@ -118,6 +121,14 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
                     "(token_ids has %ld); only the prefill (position 0) has several", f, c->pos, c->s);
     const char *eng = dsv4q_st_meta(c->st, "engine"), *ev = dsv4q_st_meta(c->st, "engine_version");
     const char *prof = dsv4q_st_meta(c->st, "profile"), *bd = dsv4q_st_meta(c->st, "boundary");
+    /* no silent truncation: a value longer than its field is refused as such */
+    struct { const char *key, *v; size_t cap; } lim[] = {
+        {"engine", eng, sizeof cap->engine}, {"engine_version", ev, sizeof cap->engine_version},
+        {"profile", prof, sizeof cap->profile}, {"boundary", bd, sizeof cap->boundary}};
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].v && strlen(lim[i].v) >= lim[i].cap)
+            return fail(err, errlen, "capture %s: metadata %s is %zu bytes, longer than the %zu this dsv4q accepts",
+                        f, lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
     if (first) {
         snprintf(cap->engine, sizeof cap->engine, "%s", eng);
         snprintf(cap->engine_version, sizeof cap->engine_version, "%s", ev);
@@ -306,7 +317,7 @@ struct dsv4q_capture_writer {
     dsv4q_config cfg;
     dsv4q_dtype dtype;
     uint64_t bs;
-    char engine[128], engine_version[128], profile[32], boundary[512], config_sha[65], weights_sha[65];
+    char engine[128], engine_version[128], profile[32], boundary[4096], config_sha[65], weights_sha[65];
     char extra[8][2][256];
     int nextra;
     int layer_lo, layer_hi;
@@ -357,6 +368,17 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
     w->dtype = info->dtype;
     w->layer_lo = info->layer_lo;
     w->layer_hi = info->layer_hi > 0 ? info->layer_hi : cfg->n_layers;
+    {   /* no silent truncation of what the writer records */
+        struct { const char *key, *v; size_t cap; } lim[] = {
+            {"engine", info->engine, sizeof w->engine}, {"engine_version", info->engine_version, sizeof w->engine_version},
+            {"profile", info->profile, sizeof w->profile}, {"boundary", info->boundary, sizeof w->boundary}};
+        for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+            if (lim[i].v && strlen(lim[i].v) >= lim[i].cap) {
+                free(w);
+                return fail(err, errlen, "capture: %s is %zu bytes, longer than the %zu a capture records", lim[i].key,
+                            strlen(lim[i].v), lim[i].cap - 1);
+            }
+    }
     snprintf(w->engine, sizeof w->engine, "%s", info->engine);
     snprintf(w->engine_version, sizeof w->engine_version, "%s", info->engine_version);
     snprintf(w->profile, sizeof w->profile, "%s", info->profile);

@@ -54,7 +54,7 @@ typedef struct dsv4q_capture_call {
 
 typedef struct dsv4q_capture {
     char path[4096];
-    char engine[128], engine_version[128], profile[32], boundary[512];
+    char engine[128], engine_version[128], profile[32], boundary[4096];
     char checkpoint_sha256[65], weights_sha256[65];   /* "" if absent */
     uint64_t bs;               /* boundary set of the claimed profile */
     dsv4q_capture_call *calls; /* ascending position */

@@ -103,7 +103,7 @@ static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
 static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
 {
     int op = dsv4q_stage_gate_op(r->stage);   /* links checked in dsv4q_replay_run */
-    if (r->calls_checked == 0) {
+    if (r->calls_checked == 0 || r->nonfinite) {   /* a NaN drops out of every metric: never a PASS */
         r->verdict = DSV4Q_RV_UNCHECKABLE;
         return;
     }
@@ -149,6 +149,22 @@ static void set_why(dsv4q_rstage *r, const char *fmt, const char *a, long p)
 {
     r->calls_unchecked++;
     if (!r->why[0]) snprintf(r->why, sizeof r->why, fmt, a, p);
+}
+
+/* Record the first non-finite finding of a stage as its reason (it
+ * overrides a milder earlier one: it decides the verdict). */
+static void set_nonfinite(dsv4q_rstage *r, const char *what, const char *name, long i, double v, long pos)
+{
+    if (!r->nonfinite)
+        snprintf(r->why, sizeof r->why, "%s %s[%ld] = %g (call at position %ld)", what, name, i, v, pos);
+    r->nonfinite = 1;
+}
+
+static long first_nonfinite(const double *v, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return -1;
 }
 
 static int grow(rctx *x, long n)
@@ -204,6 +220,14 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
         dsv4q_capture_values(tin[t], x->buf[0][t]);
         io64.in[t] = io32.in[t] = x->buf[0][t];
     }
+    for (int t = 0; t < si->nin; t++) {
+        long bad = first_nonfinite(x->buf[0][t], (long)tin[t]->numel);
+        if (bad >= 0) {
+            set_nonfinite(r, "non-finite captured input", tin[t]->name, bad, x->buf[0][t][bad], c->pos);
+            r->calls_unchecked++;
+            return 0;
+        }
+    }
     for (int t = 0; t < si->nout; t++) {
         io64.out[t] = x->buf[1][DSV4Q_STAGE_MAX_T + t];
         io32.out[t] = x->buf[2][DSV4Q_STAGE_MAX_T + t];
@@ -223,6 +247,16 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
         if (!tout[t]) continue;
         double *cv = x->buf[0][DSV4Q_STAGE_MAX_T + t];
         dsv4q_capture_values(tout[t], cv);
+        for (long i = 0; i < (long)tout[t]->numel; i++)
+            if (isfinite(cv[i]) != isfinite(io64.out[t][i])) {
+                if (isfinite(cv[i]))
+                    set_nonfinite(r, "the oracle's output is non-finite where the capture is finite:", tout[t]->name, i,
+                                  io64.out[t][i], c->pos);
+                else
+                    set_nonfinite(r, "non-finite captured output where the oracle is finite:", tout[t]->name, i, cv[i],
+                                  c->pos);
+                break;
+            }
         compare_out(r, t, storage_dtype(tout[t]->dtype, &si->out[t], x->cap->bs), cv, io64.out[t], io32.out[t],
                     (long)tout[t]->numel);
     }
@@ -385,6 +419,8 @@ out:
 int dsv4q_replay_status(const dsv4q_replay *res)
 {
     if (res->nfail || res->model.verdict == DSV4Q_RV_FAIL) return 1;
+    for (int i = 0; i < res->nst; i++)   /* a non-finite stage is never part of a pass */
+        if (res->st[i].nonfinite) return 1;
     return res->npass > 0 ? 0 : 1;
 }
 

@@ -68,6 +68,9 @@ typedef struct dsv4q_rstage {
     double ulp_val[DSV4Q_STAGE_MAX_T], ulp_lvl[DSV4Q_STAGE_MAX_T];
     long amiss_val, amiss_lvl;        /* head: calls whose argmax differs */
     dsv4q_rrow row[DSV4Q_M_COUNT];
+    int nonfinite;                    /* a non-finite input, or an output finite on one side only
+                                         (capture vs oracle-f64): the stage is not checkable, never
+                                         PASS; why names the tensor and element */
 } dsv4q_rstage;
 
 typedef struct dsv4q_rmodel {
@@ -103,8 +106,9 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
                      char *err, size_t errlen);
 void dsv4q_replay_free(dsv4q_replay *res);
 
-/* 0: every compared stage (and the whole model, if compared) passed and at
- * least one stage was compared; 1 otherwise. */
+/* 0: every compared stage (and the whole model, if compared) passed, at
+ * least one stage was compared and no stage met a non-finite value
+ * (rstage.nonfinite); 1 otherwise. */
 int dsv4q_replay_status(const dsv4q_replay *res);
 /* The row of (stage, layer) (layer ignored for model-level stages). */
 const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);

@@ -33,6 +33,7 @@
  *  C5. scale_ue8m0 = (scale_fmt == "ue8m0") || (scale_dtype == "fp8"), as
  *      the reference does (scale_fmt = "ue8m0" if scale_dtype == "fp8").
  */
+#include "base/file.h"
 #include "io/config.h"
 
 #include <errno.h>
@@ -477,30 +478,10 @@ int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t err
 {
     if (!path)
         return cfg_fail(err, errlen, "config: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cfg_fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
-    size_t cap = 1 << 14, len = 0;
-    char *text = malloc(cap);
-    while (text) {
-        len += fread(text + len, 1, cap - 1 - len, f);
-        if (len < cap - 1)
-            break;
-        char *nt = realloc(text, cap * 2);
-        if (!nt) {
-            free(text);
-            text = NULL;
-            break;
-        }
-        text = nt;
-        cap *= 2;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    if (!text || rerr) {
-        free(text);
-        return cfg_fail(err, errlen, "%s: cannot read config", path);
-    }
+    char *text;
+    size_t len;
+    if (dsv4q_file_read_all(path, "config", DSV4Q_LIMIT_CONFIG, &text, &len, err, errlen) != 0)
+        return -1;
     text[len] = '\0';
     if (memchr(text, '\0', len))
         len = 0;   /* an embedded NUL: let the parser report it as invalid JSON */

@@ -24,7 +24,8 @@
 /* The weight structs (dsv4q_vec, dsv4q_cmp_w, dsv4q_layer_w, dsv4q_model)
  * live in oracle/model_types.h (the oracle runs on them; io/ fills them). */
 
-/* Open a checkpoint directory (config.json + safetensors). Validates the
+/* Open a checkpoint directory (config.json + safetensors), or a llama.cpp
+ * deepseek4 .gguf file (dispatched to dsv4q_model_open_gguf). Validates the
  * config and every tensor (presence, dtype, shape, no NaN/inf in the
  * decoded FP32-math vectors and BF16/F32 weights' scales). */
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen);

@@ -8,12 +8,14 @@
  * which is also what catches a truncated or corrupted weight early rather
  * than as a NaN logit three layers later.
  */
+#include "base/unaligned.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "io/model.h"
+#include "io/gguf_model.h"
 
 typedef enum { CLS_FP8, CLS_EXPERT, CLS_BF16, CLS_F32 } wclass;
 
@@ -256,7 +258,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
         for (int64_t o = 0; o < out; o++)
             for (int64_t k = 0; k < in; k++) {
                 int64_t si = (o / 128) * nkb + k / 128;
-                double sc = s->dtype == DSV4Q_DT_F32 ? ((const float *)s->data)[si]
+                double sc = s->dtype == DSV4Q_DT_F32 ? dsv4q_ld_f32(s->data, si)
                                                      : dsv4q_e8m0_decode(((const uint8_t *)s->data)[si]);
                 /* code * 2^e is exact in BF16 (3-bit mantissa): no rounding happens */
                 bf[o * in + k] = dsv4q_bf16_from_f32((float)(e4[codes[o * in + k]] * sc));
@@ -464,6 +466,7 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
 
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
 {
+    if (dsv4q_is_gguf(dir)) return dsv4q_model_open_gguf(out, dir, err, errlen);
     dsv4q_model *m = calloc(1, sizeof *m);
     char path[4200];
     *out = NULL;
@@ -509,5 +512,6 @@ void dsv4q_model_close(dsv4q_model *m)
     for (long i = 0; i < m->nowned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) dsv4q_st_close(m->st);
+    if (m->gguf) dsv4q_gguf_close(m->gguf);
     free(m);
 }

@@ -45,6 +45,7 @@
  * A file truncated by another process while mapped still raises SIGBUS on
  * access; no user-space reader can prevent that, and we do not try.
  */
+#include "base/file.h"
 #include "io/safetensors.h"
 
 #include <dirent.h>
@@ -155,19 +156,12 @@ static dsv4q_st_tensor *st_push_tensor(dsv4q_st *st)
 /* Map `path` read-only into file slot `fi` (S1). */
 static int st_map(st_file *f, char *err, size_t errlen)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return st_fail(err, errlen, "safetensors: %s: cannot open: %s", f->path, strerror(errno));
+    /* non-blocking open + fstat: a FIFO or device is refused before it can block */
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return st_fail(err, errlen, "safetensors: %s: cannot stat: %s", f->path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return st_fail(err, errlen, "safetensors: %s: not a regular file", f->path);
-    }
+    char ferr[400];
+    int fd = dsv4q_file_open_read(f->path, "safetensors file", &sb, ferr, sizeof ferr);
+    if (fd < 0)
+        return st_fail(err, errlen, "safetensors: %s", ferr);
     if (sb.st_size < 8) {
         close(fd);
         return st_fail(err, errlen,
@@ -579,7 +573,8 @@ static int cmp_tensor(const void *pa, const void *pb)
 /* S4: sort the table and refuse duplicate names (across shards too). */
 static int st_finish(dsv4q_st *st, char *err, size_t errlen)
 {
-    qsort(st->t, st->n, sizeof *st->t, cmp_tensor);
+    if (st->n)   /* a metadata-only file has no table (st->t NULL) */
+        qsort(st->t, st->n, sizeof *st->t, cmp_tensor);
     for (size_t i = 1; i < st->n; i++) {
         if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
             return st_fail(err, errlen, "safetensors: %s: duplicate tensor name '%s' (also in %s)",
@@ -632,6 +627,37 @@ static int st_open_one(dsv4q_st *st, const char *path, char *err, size_t errlen)
     return st_parse_file(st, (size_t)fi, err, errlen);
 }
 
+/* An index entry with a ".." path component could name any file on the
+ * machine (../../outside/x.safetensors); refused outright. */
+static int name_has_dotdot(const char *fn)
+{
+    for (const char *c = fn; *c;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return 1;
+        if (!e)
+            break;
+        c = e + 1;
+    }
+    return 0;
+}
+
+/* 1 when `p` (an existing path) resolves, symlinks followed, to a file below
+ * the resolved directory `dir`. */
+static int inside_dir(const char *dir, const char *p)
+{
+    char *rd = realpath(dir, NULL), *rp = realpath(p, NULL);
+    int ok = 0;
+    if (rd && rp) {
+        size_t n = strlen(rd);
+        ok = strncmp(rp, rd, n) == 0 && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+    }
+    free(rd);
+    free(rp);
+    return ok;
+}
+
 static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errlen)
 {
     int rc = -1;
@@ -642,31 +668,10 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     if (!dir)
         return st_fail(err, errlen, "safetensors: %s: out of memory", ipath);
 
-    FILE *fp = fopen(ipath, "rb");
-    if (!fp) {
-        st_fail(err, errlen, "safetensors: %s: cannot open index: %s", ipath, strerror(errno));
-        goto done;
-    }
-    size_t cap = 1 << 16, len = 0;
-    text = malloc(cap);
-    while (text) {
-        size_t got = fread(text + len, 1, cap - len, fp);
-        len += got;
-        if (len < cap)
-            break;
-        char *nt = realloc(text, cap * 2);
-        if (!nt) {
-            free(text);
-            text = NULL;
-            break;
-        }
-        text = nt;
-        cap *= 2;
-    }
-    int rerr = ferror(fp);
-    fclose(fp);
-    if (!text || rerr) {
-        st_fail(err, errlen, "safetensors: %s: cannot read index", ipath);
+    size_t len = 0;
+    char ferr[400];
+    if (dsv4q_file_read_all(ipath, "index", DSV4Q_LIMIT_INDEX, &text, &len, ferr, sizeof ferr) != 0) {
+        st_fail(err, errlen, "safetensors: %s", ferr);
         goto done;
     }
     root = st_parse_json(text, len, ipath, "index", err, errlen);
@@ -698,6 +703,11 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
                     ipath, key);
             goto done;
         }
+        if (name_has_dotdot(fn)) {
+            st_fail(err, errlen, "safetensors: %s: weight_map entry '%s' for tensor '%s' leaves the checkpoint "
+                    "directory (a '..' component); shard files must be inside %s", ipath, fn, key, dir);
+            goto done;
+        }
         fnames[nf++] = fn;
     }
     qsort(fnames, nf, sizeof *fnames, cmp_str_ptr);
@@ -723,6 +733,12 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
             }
             st_fail(err, errlen, "safetensors: %s: weight_map names file '%s' (tensor '%s'), "
                     "which cannot be opened: %s", ipath, p, who, strerror(errno));
+            free(p);
+            goto done;
+        }
+        if (!inside_dir(dir, p)) {   /* a symlink pointing out of the checkpoint */
+            st_fail(err, errlen, "safetensors: %s: weight_map file '%s' resolves outside the checkpoint "
+                    "directory %s (a symlink escape); shard files must be inside it", ipath, fnames[i], dir);
             free(p);
             goto done;
         }

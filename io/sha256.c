@@ -8,6 +8,7 @@
  * thread-safe, and the SHA-256 primitives do not depend on its outcome, so a
  * failed init only matters to the file path, which reports it.
  */
+#include "base/file.h"
 #include "io/sha256.h"
 
 #include <errno.h>
@@ -53,9 +54,10 @@ int dsv4q_sha256_hex_file(const char *path, char hex[65], char *err, size_t errl
         snprintf(err, errlen, "sha256: %s: libsodium initialisation failed", path);
         return -1;
     }
-    f = fopen(path, "rb");
+    char ferr[400];
+    f = dsv4q_file_fopen_read(path, "file to hash", ferr, sizeof ferr);
     if (!f) {
-        snprintf(err, errlen, "sha256: %s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "sha256: %s", ferr);
         return -1;
     }
     buf = malloc(SHA256_CHUNK);

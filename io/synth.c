@@ -36,7 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/safetensors.h"
@@ -686,6 +689,25 @@ static void rm_flat(const char *dir)
     rmdir(dir);
 }
 
+/* SIGINT/SIGTERM during a synth: remove the temporary directory, then die
+ * of the signal as usual. rm_flat is not async-signal-safe in theory (it
+ * uses opendir); the process is about to exit and nothing else runs. */
+static char g_tmp[4200];
+static volatile sig_atomic_t g_tmp_live;
+static void on_signal(int sig)
+{
+    if (g_tmp_live) rm_flat(g_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void fsync_path(const char *path)
 {
     int fd = open(path, O_RDONLY);
@@ -786,6 +808,15 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     if (!mkdtemp(tmp)) return sy_fail(err, errlen, "synth: cannot create a temporary directory in %s: %s", parent,
                                       strerror(errno));
     (void)chmod(tmp, 0755);
+    snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
+    g_tmp_live = 1;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    const double t0 = now_s();
 
     int rc = -1;
     json_t *wmap = NULL, *index = NULL;
@@ -837,8 +868,29 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         }
         int bad = 0;
         if (s == 0) bad = embed(&c);
-        for (int li = 0; !bad && li < nl; li++)
-            if ((int)((long long)li * shards / nl) == s) bad = layer(&c, li);
+        const uint64_t embed_bytes = c.total;
+        for (int li = 0; !bad && li < nl; li++) {
+            if ((int)((long long)li * shards / nl) != s) continue;
+            bad = layer(&c, li);
+            if (!bad && li == 0) {
+                /* size estimate from layer 0 (+ a head as large as the embedding): checked against the free
+                 * space before any tensor byte is written (the shard is held in memory until then) */
+                double est = 2.0 * (double)embed_bytes + (double)(c.total - embed_bytes) * nl, avail = -1;
+                struct statvfs vf;
+                if (statvfs(parent, &vf) == 0) avail = (double)vf.f_bavail * (double)vf.f_frsize;
+                if (avail >= 0 && est > avail) {
+                    sy_fail(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir, est / 1e6,
+                            avail / 1e6, parent);
+                    dsv4q_stw_free(c.w);
+                    goto done;
+                }
+                if (now_s() - t0 > 2 || est > 1e9)
+                    fprintf(stderr, "[synth] %s: about %.2f GB to write (%.2f GB free)\n", dir, est / 1e9, avail / 1e9);
+            }
+            if (!bad && now_s() - t0 > 2)   /* progress only for syntheses that take a while */
+                fprintf(stderr, "[synth] layer %d/%d done (%.2f GB generated, %.0f s)\n", li + 1, nl, c.total / 1e9,
+                        now_s() - t0);
+        }
         if (!bad && s == shards - 1) bad = tail(&c);
         if (bad) {
             dsv4q_stw_free(c.w);
@@ -879,5 +931,8 @@ done:
     json_decref(index);
     json_decref(wmap);
     if (rc) rm_flat(tmp);
+    g_tmp_live = 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     return rc;
 }

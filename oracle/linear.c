@@ -23,6 +23,7 @@
  * identical bits (tests/test_linear_kernels.c compares them with a plain
  * reference); only the registers differ.
  */
+#include "base/unaligned.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ typedef struct lin_args {
 
 static inline __attribute__((always_inline)) real w_scale(const dsv4q_weight *w, int64_t i)
 {
-    if (w->scale_dtype == DSV4Q_DT_F32) return (real)((const float *)w->scale)[i];
+    if (w->scale_dtype == DSV4Q_DT_F32) return (real)dsv4q_ld_f32(w->scale, i);
     return (real)k_e8m0[((const uint8_t *)w->scale)[i]];
 }
 
@@ -66,18 +67,18 @@ static inline __attribute__((always_inline)) void decode_row(const lin_args *a, 
     const int64_t K = w->in;
     switch (w->fmt) {
     case DSV4Q_WF_F32: {
-        const float *p = (const float *)w->data + o * K;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)p[k];
+        const unsigned char *p = (const unsigned char *)w->data + o * K * 4;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_ld_f32(p, k);
         break;
     }
     case DSV4Q_WF_F64: {
-        const double *p = (const double *)w->data + o * K;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)p[k];
+        const unsigned char *p = (const unsigned char *)w->data + o * K * 8;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_ld_f64(p, k);
         break;
     }
     case DSV4Q_WF_BF16: {
-        const uint16_t *p = (const uint16_t *)w->data + o * K;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_bf16_to_f32(p[k]);
+        const unsigned char *p = (const unsigned char *)w->data + o * K * 2;
+        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_bf16_to_f32(dsv4q_ld_u16(p, k));
         break;
     }
     case DSV4Q_WF_FP8: {

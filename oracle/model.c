@@ -436,12 +436,12 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
         nkeys = s + l->ncrows;
         ALLOC(keys, nkeys * D);
         memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
-        memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));   /* ratio 0: no rows, crows NULL */
     } else {
         nkeys = win + l->ncrows;
         ALLOC(keys, nkeys * D);
         memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
-        memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        if (l->ncrows) memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
     }
     if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &L->attn_sink, scale, o)) goto oom;
     }
@@ -453,12 +453,15 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     ALLOC(og, s * gd);
     ALLOC(tg, s * ol);
     ALLOC(t, s * G * ol);
+    /* group gi is rows [gi*ol, (gi+1)*ol) of wo_a, in its stored element
+     * size (BF16 from safetensors; F32/F64 from a GGUF or an F32 checkpoint) */
+    const size_t wes = L->wo_a.fmt == DSV4Q_WF_F32 ? 4 : L->wo_a.fmt == DSV4Q_WF_F64 ? 8 : 2;
     for (int gi = 0; gi < G; gi++) {
         dsv4q_weight wg = L->wo_a;
         wg.out = ol;
-        if (L->wo_a.fmt == DSV4Q_WF_BF16) wg.data = (const uint16_t *)L->wo_a.data + (long)gi * ol * gd;
-        else if (L->wo_a.fmt == DSV4Q_WF_F32) wg.data = (const float *)L->wo_a.data + (long)gi * ol * gd;
-        else goto oom;   /* wo_a is split per group: BF16 or F32 only (io/model_load.c) */
+        if (L->wo_a.fmt != DSV4Q_WF_BF16 && L->wo_a.fmt != DSV4Q_WF_F32 && L->wo_a.fmt != DSV4Q_WF_F64)
+            goto oom;   /* wo_a is split per group: BF16, F32 or F64 only (io/model_load.c, io/gguf_model.c) */
+        wg.data = (const char *)L->wo_a.data + (size_t)gi * (size_t)(ol * gd) * wes;
         for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
         if (OP(linear, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
         for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);

@@ -105,6 +105,7 @@ typedef struct dsv4q_model {
     dsv4q_config cfg;
     char dir[4096];
     dsv4q_st *st;
+    struct dsv4q_gguf *gguf;   /* set instead of st for a GGUF (io/gguf_model.h) */
     dsv4q_weight embed;        /* [vocab, dim] BF16 */
     dsv4q_weight head;         /* [vocab, dim] FP32 math */
     dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */

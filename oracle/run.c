@@ -16,6 +16,47 @@ struct dsv4q_run {
     int stopped;               /* dsv4q_run_set_last_layer cut the model short */
 };
 
+long dsv4q_run_max_seq_len(const dsv4q_config *g)
+{
+    double n = g->original_seq_len > 0 ? (double)g->original_seq_len * (g->rope_factor > 1 ? g->rope_factor : 1)
+                                       : 1048576.0;
+    return n > 1e15 ? (long)1e15 : (long)n;
+}
+
+double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos)
+{
+    const dsv4q_config *g = &m->cfg;
+    const double r = width / 8, s = (double)max_pos;
+    double cache = 0;
+    for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
+        int ratio = m->layers[li].ratio;
+        cache += (double)g->window_size * g->head_dim;
+        if (ratio) cache += (s / ratio + 1) * g->head_dim;
+        if (ratio == 4) cache += (s / 4 + 1) * g->index_head_dim;
+    }
+    double rope = 2 * s * g->rope_head_dim;
+    /* one layer's prefill working set (freed between layers) */
+    double hcd = (double)g->hc_mult * g->dim;
+    double act = s * (3.0 * g->n_heads * g->head_dim + 6 * hcd + g->q_lora_rank +
+                      (double)g->index_n_heads * (g->index_head_dim + 1) + 2.0 * g->o_groups * g->o_lora_rank);
+    double keys = (s + s / 4 + g->window_size) * g->head_dim;
+    double score = s * (s / 4 + 1);                                    /* indexer scores */
+    double cols = s * ((double)g->window_size + g->index_topk) / 2;   /* int32 column lists */
+    return r * (cache + rope + act + keys + score) + 4 * cols;
+}
+
+double dsv4q_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb > 0 ? kb * 1024 : -1;
+}
+
 int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
                    dsv4q_tap_fn tap, void *user, char *err, size_t errlen)
 {
@@ -26,6 +67,19 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
     }
     if (max_pos < 1) {
         snprintf(err, errlen, "a run needs at least one position");
+        return -1;
+    }
+    long maxseq = dsv4q_run_max_seq_len(&m->cfg);
+    if (max_pos > maxseq) {
+        snprintf(err, errlen, "a run of %ld positions is longer than the model's max_seq_len %ld "
+                 "(original_seq_len x rope_factor)", max_pos, maxseq);
+        return -1;
+    }
+    double need = dsv4q_run_estimate_bytes(m, width, max_pos), have = dsv4q_mem_available();
+    if (have > 0 && need > have) {
+        snprintf(err, errlen, "a run of %ld positions at f%d needs about %.2f GB (KV and compressor caches, "
+                 "activations), more than the %.2f GB of memory available; use fewer tokens",
+                 max_pos, width, need / 1e9, have / 1e9);
         return -1;
     }
     dsv4q_run *r = calloc(1, sizeof *r);

@@ -1,6 +1,7 @@
 /*
  * weights.c - width-independent helpers for stored weights and scales.
  */
+#include "base/unaligned.h"
 #include <math.h>
 #include "oracle/weights.h"
 #include "oracle/ops.h"
@@ -19,7 +20,7 @@ int dsv4q_ceil_log2_ratio(double amax, double fmax)
 
 static double scale_at(const dsv4q_weight *w, int64_t i)
 {
-    if (w->scale_dtype == DSV4Q_DT_F32) return ((const float *)w->scale)[i];
+    if (w->scale_dtype == DSV4Q_DT_F32) return dsv4q_ld_f32(w->scale, i);
     return dsv4q_e8m0_decode(((const uint8_t *)w->scale)[i]);
 }
 
@@ -27,9 +28,9 @@ double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k)
 {
     int64_t i = o * w->in + k;
     switch (w->fmt) {
-    case DSV4Q_WF_F32: return ((const float *)w->data)[i];
-    case DSV4Q_WF_F64: return ((const double *)w->data)[i];
-    case DSV4Q_WF_BF16: return dsv4q_bf16_decode(((const uint16_t *)w->data)[i]);
+    case DSV4Q_WF_F32: return dsv4q_ld_f32(w->data, i);
+    case DSV4Q_WF_F64: return dsv4q_ld_f64(w->data, i);
+    case DSV4Q_WF_BF16: return dsv4q_bf16_decode(dsv4q_ld_u16(w->data, i));
     case DSV4Q_WF_FP8: {
         int64_t nkb = (w->in + 127) / 128;
         return dsv4q_e4m3_decode(((const uint8_t *)w->data)[i]) * scale_at(w, (o / 128) * nkb + k / 128);

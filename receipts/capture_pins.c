@@ -1,6 +1,7 @@
 /*
  * capture_pins.c - receipts/capture_pins.h: a capture's checkpoint pins.
  */
+#include <sys/stat.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,8 @@ static int weights_listing_sha(const char *pin_json, char hex[65], char *err, si
     json_array_foreach(files, i, f) {
         const char *name = json_string_value(json_object_get(f, "name"));
         const char *sha = json_string_value(json_object_get(f, "sha256"));
-        if (!name || !sha || (!ends_with(name, ".safetensors") && !ends_with(name, ".index.json"))) continue;
+        if (!name || !sha || (!ends_with(name, ".safetensors") && !ends_with(name, ".index.json") &&
+                                !ends_with(name, ".gguf"))) continue;
         size_t need = strlen(name) + strlen(sha) + 4;
         if (buf && n + need >= cap) {
             char *nb = realloc(buf, (cap = 2 * (n + need)));
@@ -53,7 +55,10 @@ int dsv4q_capture_pins(const char *model_dir, char config_sha[65], char weights_
                        char *err, size_t errlen)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    struct stat fs;
+    /* a GGUF holds its config in its own metadata: the file is the config pin */
+    if (stat(model_dir, &fs) == 0 && S_ISREG(fs.st_mode)) snprintf(path, sizeof path, "%s", model_dir);
+    else snprintf(path, sizeof path, "%s/config.json", model_dir);
     if (dsv4q_sha256_hex_file(path, config_sha, err, errlen)) return -1;
     if (pin_json) *pin_json = NULL;
     if (!weights_sha && !pin_json) return 0;

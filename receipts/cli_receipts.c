@@ -10,6 +10,7 @@
  * hand-written (no getopt global state) so the entry points can be called
  * repeatedly in one process (tests).
  */
+#include "base/file.h"
 #include "receipts/receipts_internal.h"
 
 #include <errno.h>
@@ -278,9 +279,9 @@ static int cmd_export(const opts *o)
         fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
     }
-    f = o->out ? fopen(o->out, "w") : stdout;
+    f = o->out ? dsv4q_out_open(o->out, err, sizeof err) : stdout;   /* atomic: temp + fsync + rename */
     if (!f) {
-        fprintf(stderr, "dsv4q receipts export: cannot write %s: %s\n", o->out, strerror(errno));
+        fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
     }
     if (fputs(json, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0) {
@@ -289,9 +290,13 @@ static int cmd_export(const opts *o)
     }
     rc = 0;
 done:
-    if (f && f != stdout && fclose(f) != 0 && rc == 0) {
-        fprintf(stderr, "dsv4q receipts export: cannot write %s: %s\n", o->out, strerror(errno));
-        rc = EXIT_USAGE;
+    if (f && f != stdout) {
+        if (rc != 0)
+            dsv4q_out_discard(f);
+        else if (dsv4q_out_close(f, err, sizeof err) != 0) {
+            fprintf(stderr, "dsv4q receipts export: %s\n", err);
+            rc = EXIT_USAGE;
+        }
     }
     free(json);
     return rc;
@@ -300,12 +305,13 @@ done:
 /* Read a whole file ("-" = stdin); malloc'd, NULL with err. */
 static char *slurp(const char *path, char *err, size_t errlen)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    char ferr[400];
+    FILE *f = strcmp(path, "-") == 0 ? stdin : dsv4q_file_fopen_read(path, "receipts file", ferr, sizeof ferr);
     char *buf = NULL, *q;
     size_t n = 0, cap = 0, k;
 
     if (!f) {
-        dsv4q_rcpt_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        dsv4q_rcpt_err(err, errlen, "%s", ferr);
         return NULL;
     }
     for (;;) {

@@ -69,7 +69,7 @@ static int read_small(const char *path, char *buf, size_t buflen, int secret,
     size_t n = 0;
     ssize_t k;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block: refused below */
     if (fd < 0) {
         if (errno == ENOENT) {
             rc = 1;

@@ -4,12 +4,13 @@
  *
  * Owns: dsv4q_sha256_file (gate files, backend libraries, weights),
  * dsv4q_pin_checkpoint (config.json + every *.safetensors / *.index.json of
- * a checkpoint directory), dsv4q_pin_tokens (a token list) and
+ * a checkpoint directory, or the one file of a .gguf checkpoint), dsv4q_pin_tokens (a token list) and
  * dsv4q_command_line (argv as one valid-UTF-8 string). A receipt is only as
  * good as its pins: they are what lets someone holding the same files prove
  * that a verdict was computed from exactly those bytes. The byte formats
  * are part of the receipt format (docs/receipts.md, "Pins").
  */
+#include "base/file.h"
 #include "receipts/receipts_internal.h"
 
 #include <dirent.h>
@@ -37,9 +38,10 @@ int dsv4q_sha256_file(const char *path, char hex_out[DSV4Q_SHA256_HEX + 1],
 
     if (dsv4q_rcpt_sodium(err, errlen))
         goto done;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    char ferr[400];
+    fd = dsv4q_file_open_read(path, "file to pin", NULL, ferr, sizeof ferr);
     if (fd < 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        dsv4q_rcpt_err(err, errlen, "%s", ferr);
         goto done;
     }
     buf = malloc(PIN_CHUNK);
@@ -116,6 +118,26 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
     int rc = -1, have_config = 0;
 
     *json_out = NULL;
+    {
+        /* A single-file checkpoint (a .gguf): the pin is that file. */
+        struct stat fs;
+        if (stat(model_dir, &fs) == 0 && S_ISREG(fs.st_mode)) {
+            const char *base = strrchr(model_dir, '/');
+            base = base ? base + 1 : model_dir;
+            if (dsv4q_sha256_file(model_dir, hex, &bytes, err, errlen)) return -1;
+            json_t *jn = json_string(base);
+            if (!jn) { dsv4q_rcpt_err(err, errlen, "file name %s is not valid UTF-8", model_dir); return -1; }
+            root = json_pack("{s:s,s:s,s:[{s:I,s:o,s:s}],s:I}", "format", "gguf", "gguf_sha256", hex, "files",
+                             "bytes", (json_int_t)bytes, "name", jn, "sha256", hex, "total_bytes", (json_int_t)bytes);
+            if (!root || !(*json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII))) {
+                json_decref(root);
+                dsv4q_rcpt_err(err, errlen, "out of memory");
+                return -1;
+            }
+            json_decref(root);
+            return 0;
+        }
+    }
     d = opendir(model_dir);
     if (!d) {
         dsv4q_rcpt_err(err, errlen, "cannot open checkpoint directory %s: %s", model_dir,

@@ -563,6 +563,82 @@ done:
     return rc;
 }
 
+/* The schema objects of db, one "type name on tbl_name: sql" line each,
+ * sorted (malloc'd; NULL on error). Reads sqlite_master only: bounded by
+ * the number of objects, whatever the database defines. */
+static char *schema_listing(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    char *out = NULL;
+    size_t n = 0, cap = 0;
+    if (sqlite3_prepare_v2(db, "SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || ifnull(sql, '')"
+                           " FROM sqlite_master ORDER BY 1 LIMIT 1000", -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE) break;
+        if (src != SQLITE_ROW) { free(out); out = NULL; break; }
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        size_t k = t ? strlen(t) : 0;
+        if (n + k + 2 > cap) {
+            cap = (n + k + 2) * 2;
+            char *nb = realloc(out, cap);
+            if (!nb) { free(out); out = NULL; break; }
+            out = nb;
+        }
+        memcpy(out + n, t ? t : "", k);
+        n += k;
+        out[n++] = '\n';
+        out[n] = 0;
+    }
+    sqlite3_finalize(st);
+    if (!out && n == 0) out = calloc(1, 1);
+    return out;
+}
+
+/* R1 (schema): a database that claims to be ours must hold exactly the
+ * objects the migrations create - no view standing in for the table (a
+ * recursive-CTE view makes every query unbounded), no extra trigger, no
+ * column of another type. Compared against a fresh in-memory database. */
+static int check_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3 *ref = NULL;
+    char *want = NULL, *got = NULL;
+    int rc = -1;
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+        goto done;
+    for (int v = 0; v < DSV4Q_RCPT_SCHEMA; v++)
+        if (sqlite3_exec(ref, migrations[v], NULL, NULL, NULL) != SQLITE_OK)
+            goto done;
+    want = schema_listing(ref);
+    got = schema_listing(db);
+    if (!want || !got) {
+        dsv4q_rcpt_err(err, errlen, "database %s: cannot read its schema (%s)", path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (strcmp(want, got) != 0) {
+        /* name the first line that differs */
+        const char *a = want, *b = got;
+        while (*a && *a == *b)
+            a++, b++;
+        while (b > got && b[-1] != '\n') b--;
+        while (a > want && a[-1] != '\n') a--;
+        const char *be = strchr(b, '\n'), *ae = strchr(a, '\n');
+        dsv4q_rcpt_err(err, errlen, "%s has an unexpected receipts schema (refused: it could run unbounded queries "
+                       "or store what dsv4q does not check): found \"%.*s\" where \"%.*s\" was expected",
+                       path, be ? (int)(be - b) : (int)strlen(b), b, ae ? (int)(ae - a) : (int)strlen(a), a);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (rc && err && errlen && !err[0])
+        dsv4q_rcpt_err(err, errlen, "database %s: cannot check its schema", path);
+    free(want);
+    free(got);
+    sqlite3_close(ref);
+    return rc;
+}
+
 int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
                     char *err, size_t errlen)
 {
@@ -604,10 +680,47 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
         goto done;
     if ((kind == 1 || ver < DSV4Q_RCPT_SCHEMA) && migrate(db, path, corrupt, err, errlen))
         goto done;
+    if (err && errlen) err[0] = 0;
+    if (check_schema(db, path, err, errlen))
+        goto done;
     *out = db;
     db = NULL;
     rc = 0;
 done:
+    sqlite3_close(db);
+    return rc;
+}
+
+int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    int corrupt = 0;
+    if (!db_path || !*db_path)
+        db_path = dsv4q_receipts_default_db();
+    struct stat sb;
+    if (stat(db_path, &sb) != 0 && errno == ENOENT) {
+        /* not created here: a command that fails before measuring records nothing;
+         * only the directory must take the new file */
+        char dir[4096];
+        const char *sl = strrchr(db_path, '/');
+        if (!sl) snprintf(dir, sizeof dir, ".");
+        else if (sl == db_path) snprintf(dir, sizeof dir, "/");
+        else snprintf(dir, sizeof dir, "%.*s", (int)(sl - db_path), db_path);
+        if (access(dir, W_OK | X_OK) != 0) {
+            dsv4q_rcpt_err(err, errlen, "cannot create receipts database %s: directory %s: %s", db_path, dir,
+                           strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (dsv4q_rcpt_open(db_path, 0, &db, &corrupt, err, errlen))
+        return -1;
+    int rc = 0;
+    if (sqlite3_db_readonly(db, "main") == 1) {
+        dsv4q_rcpt_err(err, errlen, "receipts database %s is read-only: no receipt could be stored "
+                       "(use --db or DSV4Q_DB for a writable one)", db_path);
+        rc = -1;
+    }
     sqlite3_close(db);
     return rc;
 }

@@ -111,6 +111,14 @@ DSV4Q_MUST_USE
 int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen);
 
+/* Validate the receipts database a command will write its receipt to -
+ * application id, schema version, the exact schema (no view, trigger or
+ * retyped column), writable - so a bad database is reported before any
+ * work, not after it. An absent database is not created (only its
+ * directory must be writable). 0, or -1 with err naming the database and
+ * the problem. */
+int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen);
+
 /* Export receipt `id` as a self-contained JSON document (malloc'd into
  * *json_out, caller frees): the receipt's fields, the canonical string,
  * hash, signature, signer key id and, if known, the full public key (from
@@ -134,7 +142,9 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
  * order), as canonical JSON:
  *   {"config_sha256":"..","files":[{"bytes":N,"name":"..","sha256":".."},..],
  *    "total_bytes":N}
- * config.json is required. *json_out is malloc'd (caller frees).
+ * config.json is required. A regular file (a .gguf checkpoint) is pinned
+ * alone: {"files":[{..}],"format":"gguf","gguf_sha256":"..","total_bytes":N}.
+ * *json_out is malloc'd (caller frees).
  * Returns 0 or -1 with err set. */
 int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size_t errlen);
 

@@ -10,6 +10,7 @@
  */
 #include "receipts/receipts_internal.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,16 +169,22 @@ static int check_row(const dsv4q_rcpt_row *row, const keyctx *k, FILE *report,
 static int check_link(const dsv4q_rcpt_row *row, long long prev_id, const char *prev_hash,
                       FILE *report)
 {
+    if (prev_id == LLONG_MAX) { /* an edited id: prev_id + 1 would overflow */
+        rpt(report, "receipt %lld: out of order after receipt %lld", row->id, prev_id);
+        return 1;
+    }
     long long want = prev_id + 1;
 
     if (row->id > want) {
-        if (prev_id == 0 && row->id - want == 1)
+        /* unsigned: ids of an edited database may be far apart (no signed overflow) */
+        unsigned long long gap = (unsigned long long)row->id - (unsigned long long)want;
+        if (prev_id == 0 && gap == 1)
             rpt(report, "receipt 1: missing (the chain starts at receipt %lld): a receipt was "
                         "deleted", row->id);
         else if (prev_id == 0)
             rpt(report, "receipts 1..%lld: missing (the chain starts at receipt %lld): receipts "
                         "were deleted", row->id - 1, row->id);
-        else if (row->id - want == 1)
+        else if (gap == 1)
             rpt(report, "receipt %lld: missing (ids jump from %lld to %lld): a receipt was "
                         "deleted", want, prev_id, row->id);
         else

@@ -18,8 +18,8 @@ for t in "$@"; do
   if [ $rc -ne 0 ]; then failed+=("$(basename "$t")"); [ -z "$f" ] && fail=$((fail + 1)); fi
 done
 # Interop with the ecosystem's own safetensors reader/writer (PyPI).
-if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x build/tests/test_safetensors ]; then
-  if python3 tests/interop_safetensors.py >/tmp/dsv4q-interop.log 2>&1; then
+if python3 -c "import numpy, safetensors" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/tests/test_safetensors" ]; then
+  if python3 tests/interop_safetensors.py run "${DSV4Q_TEST_BUILD:-build}/tests/test_safetensors" >/tmp/dsv4q-interop.log 2>&1; then
     pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_safetensors.py"
   else
     fail=$((fail + 1)); failed+=("interop_safetensors.py"); tail -20 /tmp/dsv4q-interop.log
@@ -31,6 +31,31 @@ fi
 if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser, yaml" 2>/dev/null; then
   fail=$((fail + 1)); failed+=("python-test-deps")
   echo "CI=true: python3 lacks numpy/safetensors/junitparser/yaml (make pydeps): interop tests would be skipped"
+fi
+# GGML decoders vs gguf-py's gguf.quants, and the oracle on a GGUF vs the
+# same weights in safetensors (tests/interop_gguf.py; PyPI gguf).
+if python3 -c "import numpy, gguf" 2>/dev/null && [ -x build/tests/test_gguf ] && [ -x build/dsv4q ]; then
+  if python3 tests/interop_gguf.py >/tmp/dsv4q-interop-gguf.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_gguf.py"; grep -E "^(decoder|binding)" /tmp/dsv4q-interop-gguf.log
+  else
+    fail=$((fail + 1)); failed+=("interop_gguf.py"); tail -20 /tmp/dsv4q-interop-gguf.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "interop_gguf.py: skipped (python3 numpy/gguf not installed; run make pydeps)"
+  if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_gguf.py (CI=true: not run)"); fi
+fi
+# llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
+# scripts/llamacpp/build.sh, which .ci/run runs).
+if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache, typing_extensions" 2>/dev/null; then
+  if timeout 1800 python3 tests/llamacpp_e2e.py >/tmp/dsv4q-llamacpp-e2e.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). llamacpp_e2e.py"; grep -E "^  (ok|note)" /tmp/dsv4q-llamacpp-e2e.log
+  else
+    fail=$((fail + 1)); failed+=("llamacpp_e2e.py"); tail -30 /tmp/dsv4q-llamacpp-e2e.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "llamacpp_e2e.py: skipped (no build/llamacpp: run scripts/llamacpp/build.sh build/llamacpp)"
 fi
 [ ${#failed[@]} -gt 0 ] && echo "failing binaries: ${failed[*]}"
 echo "${pass} passed, ${fail} failed, ${skipped} skipped"

@@ -160,7 +160,7 @@ static void unknown_names_list_valid_ones(void **state)
 static void docs_table_is_generated(void **state)
 {
     (void)state;
-    FILE *p = popen("./build/dsv4q boundaries --markdown", "r");
+    FILE *p = popen("./" DSV4Q_TEST_BUILD "/dsv4q boundaries --markdown", "r");
     assert_non_null(p);
     static char gen[32768], doc[65536];
     size_t n = fread(gen, 1, sizeof gen - 1, p);

@@ -111,6 +111,7 @@ typedef struct edit {
     const char *drop;          /* tensor to leave out */
     const char *rename_from, *rename_to;
     const char *scale;         /* tensor whose largest element is scaled by 1.01 */
+    const char *nan_at;        /* tensor whose largest element becomes NaN */
     const char *shrink;        /* tensor written with its first dim - 1 */
     const char *as_i32;        /* tensor written as I32 */
     const char *drop_meta;     /* metadata key to leave out */
@@ -140,6 +141,13 @@ static void rewrite(const char *src, const char *dst, const edit *e)
             int64_t best = 0;
             for (int64_t k = 1; k < t->numel; k++) if (fabs(v[k]) > fabs(v[best])) best = k;
             v[best] *= 1.01;
+        }
+        if (e->nan_at && !strcmp(t->name, e->nan_at)) {
+            assert_int_equal(dt, DSV4Q_DT_F64);
+            double *v = buf;
+            int64_t best = 0;
+            for (int64_t k = 1; k < t->numel; k++) if (fabs(v[k]) > fabs(v[best])) best = k;
+            v[best] = NAN;
         }
         if (e->shrink && !strcmp(t->name, e->shrink)) {
             nb = nb / (size_t)shape[0] * (size_t)(shape[0] - 1);
@@ -357,6 +365,31 @@ static void one_edited_element_fails_one_stage(void **state)
     }
 }
 
+/* Issue 15: a NaN drops out of every metric, so a stage with one must not
+ * PASS: a non-finite captured input, or an output finite on one side only,
+ * makes the stage "not checkable", the tensor and element named. */
+static void non_finite_is_not_checkable(void **state)
+{
+    (void)state;
+    struct { const char *tensor, *why; } cases[] = {
+        {"L2.ffn_norm.in", "non-finite captured input L2.ffn_norm.in["},
+        {"L2.ffn_norm.out", "non-finite captured output where the oracle is finite: L2.ffn_norm.out["},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        edit e = {.nan_at = cases[k].tensor};
+        const char *dir = variant(cap_model, "nonfinite", 1, &e);
+        dsv4q_replay r;
+        assert_int_equal(replay(dir, &r, 0), 0);
+        const dsv4q_rstage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_FFN_NORM, 2);
+        assert_non_null(s);
+        if (s->verdict != DSV4Q_RV_UNCHECKABLE || !strstr(s->why, cases[k].why))
+            fail_msg("%s: verdict %d, why: %s", cases[k].tensor, s->verdict, s->why);
+        assert_true(strstr(s->why, "(call at position ") != NULL);
+        assert_int_not_equal(dsv4q_replay_status(&r), 0);
+        dsv4q_replay_free(&r);
+    }
+}
+
 static void malformed_captures_are_clear_errors(void **state)
 {
     (void)state;
@@ -555,6 +588,7 @@ int main(void)
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
+        cmocka_unit_test(non_finite_is_not_checkable),
         cmocka_unit_test(malformed_captures_are_clear_errors),
         cmocka_unit_test(missing_inputs_are_not_checkable),
         cmocka_unit_test(cpuref_capture_passes),

@@ -40,8 +40,8 @@
 #include "oracle/formats.h"
 #include "oracle/ops.h"
 
-#define REAL_SO "build/plugins/libdsv4q_cuda.so"
-#define EMU_SO "build/plugins/libdsv4q_cuda_emu.so"
+#define REAL_SO DSV4Q_TEST_BUILD "/plugins/libdsv4q_cuda.so"
+#define EMU_SO DSV4Q_TEST_BUILD "/plugins/libdsv4q_cuda_emu.so"
 
 typedef struct plugin {
     void *h;

@@ -207,12 +207,12 @@ static void test_missing_ops(void **state)
 {
     (void)state;
     dsv4q_wm_result r;
-    qualify_one("build/plugins/good.so", &r);   /* rmsnorm, hc_post, topk only */
+    qualify_one(DSV4Q_TEST_BUILD "/plugins/good.so", &r);   /* rmsnorm, hc_post, topk only */
     assert_int_equal(r.verdict, DSV4Q_V_ERROR);
     assert_non_null(strstr(r.msg, "does not implement linear"));
     assert_int_equal(dsv4q_wm_status(&r), 1);
     dsv4q_wm_free(&r);
-    qualify_one("build/plugins/no_such.so", &r);
+    qualify_one(DSV4Q_TEST_BUILD "/plugins/no_such.so", &r);
     assert_true(r.load_failed);
     assert_int_equal(dsv4q_wm_status(&r), 2);
     dsv4q_wm_free(&r);

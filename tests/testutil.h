@@ -10,4 +10,9 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+/* The build directory the tests were built into (build, or build/asan for
+ * `make asan`): binaries and plugins are found there. */
+#ifndef DSV4Q_TEST_BUILD
+#define DSV4Q_TEST_BUILD "build"
+#endif
 #endif

@@ -1,0 +1,340 @@
+/*
+ * ggml_decode.c - decode GGML blocks to ggml's own float values (see
+ * ggml_decode.h). Each decoder follows the layout and the float operation
+ * order of ggml-quants.c dequantize_row_<type> (llama.cpp 0c1e570); the
+ * comments name the block struct. Unaligned input is fine: multi-byte
+ * fields are read with memcpy, little-endian (GGUF is little-endian; the
+ * oracle's supported hosts are too).
+ */
+#include <string.h>
+#include "oracle/ggml_decode.h"
+#include "oracle/formats.h"
+
+#define QK_K 256
+
+static const uint64_t k_iq2xxs_grid[256] = {
+#include "oracle/iq2xxs_grid.inc"
+};
+
+/* ksigns_iq2xs[i]: the 7 explicit sign bits i plus an 8th bit that makes
+ * the count of negative signs even (ggml-common.h; it is exactly this). */
+static uint8_t ksign(unsigned i)
+{
+    return (uint8_t)(i | ((unsigned)__builtin_popcount(i) & 1u) << 7);
+}
+
+typedef struct { const char *name; int64_t elems; size_t bytes; } type_info;
+
+static const type_info k_types[DSV4Q_GGML_TYPE_LIMIT] = {
+    [DSV4Q_GGML_F32] = {"F32", 1, 4},          [DSV4Q_GGML_F16] = {"F16", 1, 2},
+    [DSV4Q_GGML_Q4_0] = {"Q4_0", 32, 18},      [DSV4Q_GGML_Q4_1] = {"Q4_1", 32, 20},
+    [DSV4Q_GGML_Q5_0] = {"Q5_0", 32, 22},      [DSV4Q_GGML_Q5_1] = {"Q5_1", 32, 24},
+    [DSV4Q_GGML_Q8_0] = {"Q8_0", 32, 34},      [DSV4Q_GGML_Q8_1] = {"Q8_1", 32, 40},
+    [DSV4Q_GGML_Q2_K] = {"Q2_K", 256, 84},     [DSV4Q_GGML_Q3_K] = {"Q3_K", 256, 110},
+    [DSV4Q_GGML_Q4_K] = {"Q4_K", 256, 144},    [DSV4Q_GGML_Q5_K] = {"Q5_K", 256, 176},
+    [DSV4Q_GGML_Q6_K] = {"Q6_K", 256, 210},    [DSV4Q_GGML_Q8_K] = {"Q8_K", 256, 292},
+    [DSV4Q_GGML_IQ2_XXS] = {"IQ2_XXS", 256, 66}, [DSV4Q_GGML_IQ2_XS] = {"IQ2_XS", 256, 74},
+    [DSV4Q_GGML_IQ3_XXS] = {"IQ3_XXS", 256, 98}, [DSV4Q_GGML_IQ1_S] = {"IQ1_S", 256, 50},
+    [DSV4Q_GGML_IQ4_NL] = {"IQ4_NL", 32, 18},  [DSV4Q_GGML_IQ3_S] = {"IQ3_S", 256, 110},
+    [DSV4Q_GGML_IQ2_S] = {"IQ2_S", 256, 82},   [DSV4Q_GGML_IQ4_XS] = {"IQ4_XS", 256, 136},
+    [DSV4Q_GGML_I8] = {"I8", 1, 1},            [DSV4Q_GGML_I16] = {"I16", 1, 2},
+    [DSV4Q_GGML_I32] = {"I32", 1, 4},          [DSV4Q_GGML_I64] = {"I64", 1, 8},
+    [DSV4Q_GGML_F64] = {"F64", 1, 8},          [DSV4Q_GGML_IQ1_M] = {"IQ1_M", 256, 56},
+    [DSV4Q_GGML_BF16] = {"BF16", 1, 2},        [DSV4Q_GGML_TQ1_0] = {"TQ1_0", 256, 54},
+    [DSV4Q_GGML_TQ2_0] = {"TQ2_0", 256, 66},   [DSV4Q_GGML_MXFP4] = {"MXFP4", 32, 17},
+    [DSV4Q_GGML_NVFP4] = {"NVFP4", 64, 36},    [DSV4Q_GGML_Q1_0] = {"Q1_0", 128, 18},
+};
+
+static const type_info *info(int t)
+{
+    if (t < 0 || t >= DSV4Q_GGML_TYPE_LIMIT || !k_types[t].name) return NULL;
+    return &k_types[t];
+}
+
+const char *dsv4q_ggml_type_name(int t) { const type_info *i = info(t); return i ? i->name : NULL; }
+int64_t dsv4q_ggml_block_elems(int t) { const type_info *i = info(t); return i ? i->elems : 0; }
+size_t dsv4q_ggml_block_bytes(int t) { const type_info *i = info(t); return i ? i->bytes : 0; }
+
+int dsv4q_ggml_decodable(int t)
+{
+    switch (t) {
+    case DSV4Q_GGML_F32: case DSV4Q_GGML_F16: case DSV4Q_GGML_BF16: case DSV4Q_GGML_F64:
+    case DSV4Q_GGML_Q4_0: case DSV4Q_GGML_Q4_1: case DSV4Q_GGML_Q5_0: case DSV4Q_GGML_Q5_1:
+    case DSV4Q_GGML_Q8_0: case DSV4Q_GGML_Q2_K: case DSV4Q_GGML_Q4_K:
+    case DSV4Q_GGML_Q5_K: case DSV4Q_GGML_Q6_K: case DSV4Q_GGML_IQ2_XXS: case DSV4Q_GGML_MXFP4:
+        return 1;
+    default: return 0;
+    }
+}
+
+size_t dsv4q_ggml_row_bytes(int t, int64_t ne0)
+{
+    const type_info *i = info(t);
+    if (!i || ne0 < 0 || ne0 % i->elems) return 0;
+    return (size_t)(ne0 / i->elems) * i->bytes;
+}
+
+static float f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (float)dsv4q_f16_decode(h);   /* every binary16 value is a binary32 value */
+}
+
+/* block_q4_0 {f16 d; u8 qs[16]}: y[j] = (lo(qs[j]) - 8) d, y[j+16] = (hi - 8) d */
+static void q4_0(const uint8_t *b, float *y)
+{
+    const float d = f16(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)((b[2 + j] & 0x0F) - 8) * d;
+        y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+    }
+}
+
+/* block_q4_1 {f16 d; f16 m; u8 qs[16]}: y = q d + m */
+static void q4_1(const uint8_t *b, float *y)
+{
+    const float d = f16(b), m = f16(b + 2);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)(b[4 + j] & 0x0F) * d + m;
+        y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+    }
+}
+
+/* block_q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: 5th bit j of qh (element j) and
+ * j + 16 (element j + 16); y = (q - 16) d */
+static void q5_0(const uint8_t *b, float *y)
+{
+    const float d = f16(b);
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    for (int j = 0; j < 16; j++) {
+        const int x0 = (int)((b[6 + j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
+        const int x1 = (int)((b[6 + j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
+        y[j] = (float)x0 * d;
+        y[j + 16] = (float)x1 * d;
+    }
+}
+
+/* block_q5_1 {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: y = q d + m */
+static void q5_1(const uint8_t *b, float *y)
+{
+    const float d = f16(b), m = f16(b + 2);
+    uint32_t qh;
+    memcpy(&qh, b + 4, 4);
+    for (int j = 0; j < 16; j++) {
+        const int x0 = (int)((b[8 + j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+        const int x1 = (int)((b[8 + j] >> 4) | ((qh >> (j + 12)) & 0x10));
+        y[j] = (float)x0 * d + m;
+        y[j + 16] = (float)x1 * d + m;
+    }
+}
+
+/* block_q8_0 {f16 d; i8 qs[32]}: y = qs * d */
+static void q8_0(const uint8_t *b, float *y)
+{
+    const float d = f16(b);
+    for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+/* block_q2_K {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}:
+ * per 16 elements dl = d (sc & 15), ml = dmin (sc >> 4), y = dl q - ml */
+static void q2_k(const uint8_t *b, float *y)
+{
+    const uint8_t *sc = b, *qs = b + 16;
+    const float d = f16(b + 80), dmin = f16(b + 82);
+    int is = 0;
+    for (int n = 0; n < 2; n++) {
+        const uint8_t *q = qs + 32 * n;
+        for (int shift = 0; shift < 8; shift += 2)
+            for (int half = 0; half < 2; half++) {
+                const uint8_t s = sc[is++];
+                const float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
+                for (int l = 0; l < 16; l++) *y++ = dl * (float)((q[16 * half + l] >> shift) & 3) - ml;
+            }
+    }
+}
+
+/* ggml-quants.c get_scale_min_k4: 6-bit scale and min j of a K-quant block */
+static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* block_q4_K {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}: per 64 elements,
+ * low nibbles with (sc, m) 2j, high nibbles with 2j+1; y = (d sc) q - (dmin m) */
+static void q4_k(const uint8_t *b, float *y)
+{
+    const float d = f16(b), dmin = f16(b + 2);
+    const uint8_t *scales = b + 4, *q = b + 16;
+    for (int j = 0; j < 4; j++) {
+        int sc, m;
+        scale_min_k4(2 * j, scales, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        scale_min_k4(2 * j + 1, scales, &sc, &m);
+        const float d2 = d * (float)sc, m2 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
+        for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
+        q += 32;
+    }
+}
+
+/* block_q5_K {f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: as
+ * Q4_K with bit (2j | 2j+1) of qh[l] adding 16 */
+static void q5_k(const uint8_t *b, float *y)
+{
+    const float d = f16(b), dmin = f16(b + 2);
+    const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
+    unsigned u1 = 1, u2 = 2;
+    for (int j = 0; j < 4; j++) {
+        int sc, m;
+        scale_min_k4(2 * j, scales, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        scale_min_k4(2 * j + 1, scales, &sc, &m);
+        const float d2 = d * (float)sc, m2 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++) *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        ql += 32;
+        u1 <<= 2;
+        u2 <<= 2;
+    }
+}
+
+/* block_q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 6-bit q - 32,
+ * y = (d sc) q with one int8 scale per 16 elements */
+static void q6_k(const uint8_t *b, float *y)
+{
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    const float d = f16(b + 208);
+    for (int n = 0; n < 2; n++) {
+        for (int l = 0; l < 32; l++) {
+            const int is = l / 16;
+            const int q1 = (int)((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4) - 32;
+            const int q2 = (int)((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4) - 32;
+            const int q3 = (int)((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+            const int q4 = (int)((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+            y[l] = d * (float)sc[is] * (float)q1;
+            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
+/* block_iq2_xxs {f16 d; u16 qs[32]}: per 32 elements two u32 words: 4 grid
+ * indices (bytes of the first), 4 x 7 sign bits and a 4-bit scale (the
+ * second); db = d (0.5 + s) 0.25, y = db grid[j] (+-1) */
+static void iq2_xxs(const uint8_t *b, float *y)
+{
+    const float d = f16(b);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint32_t a[2];
+        memcpy(a, b + 2 + 8 * ib, 8);
+        const uint8_t *idx = (const uint8_t *)&a[0];
+        const float db = d * (0.5f + (float)(a[1] >> 28)) * 0.25f;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t g = k_iq2xxs_grid[idx[l]];
+            const uint8_t s = ksign((a[1] >> (7 * l)) & 127);
+            for (int j = 0; j < 8; j++)
+                *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> j) & 1 ? -1.f : 1.f);
+        }
+    }
+}
+
+/* block_mxfp4 {u8 e; u8 qs[16]}: E2M1 doubled (kvalues_mxfp4) times
+ * 2^(e-128) (ggml_e8m0_to_fp32_half); low nibbles are elements 0..15 */
+static void mxfp4(const uint8_t *b, float *y)
+{
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t e = b[0];
+    union { uint32_t u; float f; } h = {e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23};
+    const float d = h.f;
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)kv[b[1 + j] & 0xF] * d;
+        y[j + 16] = (float)kv[b[1 + j] >> 4] * d;
+    }
+}
+
+typedef void (*block_fn)(const uint8_t *, float *);
+
+static block_fn block_decoder(int t)
+{
+    switch (t) {
+    case DSV4Q_GGML_Q4_0: return q4_0;
+    case DSV4Q_GGML_Q4_1: return q4_1;
+    case DSV4Q_GGML_Q5_0: return q5_0;
+    case DSV4Q_GGML_Q5_1: return q5_1;
+    case DSV4Q_GGML_Q8_0: return q8_0;
+    case DSV4Q_GGML_Q2_K: return q2_k;
+    case DSV4Q_GGML_Q4_K: return q4_k;
+    case DSV4Q_GGML_Q5_K: return q5_k;
+    case DSV4Q_GGML_Q6_K: return q6_k;
+    case DSV4Q_GGML_IQ2_XXS: return iq2_xxs;
+    case DSV4Q_GGML_MXFP4: return mxfp4;
+    default: return NULL;
+    }
+}
+
+int dsv4q_ggml_decode_f32(int t, const void *data, int64_t first, int64_t n, float *out)
+{
+    if (!dsv4q_ggml_decodable(t) || first < 0 || n < 0) return -1;
+    const uint8_t *p = data;
+    const size_t bb = dsv4q_ggml_block_bytes(t);
+    const int64_t be = dsv4q_ggml_block_elems(t);
+    p += (size_t)first * bb;
+    switch (t) {
+    case DSV4Q_GGML_F32: memcpy(out, p, (size_t)n * 4); return 0;
+    case DSV4Q_GGML_F64:
+        for (int64_t i = 0; i < n; i++) { double v; memcpy(&v, p + 8 * i, 8); out[i] = (float)v; }
+        return 0;
+    case DSV4Q_GGML_F16:
+        for (int64_t i = 0; i < n; i++) out[i] = f16(p + 2 * i);
+        return 0;
+    case DSV4Q_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) { uint16_t c; memcpy(&c, p + 2 * i, 2); out[i] = dsv4q_bf16_to_f32(c); }
+        return 0;
+    default: {
+        block_fn f = block_decoder(t);
+        for (int64_t i = 0; i < n; i++) f(p + (size_t)i * bb, out + i * be);
+        return 0;
+    }
+    }
+}
+
+int dsv4q_ggml_decode_f64(int t, const void *data, int64_t first, int64_t n, double *out)
+{
+    if (!dsv4q_ggml_decodable(t) || first < 0 || n < 0) return -1;
+    if (t == DSV4Q_GGML_F64) { memcpy(out, (const uint8_t *)data + 8 * first, (size_t)n * 8); return 0; }
+    const int64_t be = dsv4q_ggml_block_elems(t);
+    float buf[QK_K];
+    for (int64_t i = 0; i < n; i++) {
+        dsv4q_ggml_decode_f32(t, data, first + i, 1, buf);
+        for (int64_t j = 0; j < be; j++) out[i * be + j] = buf[j];
+    }
+    return 0;
+}
+
+int dsv4q_ggml_row_f32(int t, const void *data, int64_t ne0, int64_t row, float *out)
+{
+    const int64_t be = dsv4q_ggml_block_elems(t);
+    if (!be || ne0 % be || row < 0) return -1;
+    return dsv4q_ggml_decode_f32(t, data, row * (ne0 / be), ne0 / be, out);
+}
+
+int dsv4q_ggml_row_f64(int t, const void *data, int64_t ne0, int64_t row, double *out)
+{
+    const int64_t be = dsv4q_ggml_block_elems(t);
+    if (!be || ne0 % be || row < 0) return -1;
+    return dsv4q_ggml_decode_f64(t, data, row * (ne0 / be), ne0 / be, out);
+}
