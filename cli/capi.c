@@ -426,34 +426,11 @@ static json_t *coords(const dsv4q_bt *t, long i)
     return a;
 }
 
-/* Plain ULP distance of a (a value of storage dtype dt) from the reference
- * b rounded to dt: the ordinal distance of the two codes (qualify.c's
- * ulp_in; without window_attn_decode's row floor). */
-static int64_t ord_of(int32_t dt, double v)
-{
-    if (dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16) {
-        uint16_t c = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_encode(v) : dsv4q_f16_encode(v);
-        return (c & 0x8000) ? -(int64_t)(c & 0x7FFF) : (int64_t)c;
-    }
-    float f = (float)v;
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int64_t)INT32_MIN - i : i;
-}
-
-static double ulp_plain(int32_t dt, double a, double b)
-{
-    if (a == b) return 0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    int64_t d = ord_of(dt, a) - ord_of(dt, b);
-    return (double)(d < 0 ? -d : d);
-}
-
 /* Where the candidate is worst: a non-finite mismatch first, else the
  * largest |a - b| (the max_abs metric's element), and the element with the
  * most ULPs ("ulp": where an ulp_max failure sits); selections: the first
  * row whose set differs. */
-static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *ref)
+static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *ref, int rowfloor)
 {
     long n = (long)dsv4q_bt_numel(tmpl);
     json_t *w = json_object();
@@ -483,13 +460,18 @@ static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *
     const double *b = ref;
     long at = -1, uat = -1;
     double worst = -1, uworst = -1;
+    double *av = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!av) return w;
+    for (long i = 0; i < n; i++) av[i] = cand_at(cand, i);
     for (long i = 0; i < n; i++) {
-        double a = cand_at(cand, i);
-        if (!isfinite(a) && a != b[i]) { at = uat = i; uworst = INFINITY; break; }
-        double d = fabs(a - b[i]), u = ulp_plain(cand->dtype, a, b[i]);
+        if (!isfinite(av[i]) && av[i] != b[i]) { at = i; break; }
+        double d = fabs(av[i] - b[i]);
         if (isfinite(d) && d > worst) { worst = d; at = i; }
-        if (u > uworst) { uworst = u; uat = i; }
     }
+    /* the ulp_max element, counted exactly as qualify counts it */
+    long last = tmpl->ndim ? (long)tmpl->shape[tmpl->ndim - 1] : 1;
+    uat = dsv4q_qualify_ulp_argmax(av, b, n, last, cand->dtype, rowfloor, &uworst);
+    free(av);
     if (at < 0) return w;
     json_object_set_new(w, "index", json_integer(at));
     json_object_set_new(w, "coords", coords(tmpl, at));
@@ -556,7 +538,8 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
         for (int k = 0; k < DSV4Q_ULP_BUCKETS; k++) json_array_append_new(h, json_integer(r->m[i].ulp_hist[k]));
         json_object_set_new(jo, "ulp_hist", h);
         json_object_set_new(jo, "tie_flips", json_integer(r->m[i].tie_flips));
-        json_object_set_new(jo, "worst", worst_of(&c->out[i], &cand[i], ref[i]));
+        json_object_set_new(jo, "worst",
+                            worst_of(&c->out[i], &cand[i], ref[i], dsv4q_qualify_ulp_rowfloor(c->op, i)));
         json_array_append_new(outs, jo);
     }
     for (int m = 0; m < DSV4Q_M_COUNT && r->verdict != DSV4Q_V_ERROR; m++) {

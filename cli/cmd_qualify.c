@@ -2,8 +2,10 @@
  * cmd_qualify.c - `dsv4q qualify`: operator qualification of a backend.
  *
  *   dsv4q qualify --backend B [--backend B2 ...] [--gates FILE] [--ops LIST]
- *                 [--shapes flash|pro|all] [--case KEY]... [--timeout S]
- *                 [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
+ *                 [--shapes flash|pro|all|long] [--case KEY]... [--timeout S]
+ *                 [--seeds A-B] [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
+ *       --seeds A-B: every selected case once per seed A..B (the key's
+ *       seed replaced: inputs drawn from hash(key, seed))
  *   dsv4q qualify --list [--shapes ...]          the case keys
  *   dsv4q qualify --list-ops [--markdown]        the operator contract
  *   dsv4q qualify --whole-model --backend B [--backend B2 ...] [--model DIR]
@@ -57,7 +59,7 @@ typedef struct qopts {
     int nb;
     const char *keys[MAX_K + 1];
     int nk;
-    const char *gates, *ops, *shapes, *junit, *require;
+    const char *gates, *ops, *shapes, *junit, *require, *seeds;
     double timeout, format_gate;
     int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
     int failures_only, stop_on_fail, require_all;
@@ -69,7 +71,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     const char *a = argv[i];
     int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
                 !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--junit") || !strcmp(a, "--require") ||
-                !strcmp(a, "--format-gate");
+                !strcmp(a, "--format-gate") || !strcmp(a, "--seeds");
     if (takes && i + 1 >= argc) {
         fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
         return -1;
@@ -91,6 +93,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     else if (!strcmp(a, "--require-all")) q->require_all = 1;
     else if (!strcmp(a, "--ops")) q->ops = v;
     else if (!strcmp(a, "--shapes")) q->shapes = v;
+    else if (!strcmp(a, "--seeds")) q->seeds = v;
     else if (!strcmp(a, "--timeout")) {
         char *e;
         q->timeout = strtod(v, &e);
@@ -128,8 +131,8 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
                        const char *declare)
 {
     char err[2048], dir[4096];
-    if (q->nk || q->ops || q->shapes || q->all_metrics) {
-        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
+    if (q->nk || q->ops || q->shapes || q->seeds || q->all_metrics) {
+        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes, --seeds or --all-metrics\n");
         return 2;
     }
     dsv4q_model *m;
@@ -295,7 +298,8 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         if (!strcmp(q.shapes, "flash")) sets = DSV4Q_CASE_SET_FLASH;
         else if (!strcmp(q.shapes, "pro")) sets = DSV4Q_CASE_SET_PRO;
         else if (!strcmp(q.shapes, "all")) sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO;
-        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro or all\n"); return 2; }
+        else if (!strcmp(q.shapes, "long")) sets = DSV4Q_CASE_SET_LONG;   /* opt-in: docs/gates.md */
+        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro, all or long\n"); return 2; }
     }
     uint64_t ops = 0;
     if (q.ops && dsv4q_qualify_parse_ops(q.ops, &ops, err, sizeof err)) {
@@ -345,6 +349,10 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
                           .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet,
                           .stop_on_fail = q.stop_on_fail, .declare = declare, .format_gate = q.format_gate};
+    if (q.seeds && dsv4q_qualify_parse_seeds(q.seeds, &qo.seed_lo, &qo.seed_hi, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
     dsv4q_qual res[MAX_B];
     dsv4q_cli_threads(&o);
     int qrc = dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err);

@@ -24,103 +24,184 @@
 
 #define F DSV4Q_CASE_SET_FLASH
 #define P DSV4Q_CASE_SET_PRO
+#define L DSV4Q_CASE_SET_LONG
 static const dsv4q_case_entry table[] = {
     /* linear: FP8 128x128 (wq_a, wkv), FP8 wide-in (wo_b), BF16 (wo_a), FP32 math */
-    {"linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)", F},
+    {"linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)", F | P},
     {"linear(s=2,N=512,K=4096,fmt=fp8,out=bf16,recipe=extreme,seed=1)", F},
     {"linear(s=2,N=512,K=4096,fmt=fp8,out=bf16,recipe=nearzero,seed=1)", F},
     {"linear(s=2,N=1024,K=4096,fmt=bf16,out=bf16,recipe=normal,seed=1)", F},
     {"linear(s=2,N=1024,K=4096,fmt=f32,out=f32,recipe=normal,seed=1)", F},
+    {"linear(s=2,N=1024,K=4096,fmt=f32,out=f32,recipe=f32,seed=1)", F},
+    {"linear(s=2,N=512,K=7168,fmt=fp8,out=bf16,recipe=normal,seed=1)", F},
     {"linear(s=2,N=1536,K=7168,fmt=fp8,out=bf16,recipe=normal,seed=1)", P},
     {"linear(s=2,N=7168,K=2048,fmt=fp8,out=bf16,recipe=extreme,seed=1)", P},
+    {"linear(s=2,N=1536,K=7168,fmt=fp8,out=bf16,recipe=nearzero,seed=1)", P},
     {"linear(s=2,N=1024,K=8192,fmt=bf16,out=bf16,recipe=normal,seed=1)", P},
-    /* norms */
+    {"linear(s=2,N=1024,K=7168,fmt=f32,out=f32,recipe=f32,seed=1)", P},
+    /* norms; eps 1e-5 (the other common norm eps) and head dims 128 / 256
+     * with 8 / 16 heads (a tensor-parallel shard) */
     {"rmsnorm(rows=2,d=4096,recipe=normal,seed=1)", F},
     {"rmsnorm(rows=4,d=1024,recipe=extreme,seed=1)", F},
-    {"rmsnorm(rows=4,d=512,recipe=nearzero,seed=1)", F},
-    {"rmsnorm(rows=2,d=7168,recipe=normal,seed=1)", P},
+    {"rmsnorm(rows=4,d=512,recipe=nearzero,seed=1)", F | P},
+    {"rmsnorm(rows=2,d=4096,eps=1e-5,recipe=f32,seed=1)", F},
+    {"rmsnorm(rows=2,d=7168,recipe=normal,seed=1)", F | P},
     {"rmsnorm(rows=4,d=1536,recipe=extreme,seed=1)", P},
+    {"rmsnorm(rows=2,d=7168,eps=1e-5,recipe=f32,seed=1)", P},
     {"qhead_norm(s=2,H=64,D=512,recipe=normal,seed=1)", F},
     {"qhead_norm(s=1,H=64,D=512,recipe=nearzero,seed=1)", F},
+    {"qhead_norm(s=2,H=8,D=128,eps=1e-5,recipe=f32,seed=1)", F},
     {"qhead_norm(s=2,H=128,D=512,recipe=normal,seed=1)", P},
+    {"qhead_norm(s=1,H=128,D=512,recipe=nearzero,seed=1)", P},
+    {"qhead_norm(s=2,H=16,D=256,eps=1e-5,recipe=f32,seed=1)", P},
     /* RoPE: both spectra (rope_theta plain; compress_rope_theta + YaRN),
-     * positions to 65536 and beyond, and the inverse (attention output) */
+     * positions to 65536 and beyond, the inverse (attention output),
+     * rope dims 32 / 128 and YaRN factors 4 / 40 */
     {"rope(rows=8,r=64,pos=131072,rope=yarn,inv=1,recipe=normal,seed=1)", F},
     {"rope(rows=8,r=64,pos=65600,rope=yarn,inv=0,recipe=normal,seed=1)", F},
-    {"rope(rows=8,r=64,pos=65600,rope=plain,inv=0,recipe=normal,seed=1)", F},
+    {"rope(rows=8,r=64,pos=65600,rope=plain,inv=0,recipe=normal,seed=1)", F | P},
+    {"rope(rows=8,r=32,pos=65600,rope=yarn,inv=0,factor=40,recipe=f32,seed=1)", F},
     {"rope(rows=8,r=64,pos=1048576,rope=yarn,inv=0,recipe=normal,seed=1)", P},
-    /* QAT simulations */
+    {"rope(rows=8,r=64,pos=1048576,rope=yarn,inv=1,recipe=normal,seed=1)", P},
+    {"rope(rows=8,r=128,pos=1048576,rope=yarn,inv=0,factor=4,recipe=f32,seed=1)", P},
+    /* QAT simulations: every act_quant block (64 KV, 128 GEMM inputs, 32
+     * the MX block an engine may use) with its scaletrap recipe */
     {"act_quant(rows=2,n=4096,block=128,recipe=normal,seed=1)", F},
     {"act_quant(rows=4,n=448,block=64,recipe=extreme,seed=1)", F},
-    {"act_quant(rows=4,n=448,block=64,recipe=ties,seed=1)", F},
+    {"act_quant(rows=4,n=448,block=64,recipe=ties,seed=1)", F | P},
     {"act_quant(rows=2,n=4096,block=128,recipe=nearzero,seed=1)", F},
-    {"act_quant(rows=8,n=4096,block=128,recipe=scaletrap,seed=1)", F},
-    {"act_quant(rows=8,n=448,block=64,recipe=scaletrap,seed=1)", P},
+    {"act_quant(rows=8,n=4096,block=128,recipe=scaletrap,seed=1)", F | P},
+    {"act_quant(rows=8,n=448,block=64,recipe=scaletrap,seed=1)", F | P},
+    {"act_quant(rows=8,n=512,block=32,recipe=scaletrap,seed=1)", F | P},
     {"act_quant(rows=2,n=7168,block=128,recipe=extreme,seed=1)", P},
-    {"fp4_quant(rows=64,n=128,recipe=normal,seed=1)", F},
-    {"fp4_quant(rows=8,n=128,recipe=ties,seed=1)", F},
-    {"fp4_quant(rows=8,n=128,recipe=nearzero,seed=1)", F},
-    {"fp4_quant(rows=64,n=128,recipe=scaletrap,seed=1)", F},
-    {"hadamard(rows=64,n=128,recipe=normal,seed=1)", F},
-    {"hadamard(rows=8,n=128,recipe=extreme,seed=1)", F},
-    /* attention: window 128 + selected compressed rows */
+    {"act_quant(rows=2,n=7168,block=128,recipe=normal,seed=1)", P},
+    {"act_quant(rows=2,n=7168,block=128,recipe=nearzero,seed=1)", P},
+    {"fp4_quant(rows=64,n=128,recipe=normal,seed=1)", F | P},
+    {"fp4_quant(rows=8,n=128,recipe=ties,seed=1)", F | P},
+    {"fp4_quant(rows=8,n=128,recipe=nearzero,seed=1)", F | P},
+    {"fp4_quant(rows=64,n=128,recipe=scaletrap,seed=1)", F | P},
+    {"hadamard(rows=64,n=128,recipe=normal,seed=1)", F | P},
+    {"hadamard(rows=8,n=128,recipe=extreme,seed=1)", F | P},
+    /* attention: window 128 + selected compressed rows; full-mantissa
+     * KV rows and sinks (f32), whole masked 64-column blocks (blocks),
+     * 8 / 16 heads and head dims 256 / 128 */
     {"sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=normal,seed=1)", F},
     {"sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=masked,seed=1)", F},
     {"sparse_attn(s=1,H=64,D=512,win=128,sel=512,recipe=extreme,seed=1)", F},
+    {"sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=f32,seed=1)", F},
+    {"sparse_attn(s=3,H=8,D=512,win=128,sel=512,recipe=blocks,seed=1)", F},
+    {"sparse_attn(s=2,H=16,D=256,win=128,sel=256,recipe=f32,seed=1)", F},
     {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=normal,seed=1)", P},
     {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=masked,seed=1)", P},
+    {"sparse_attn(s=1,H=128,D=512,win=128,sel=1024,recipe=extreme,seed=1)", P},
+    {"sparse_attn(s=2,H=128,D=512,win=128,sel=1024,recipe=f32,seed=1)", P},
+    {"sparse_attn(s=3,H=16,D=512,win=128,sel=1024,recipe=blocks,seed=1)", P},
+    {"sparse_attn(s=2,H=16,D=128,win=128,sel=256,recipe=f32,seed=1)", P},
     /* one decode step that owns the window ring: the ring just full
      * (p = w-1: the current token goes to the last slot), the first wrap
      * (p = w: slot 0 held position 0), wrapped (p = 300: slot 44 held
      * position 172), and not full (p = 5: slot 5 never written; the
      * case's ring is deterministic noise in every slot, so reading the
-     * stale slot instead of the current token shows everywhere) */
+     * stale slot instead of the current token shows everywhere); p = 63
+     * and 64: the ring's second 64-column block wholly masked / one
+     * column live (blocks also masks whole cidx blocks) */
     {"window_attn_decode(H=64,D=512,win=128,p=127,sel=512,recipe=normal,seed=1)", F},
     {"window_attn_decode(H=64,D=512,win=128,p=128,sel=512,recipe=normal,seed=1)", F},
     {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=normal,seed=1)", F},
     {"window_attn_decode(H=64,D=512,win=128,p=5,sel=512,recipe=normal,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=masked,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=300,sel=512,recipe=f32,seed=1)", F},
+    {"window_attn_decode(H=64,D=512,win=128,p=63,sel=512,recipe=blocks,seed=1)", F},
+    {"window_attn_decode(H=8,D=256,win=128,p=64,sel=256,recipe=blocks,seed=1)", F},
     {"window_attn_decode(H=128,D=512,win=128,p=1000,sel=1024,recipe=normal,seed=1)", P},
     {"window_attn_decode(H=128,D=512,win=128,p=300,sel=1024,recipe=masked,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=5,sel=1024,recipe=normal,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=128,sel=1024,recipe=normal,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=1000,sel=1024,recipe=f32,seed=1)", P},
+    {"window_attn_decode(H=128,D=512,win=128,p=63,sel=1024,recipe=blocks,seed=1)", P},
+    {"window_attn_decode(H=128,D=128,win=128,p=64,sel=256,recipe=blocks,seed=1)", P},
     /* compressor: overlap ratio 4 (attention rows and rotated indexer
      * keys) and ratio 128 */
     {"compressor(s=8,d=4096,ratio=4,Dc=512,rotate=0,recipe=normal,seed=1)", F},
     {"compressor(s=8,d=4096,ratio=4,Dc=128,rotate=1,recipe=normal,seed=1)", F},
     {"compressor(s=128,d=4096,ratio=128,Dc=512,rotate=0,recipe=normal,seed=1)", F},
+    {"compressor(s=8,d=4096,ratio=4,Dc=512,rotate=0,recipe=extreme,seed=1)", F},
+    {"compressor(s=8,d=4096,ratio=4,Dc=128,rotate=1,recipe=f32,seed=1)", F},
     {"compressor(s=8,d=7168,ratio=4,Dc=512,rotate=0,recipe=extreme,seed=1)", P},
     {"compressor(s=128,d=7168,ratio=128,Dc=512,rotate=0,recipe=normal,seed=1)", P},
+    {"compressor(s=8,d=7168,ratio=4,Dc=128,rotate=1,recipe=normal,seed=1)", P},
+    {"compressor(s=8,d=7168,ratio=4,Dc=512,rotate=0,recipe=f32,seed=1)", P},
     /* indexer */
     {"indexer_score(s=1,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", F},
-    {"indexer_score(s=16,Hi=64,Di=128,T=4,start=0,recipe=normal,seed=1)", F},
-    {"indexer_score(s=2,Hi=64,Di=128,T=2048,start=8192,recipe=ties,seed=1)", F},
+    {"indexer_score(s=16,Hi=64,Di=128,T=4,start=0,recipe=normal,seed=1)", F | P},
+    {"indexer_score(s=2,Hi=64,Di=128,T=2048,start=8192,recipe=ties,seed=1)", F | P},
+    {"indexer_score(s=2,Hi=64,Di=128,T=2048,start=8192,recipe=f32,seed=1)", F},
     {"indexer_score(s=2,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", P},
-    /* top-k: ties at the cut, fewer finite than k */
+    {"indexer_score(s=2,Hi=16,Di=128,T=16384,start=65536,recipe=f32,seed=1)", P},
+    /* top-k: ties at the cut, fewer finite than k, crowded BF16 scores
+     * up to T = 1M (a 1M-token context has 256K compressed rows at ratio 4) */
     {"topk(rows=2,T=16384,k=512,recipe=normal,seed=1)", F},
     {"topk(rows=4,T=4096,k=512,recipe=ties,seed=1)", F},
-    {"topk(rows=2,T=1024,k=512,recipe=masked,seed=1)", F},
+    {"topk(rows=2,T=1024,k=512,recipe=masked,seed=1)", F | P},
+    {"topk(rows=2,T=65536,k=512,recipe=crowd,seed=1)", F},
     {"topk(rows=2,T=16384,k=1024,recipe=ties,seed=1)", P},
-    /* hyper-connections */
+    {"topk(rows=2,T=16384,k=1024,recipe=normal,seed=1)", P},
+    {"topk(rows=2,T=1048576,k=1024,recipe=crowd,seed=1)", P},
+    /* hyper-connections; Sinkhorn iterations 1 / 3 / 20, hc_eps 1e-5 */
     {"hc_pre(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
     {"hc_pre(s=2,hc=4,d=4096,recipe=extreme,seed=1)", F},
+    {"hc_pre(s=2,hc=4,d=4096,iters=3,hceps=1e-5,recipe=f32,seed=1)", F},
+    {"hc_pre(s=2,hc=4,d=4096,iters=1,recipe=normal,seed=1)", F},
     {"hc_pre(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    {"hc_pre(s=2,hc=4,d=7168,recipe=extreme,seed=1)", P},
+    {"hc_pre(s=2,hc=4,d=7168,iters=3,hceps=1e-5,recipe=f32,seed=1)", P},
+    {"hc_pre(s=2,hc=4,d=7168,iters=1,recipe=normal,seed=1)", P},
     {"hc_post(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
+    {"hc_post(s=2,hc=4,d=4096,recipe=f32,seed=1)", F},
     {"hc_post(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    {"hc_post(s=2,hc=4,d=7168,recipe=f32,seed=1)", P},
     {"hc_head(s=2,hc=4,d=4096,recipe=normal,seed=1)", F},
+    {"hc_head(s=2,hc=4,d=4096,hceps=1e-5,recipe=f32,seed=1)", F},
     {"hc_head(s=2,hc=4,d=7168,recipe=normal,seed=1)", P},
+    {"hc_head(s=2,hc=4,d=7168,hceps=1e-5,recipe=f32,seed=1)", P},
     /* MoE */
     {"moe_gate(s=4,d=4096,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=normal,seed=1)", F},
     {"moe_gate(s=4,d=4096,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=ties,seed=1)", F},
     {"moe_gate(s=4,d=4096,E=256,k=6,route=hash,func=sqrtsoftplus,recipe=normal,seed=1)", F},
+    {"moe_gate(s=4,d=4096,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=f32,seed=1)", F},
     {"moe_gate(s=4,d=7168,E=384,k=6,route=topk,func=sqrtsoftplus,recipe=normal,seed=1)", P},
+    {"moe_gate(s=4,d=7168,E=384,k=6,route=topk,func=sqrtsoftplus,recipe=ties,seed=1)", P},
+    {"moe_gate(s=4,d=7168,E=384,k=6,route=hash,func=sqrtsoftplus,recipe=normal,seed=1)", P},
+    {"moe_gate(s=4,d=7168,E=384,k=6,route=topk,func=sqrtsoftplus,recipe=f32,seed=1)", P},
+    {"moe_gate(s=4,d=7168,E=256,k=8,route=topk,func=sigmoid,recipe=normal,seed=1)", P},
     {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=normal,seed=1)", F},
     {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=extreme,seed=1)", F},
     {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=normal,seed=1)", F},
+    {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=extreme,seed=1)", F},
+    {"expert(n=2,d=4096,I=2048,fmt=fp4,recipe=f32,seed=1)", F},
     /* the shared expert's form: no routing weight (ABI: empty input) */
-    {"expert(n=2,d=4096,I=2048,fmt=fp8,recipe=normal,seed=1,shared=1)", F},
+    {"expert(n=2,d=4096,I=2048,fmt=fp8,shared=1,recipe=normal,seed=1)", F},
     {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=normal,seed=1)", P},
     {"expert(n=2,d=7168,I=3072,fmt=fp8,recipe=extreme,seed=1)", P},
+    {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=extreme,seed=1)", P},
+    {"expert(n=2,d=7168,I=3072,fmt=fp8,recipe=normal,seed=1)", P},
+    {"expert(n=2,d=7168,I=3072,fmt=fp4,recipe=f32,seed=1)", P},
+    /* --shapes long (opt-in, never in CI; docs/gates.md gives memory and
+     * time): a 1M-token context at ratio 4 has 262144 compressed rows, so
+     * its KV is [128 + 262144, 512] (512 MiB F32) and its indexer scores
+     * T = 262144 keys; the last case's KV [1048704, 512] is 2 GiB + 256
+     * KiB, so its selected rows at the end sit past byte offset 2^31 (an
+     * int32 byte offset wraps there; an int32 element offset only at
+     * 2^31 elements = 8 GiB F32, see docs/gates.md) */
+    {"sparse_attn(s=1,H=64,D=512,win=128,sel=512,rows=262272,recipe=normal,seed=1)", L},
+    {"window_attn_decode(H=64,D=512,win=128,p=1048575,sel=512,rows=262144,recipe=normal,seed=1)", L},
+    {"indexer_score(s=1,Hi=64,Di=128,T=262144,start=1048575,recipe=normal,seed=1)", L},
+    {"topk(rows=1,T=262144,k=512,recipe=crowd,seed=1)", L},
+    {"sparse_attn(s=1,H=8,D=512,win=128,sel=512,rows=1048704,recipe=f32,seed=1)", L},
 };
 #undef F
 #undef P
+#undef L
 
 int dsv4q_case_count(void) { return (int)(sizeof table / sizeof table[0]); }
 const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_count() ? &table[i] : NULL; }
@@ -153,17 +234,34 @@ const dsv4q_case_entry *dsv4q_case_at(int i) { return i >= 0 && i < dsv4q_case_c
 static const char *const pspec[DSV4Q_OP_COUNT][8][2] = {DSV4Q_OP_LIST(PSPEC_ROW)};
 #undef PSPEC_ROW
 
-/* Optional key parameters: after recipe and seed, and left out of the
- * canonical key while they hold their default, so adding one never moves
- * an existing key (nor, K2, its inputs). expert shared=1: the shared
- * expert's form (empty routing weight, role layers.0.ffn.shared_experts). */
-#define OPT_EXPERT {{"shared", "0"}}
-static const char *const optspec[DSV4Q_OP_COUNT][2][2] = {[DSV4Q_OP_EXPERT] = OPT_EXPERT};
+/* Optional key parameters: named in a canonical key only when they differ
+ * from their default, so the keys (and so the input bytes, K2) of every
+ * case written before they existed stay what they were. The values are
+ * the ones the published configs use (tests/data/configs); cases vary
+ * them over what other configs and engines use (norm eps 1e-5, fewer
+ * Sinkhorn iterations, another YaRN factor). */
+static const struct { int op; const char *name, *def; } optspec[] = {
+    {DSV4Q_OP_RMSNORM, "eps", "1e-6"},
+    {DSV4Q_OP_QHEAD_NORM, "eps", "1e-6"},
+    {DSV4Q_OP_ROPE, "factor", "16"},
+    {DSV4Q_OP_HC_PRE, "iters", "20"},
+    {DSV4Q_OP_HC_PRE, "hceps", "1e-6"},
+    {DSV4Q_OP_HC_HEAD, "hceps", "1e-6"},
+    /* rows of the key tensor (0: win + 2*sel); the long shapes set it to
+     * a 1M-token context's compressed rows and past 2^31 bytes */
+    {DSV4Q_OP_SPARSE_ATTN, "rows", "0"},
+    {DSV4Q_OP_WINDOW_ATTN_DECODE, "rows", "0"},
+    /* expert shared=1: the shared expert's form (empty routing weight,
+     * role layers.0.ffn.shared_experts) */
+    {DSV4Q_OP_EXPERT, "shared", "0"},
+};
+#define NOPTSPEC ((int)(sizeof optspec / sizeof optspec[0]))
 
-#define KV_MAX 10
+#define KV_MAX 12
 typedef struct {
-    int op, n, nreq;   /* entries nreq.. are optional (optspec) */
+    int op, n;
     char name[KV_MAX][16], val[KV_MAX][32];
+    char opt[KV_MAX];   /* 1: optional (optspec), printed only when not its default */
 } kvset;
 
 static int nspec(int op)
@@ -192,20 +290,22 @@ static int parse_key(const char *key, kvset *kv, char *err, size_t errlen)
     }
     /* defaults */
     int ns = nspec(kv->op);
-    kv->n = ns + 2;
+    memset(kv->opt, 0, sizeof kv->opt);
     for (int i = 0; i < ns; i++) {
         snprintf(kv->name[i], sizeof kv->name[i], "%s", pspec[kv->op][i][0]);
         snprintf(kv->val[i], sizeof kv->val[i], "%s", pspec[kv->op][i][1]);
     }
+    for (int i = 0; i < NOPTSPEC; i++)
+        if (optspec[i].op == kv->op) {
+            snprintf(kv->name[ns], sizeof kv->name[0], "%s", optspec[i].name);
+            snprintf(kv->val[ns], sizeof kv->val[0], "%s", optspec[i].def);
+            kv->opt[ns++] = 1;
+        }
+    kv->n = ns + 2;
     snprintf(kv->name[ns], sizeof kv->name[0], "recipe");
     snprintf(kv->val[ns], sizeof kv->val[0], "normal");
     snprintf(kv->name[ns + 1], sizeof kv->name[0], "seed");
     snprintf(kv->val[ns + 1], sizeof kv->val[0], "1");
-    kv->nreq = kv->n;
-    for (int i = 0; i < 2 && optspec[kv->op][i][0]; i++, kv->n++) {
-        snprintf(kv->name[kv->n], sizeof kv->name[0], "%s", optspec[kv->op][i][0]);
-        snprintf(kv->val[kv->n], sizeof kv->val[0], "%s", optspec[kv->op][i][1]);
-    }
     if (!lp) return 0;
     const char *p = lp + 1, *end = key + klen - 1;
     while (p < end) {
@@ -242,9 +342,17 @@ static int parse_key(const char *key, kvset *kv, char *err, size_t errlen)
 static void format_key(const kvset *kv, char *out, size_t len)
 {
     size_t at = (size_t)snprintf(out, len, "%s(", dsv4q_op_get(kv->op)->name);
-    for (int i = 0; i < kv->n && at < len; i++) {
-        if (i >= kv->nreq && !strcmp(kv->val[i], optspec[kv->op][i - kv->nreq][1])) continue;   /* default */
-        at += (size_t)snprintf(out + at, len - at, "%s%s=%s", i ? "," : "", kv->name[i], kv->val[i]);
+    for (int i = 0, first = 1; i < kv->n && at < len; i++) {
+        if (kv->opt[i]) {   /* optional: only when not the default (as a number or as written) */
+            const char *def = NULL;
+            for (int k = 0; k < NOPTSPEC; k++)
+                if (optspec[k].op == kv->op && !strcmp(optspec[k].name, kv->name[i])) def = optspec[k].def;
+            char *e1, *e2;
+            double a = strtod(kv->val[i], &e1), b = strtod(def, &e2);
+            if (!strcmp(kv->val[i], def) || (!*e1 && !*e2 && a == b)) continue;
+        }
+        at += (size_t)snprintf(out + at, len - at, "%s%s=%s", first ? "" : ",", kv->name[i], kv->val[i]);
+        first = 0;
     }
     if (at < len) snprintf(out + at, len - at, ")");
 }
@@ -278,6 +386,19 @@ static long kv_int(const kvset *kv, const char *name, long lo, long hi, int *bad
     return v;
 }
 
+/* Positive finite real parameter (eps, factor), or lo when bad. */
+static double kv_num(const kvset *kv, const char *name, double lo, double hi, int *bad)
+{
+    const char *s = kv_str(kv, name);
+    char *e;
+    double v = strtod(s, &e);
+    if (!*s || *e || !(v >= lo && v <= hi)) {
+        *bad = 1;
+        return lo;
+    }
+    return v;
+}
+
 /* ---- deterministic generator ------------------------------------------- */
 
 typedef struct { uint64_t s; } rng;
@@ -302,6 +423,14 @@ static double gauss(rng *r)
 }
 
 static float bf(double v) { return dsv4q_bf16_to_f32(dsv4q_bf16_from_f32((float)v)); }
+
+/* Recipe f32: inputs with full FP32 mantissas (K3's exception): the
+ * reference keeps its op inputs and parameters in F32, so a backend that
+ * stores them narrower (KV rows in F16, sinks or norm weights in BF16)
+ * deviates only when the inputs have bits BF16 lacks. st() stores a value
+ * as the recipe says: BF16-representable, or F32 for recipe f32. */
+static int is_full(const char *recipe) { return !strcmp(recipe, "f32"); }
+static float st(int full, double v) { return full ? (float)v : bf(v); }
 
 /* ---- tensors ----------------------------------------------------------- */
 
@@ -343,11 +472,12 @@ static void out_t(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int6
     t->dtype = dtype;
 }
 
-/* Activation fill by recipe, BF16-representable (K3). block: the quant
- * block the consumer uses (nearzero/extreme act per block). */
+/* Activation fill by recipe, BF16-representable (K3; F32 for recipe f32).
+ * block: the quant block the consumer uses (nearzero/extreme act per
+ * block). */
 static void fill_act(rng *r, const char *recipe, float *x, long rows, long n, double scale, long block)
 {
-    int ex = !strcmp(recipe, "extreme"), nz = !strcmp(recipe, "nearzero");
+    int ex = !strcmp(recipe, "extreme"), nz = !strcmp(recipe, "nearzero"), full = is_full(recipe);
     for (long i = 0; i < rows; i++)
         for (long b0 = 0; b0 < n; b0 += block) {
             double m = scale;
@@ -355,7 +485,7 @@ static void fill_act(rng *r, const char *recipe, float *x, long rows, long n, do
             if (ex && kind) m = scale * ldexp(1.0, (int)uint_below(r, 49) - 24);
             if (nz && kind == 1) m = 0;                                        /* an all-zero block */
             if (nz && kind == 2) m = scale * ldexp(1.0, -40 - (int)uint_below(r, 60)); /* below the amax floors */
-            for (long j = b0; j < b0 + block && j < n; j++) x[i * n + j] = bf(gauss(r) * m);
+            for (long j = b0; j < b0 + block && j < n; j++) x[i * n + j] = st(full, gauss(r) * m);
             if (ex && kind == 3) x[i * n + b0] = bf(ldexp(450.0, (int)uint_below(r, 8) - 4)); /* just above 448*2^k */
             if (ex && kind == 2) x[i * n + b0] = bf(ldexp(448.0, (int)uint_below(r, 8) - 4)); /* exactly 448*2^k */
         }
@@ -500,7 +630,7 @@ static int b_linear(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t er
         snprintf(err, errlen, "%s: bad s/N/K/out", c->key);
         return -1;
     }
-    RECIPES("normal", "extreme", "nearzero");
+    RECIPES("normal", "extreme", "nearzero", "f32");
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, K, 0);
     NEEDP(x);
     fill_act(r, c->recipe, x, s, K, 1.0, 128);
@@ -518,8 +648,10 @@ static int b_rmsnorm(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t e
 {
     int bad = 0;
     long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), d = kv_int(kv, "d", 1, 1 << 20, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad rows/d", c->key); return -1; }
-    RECIPES("normal", "extreme", "nearzero");
+    double eps = kv_num(kv, "eps", 0, 1, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad rows/d/eps", c->key); return -1; }
+    RECIPES("normal", "extreme", "nearzero", "f32");
+    const int full = is_full(c->recipe);
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, rows, d, 0), *w = in_t(c, 1, DSV4Q_BT_F32, 1, d, 0, 0);
     NEEDP(x && w);
     fill_act(r, c->recipe, x, rows, d, 1.0, d);   /* per row: the norm's unit */
@@ -529,9 +661,9 @@ static int b_rmsnorm(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t e
     if (!strcmp(c->recipe, "nearzero")) {            /* rows where eps dominates */
         for (long i = 0; i < d; i++) x[(rows - 1) * d + i] = bf(gauss(r) * 1e-4);
     }
-    for (long i = 0; i < d; i++) w[i] = bf(1.0 + 0.25 * gauss(r));
+    for (long i = 0; i < d; i++) w[i] = st(full, 1.0 + 0.25 * gauss(r));   /* RMSNorm.weight is F32 */
     out_t(c, 0, DSV4Q_BT_F32, 2, rows, d, 0);
-    c->param[0] = EPS;
+    c->param[0] = eps;
     return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory", c->key);
@@ -542,17 +674,19 @@ static int b_qhead_norm(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_
 {
     int bad = 0;
     long s = kv_int(kv, "s", 1, 4096, &bad), H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 1 << 16, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad s/H/D", c->key); return -1; }
-    RECIPES("normal", "nearzero");
+    double eps = kv_num(kv, "eps", 0, 1, &bad);
+    if (bad) { snprintf(err, errlen, "%s: bad s/H/D/eps", c->key); return -1; }
+    RECIPES("normal", "nearzero", "f32");
+    const int full = is_full(c->recipe);
     float *q = in_t(c, 0, DSV4Q_BT_F32, 2, s * H, D, 0);
     NEEDP(q);
     for (long i = 0; i < s * H; i++) {
         /* nearzero: mean(q^2) near and below 3e-4, where +eps is not lost */
         double m = !strcmp(c->recipe, "nearzero") ? ldexp(1.0, -(int)uint_below(r, 14)) * 0.02 : 1.0 + 3 * u01(r);
-        for (long j = 0; j < D; j++) q[i * D + j] = bf(gauss(r) * m);
+        for (long j = 0; j < D; j++) q[i * D + j] = st(full, gauss(r) * m);
     }
     out_t(c, 0, DSV4Q_BT_F32, 2, s * H, D, 0);
-    c->param[0] = EPS;
+    c->param[0] = eps;
     return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory", c->key);
@@ -564,12 +698,13 @@ static int b_rope(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errl
     int bad = 0;
     long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), rd = kv_int(kv, "r", 2, 512, &bad),
          pmax = kv_int(kv, "pos", 0, 1L << 24, &bad), inv = kv_int(kv, "inv", 0, 1, &bad);
+    double factor = kv_num(kv, "factor", 1, 1024, &bad);
     const char *sp = kv_str(kv, "rope");
     if (bad || rd % 2 || (strcmp(sp, "yarn") && strcmp(sp, "plain"))) {
-        snprintf(err, errlen, "%s: bad rows/r/pos/inv/rope (rope=yarn|plain, r even)", c->key);
+        snprintf(err, errlen, "%s: bad rows/r/pos/inv/rope/factor (rope=yarn|plain, r even)", c->key);
         return -1;
     }
-    RECIPES("normal");
+    RECIPES("normal", "f32");
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, rows, rd, 0);
     int32_t *pos = in_t(c, 1, DSV4Q_BT_I32, 1, rows, 0, 0);
     NEEDP(x && pos);
@@ -581,7 +716,7 @@ static int b_rope(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errl
     int yarn = !strcmp(sp, "yarn");
     c->param[0] = yarn ? 160000 : 10000;   /* compress_rope_theta | rope_theta */
     c->param[1] = yarn ? 65536 : 0;
-    c->param[2] = 16;
+    c->param[2] = factor;
     c->param[3] = 32;
     c->param[4] = 1;
     c->param[5] = (double)inv;
@@ -644,7 +779,19 @@ static int b_quant(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t err
                     if (fabs(v) > 0.9 * a) v = 0.9 * a;
                     x[i * n + j] = bf(v);
                 }
-                x[i * n + b0 + uint_below(r, (block < n - b0 ? block : n - b0))] = uint_below(r, 2) ? a : -a;
+                const long bl = block < n - b0 ? block : n - b0, at = uint_below(r, bl);
+                x[i * n + b0 + at] = uint_below(r, 2) ? a : -a;
+                /* act_quant: two companions at 2^-8..2^-7 of 2^e, E4M3
+                 * subnormals of the block's scale: a scale off by one
+                 * binade moves them on the subnormal grid (the normal
+                 * grid is scale-invariant, so without them a wrong scale
+                 * hides: 'ue8m0_log2f' escaped every case of a seed) */
+                if (c->op == DSV4Q_OP_ACT_QUANT && bl > 2)
+                    for (int k = 0; k < 2; k++) {
+                        long j = (at + 1 + k + uint_below(r, bl - 2)) % bl;
+                        if (j == at) j = (j + 1) % bl;
+                        x[i * n + b0 + j] = bf(ldexp(1.0 + u01(r), e - 8) * (uint_below(r, 2) ? 1 : -1));
+                    }
             }
     } else {
         fill_act(r, c->recipe, x, rows, n, 1.0, block);
@@ -660,25 +807,54 @@ oom:
     return -1;
 }
 
+/* Recipe blocks: whole 64-column blocks of the kernel's online softmax
+ * masked, as a causal window or a short prefix leaves them: query i % 3 ==
+ * 0 loses the first block (the first block of the window ring: the
+ * kernel starts on a block with no finite score, running max -inf) and
+ * the last one, i % 3 == 1 a middle block, i % 3 == 2 every block but
+ * one. A masked column is -1 or, one time in four, an index >= N. Rows
+ * with fewer than 3 blocks mask what they have. */
+static void mask_blocks(rng *r, int32_t *row, long ncols, long i, long N)
+{
+    const long nb = (ncols + 63) / 64, live = nb > 1 ? 1 + uint_below(r, nb - 1) : 0;
+    for (long b = 0; b < nb; b++) {
+        int m;
+        switch (i % 3) {
+        case 0: m = b == 0 || (nb > 2 && b == nb - 1); break;
+        case 1: m = b == nb / 2; break;
+        default: m = b != live; break;
+        }
+        if (!m) continue;
+        for (long j = b * 64; j < (b + 1) * 64 && j < ncols; j++)
+            row[j] = uint_below(r, 4) ? -1 : (int32_t)(N + uint_below(r, 100));
+    }
+}
+
 static int b_sparse_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen)
 {
     int bad = 0;
     long s = kv_int(kv, "s", 1, 4096, &bad), H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad),
          win = kv_int(kv, "win", 0, 1 << 16, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
-    if (bad || win + sel == 0) { snprintf(err, errlen, "%s: bad s/H/D/win/sel", c->key); return -1; }
-    RECIPES("normal", "masked", "extreme");
-    const long C = 2 * sel, N = win + C, ncols = win + sel;   /* kv = [window rows | compressed rows] */
+    long rows = kv_int(kv, "rows", 0, 1L << 26, &bad);
+    if (bad || win + sel == 0 || (rows && rows < win + sel)) {
+        snprintf(err, errlen, "%s: bad s/H/D/win/sel/rows (rows 0 or >= win + sel)", c->key);
+        return -1;
+    }
+    RECIPES("normal", "masked", "extreme", "f32", "blocks");
+    /* kv = [window rows | compressed rows]; sel of the C picked per query */
+    const long C = rows ? rows - win : 2 * sel, N = win + C, ncols = win + sel;
     float *q = in_t(c, 0, DSV4Q_BT_F32, 3, s, H, D), *k = in_t(c, 1, DSV4Q_BT_F32, 2, N, D, 0);
     int32_t *idx = in_t(c, 2, DSV4Q_BT_I32, 2, s, ncols, 0);
     float *sink = in_t(c, 3, DSV4Q_BT_F32, 1, H, 0, 0);
     NEEDP(q && k && idx && sink);
-    int ex = !strcmp(c->recipe, "extreme");
-    fill_act(r, "normal", q, s * H, D, ex ? 6.0 : 1.0, D);
-    fill_act(r, "normal", k, N, D, 1.0, D);
+    int ex = !strcmp(c->recipe, "extreme"), full = is_full(c->recipe);
+    const char *fr = full ? "f32" : "normal";
+    fill_act(r, fr, q, s * H, D, ex ? 6.0 : 1.0, D);
+    fill_act(r, fr, k, N, D, 1.0, D);
     if (ex)   /* a few dominant keys: probabilities near 0/1, large logits */
         for (long i = 0; i < N; i += 37)
             for (long j = 0; j < D; j++) k[i * D + j] = bf(k[i * D + j] * 4);
-    for (long h = 0; h < H; h++) sink[h] = bf(gauss(r));
+    for (long h = 0; h < H; h++) sink[h] = st(full, gauss(r));   /* attn_sink is an F32 parameter */
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)(C ? C : 1));
     NEEDP(perm);
     for (long i = 0; i < s; i++) {
@@ -692,12 +868,14 @@ static int b_sparse_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
             perm[t] = tmp;
             row[win + j] = perm[j];
         }
+        if (rows && sel) row[win + sel - 1] = (int32_t)(N - 1);   /* the far end of the cache */
         if (!strcmp(c->recipe, "masked")) {
             for (long j = 0; j < ncols; j++)
                 if (uint_below(r, 10) < 3) row[j] = uint_below(r, 4) ? -1 : (int32_t)(N + uint_below(r, 100));
             if (i == s - 1 && s > 1)   /* a query with every column masked */
                 for (long j = 0; j < ncols; j++) row[j] = -1;
         }
+        if (!strcmp(c->recipe, "blocks")) mask_blocks(r, row, ncols, i, N);
     }
     free(perm);
     out_t(c, 0, DSV4Q_BT_F32, 3, s, H, D);
@@ -713,21 +891,24 @@ static int b_window_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
     int bad = 0;
     long H = kv_int(kv, "H", 1, 1024, &bad), D = kv_int(kv, "D", 1, 4096, &bad), win = kv_int(kv, "win", 1, 1 << 16, &bad),
          pos = kv_int(kv, "p", 0, 1L << 30, &bad), sel = kv_int(kv, "sel", 0, 1 << 16, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad H/D/win/p/sel", c->key); return -1; }
-    RECIPES("normal", "masked");
-    const long C = 2 * sel;   /* compressed rows; sel of them are picked */
+    long rows = kv_int(kv, "rows", 0, 1L << 26, &bad);
+    if (bad || (rows && rows < sel)) { snprintf(err, errlen, "%s: bad H/D/win/p/sel/rows", c->key); return -1; }
+    RECIPES("normal", "masked", "f32", "blocks");
+    const long C = rows ? rows : 2 * sel;   /* compressed rows; sel of them are picked */
     float *q = in_t(c, 0, DSV4Q_BT_F32, 3, 1, H, D), *kn = in_t(c, 1, DSV4Q_BT_F32, 2, 1, D, 0),
           *ring = in_t(c, 2, DSV4Q_BT_F32, 2, win, D, 0), *sink = in_t(c, 5, DSV4Q_BT_F32, 1, H, 0, 0);
     float *cmp = in_t(c, 3, DSV4Q_BT_F32, C ? 2 : 0, C, D, 0);
     int32_t *cidx = in_t(c, 4, DSV4Q_BT_I32, sel ? 2 : 0, 1, sel, 0);
     NEEDP(q && kn && ring && sink && (!C || cmp) && (!sel || cidx));
-    fill_act(r, "normal", q, H, D, 1.0, D);
-    fill_act(r, "normal", kn, 1, D, 1.0, D);
+    const int full = is_full(c->recipe);
+    const char *fr = full ? "f32" : "normal";
+    fill_act(r, fr, q, H, D, 1.0, D);
+    fill_act(r, fr, kn, 1, D, 1.0, D);
     /* every slot, including those of positions < 0 and the slot p % w
      * itself (position p - w: the stale row), holds its own noise */
-    fill_act(r, "normal", ring, win, D, 1.0, D);
-    if (C) fill_act(r, "normal", cmp, C, D, 1.0, D);
-    for (long h = 0; h < H; h++) sink[h] = bf(gauss(r));
+    fill_act(r, fr, ring, win, D, 1.0, D);
+    if (C) fill_act(r, fr, cmp, C, D, 1.0, D);
+    for (long h = 0; h < H; h++) sink[h] = st(full, gauss(r));
     if (sel) {
         int32_t *perm = malloc(sizeof(int32_t) * (size_t)C);
         NEEDP(perm);
@@ -740,9 +921,14 @@ static int b_window_attn(dsv4q_case *c, const kvset *kv, rng *r, char *err, size
             cidx[j] = perm[j];
         }
         free(perm);
+        if (rows) cidx[sel - 1] = (int32_t)(C - 1);   /* the far end of the cache */
         if (!strcmp(c->recipe, "masked"))
             for (long j = 0; j < sel; j++)
                 if (uint_below(r, 10) < 3) cidx[j] = uint_below(r, 4) ? -1 : (int32_t)(C + uint_below(r, 100));
+        /* blocks: the compressed columns start at column w; with w a
+         * multiple of 64 the cidx blocks are kernel blocks (the ring's
+         * own masked blocks come from p < w - 1: keys p=63, p=64) */
+        if (!strcmp(c->recipe, "blocks")) mask_blocks(r, cidx, sel, 0, C);
     }
     out_t(c, 0, DSV4Q_BT_F32, 3, 1, H, D);
     out_t(c, 1, DSV4Q_BT_F32, 2, win, D, 0);
@@ -765,7 +951,7 @@ static int b_compressor(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_
         snprintf(err, errlen, "%s: bad s/d/ratio/Dc/rotate (ratio 4|128, s >= ratio, Dc <= 512)", c->key);
         return -1;
     }
-    RECIPES("normal", "extreme");
+    RECIPES("normal", "extreme", "f32");
     const long coff = ratio == 4 ? 2 : 1, W = coff * Dc;
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
     NEEDP(x);
@@ -776,7 +962,7 @@ static int b_compressor(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_
     float *ape = in_t(c, 3, DSV4Q_BT_F32, 2, ratio, W, 0), *nw = in_t(c, 4, DSV4Q_BT_F32, 1, Dc, 0, 0);
     NEEDP(ape && nw);
     for (long i = 0; i < ratio * W; i++) ape[i] = (float)(0.5 * gauss(r));
-    for (long i = 0; i < Dc; i++) nw[i] = bf(1.0 + 0.25 * gauss(r));
+    for (long i = 0; i < Dc; i++) nw[i] = st(is_full(c->recipe), 1.0 + 0.25 * gauss(r));
     out_t(c, 0, DSV4Q_BT_F32, 2, s / ratio, Dc, 0);
     double p[10] = {(double)ratio, (double)rot, EPS, 64, 160000, 65536, 16, 32, 1, 1};
     memcpy(c->param, p, sizeof p);
@@ -793,7 +979,7 @@ static int b_indexer(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t e
          Di = kv_int(kv, "Di", 1, 4096, &bad), T = kv_int(kv, "T", 1, 1 << 20, &bad),
          start = kv_int(kv, "start", 0, 1L << 30, &bad);
     if (bad) { snprintf(err, errlen, "%s: bad s/Hi/Di/T/start", c->key); return -1; }
-    RECIPES("normal", "ties");
+    RECIPES("normal", "ties", "f32");
     float *q = in_t(c, 0, DSV4Q_BT_F32, 3, s, Hi, Di), *w = in_t(c, 1, DSV4Q_BT_F32, 2, s, Hi, 0),
           *K = in_t(c, 2, DSV4Q_BT_F32, 2, T, Di, 0);
     NEEDP(q && w && K);
@@ -806,7 +992,7 @@ static int b_indexer(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t e
         for (long t = 1; t < T; t += 2)
             if (uint_below(r, 2)) memcpy(K + t * Di, K + (t - 1) * Di, sizeof(float) * (size_t)Di);
     double ws = 1.0 / sqrt((double)Di * (double)Hi);
-    for (long i = 0; i < s * Hi; i++) w[i] = bf(bf(gauss(r)) * ws);
+    for (long i = 0; i < s * Hi; i++) w[i] = is_full(c->recipe) ? (float)(gauss(r) * ws) : bf(bf(gauss(r)) * ws);
     out_t(c, 0, DSV4Q_BT_F32, 2, s, T, 0);
     c->param[0] = (double)start;
     c->param[1] = 4;
@@ -822,7 +1008,7 @@ static int b_topk(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errl
     long rows = kv_int(kv, "rows", 1, 1 << 16, &bad), T = kv_int(kv, "T", 1, 1 << 22, &bad),
          k = kv_int(kv, "k", 1, 1 << 16, &bad);
     if (bad) { snprintf(err, errlen, "%s: bad rows/T/k", c->key); return -1; }
-    RECIPES("normal", "ties", "masked");
+    RECIPES("normal", "ties", "masked", "crowd");
     float *sc = in_t(c, 0, DSV4Q_BT_F32, 2, rows, T, 0);
     NEEDP(sc);
     for (long i = 0; i < rows; i++) {
@@ -834,6 +1020,24 @@ static int b_topk(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errl
         if (!strcmp(c->recipe, "masked"))   /* fewer finite scores than k in row 0 */
             for (long t = 0; t < T; t++)
                 if (i == 0 ? t >= k / 2 : uint_below(r, 3) == 0) v[t] = -INFINITY;
+        if (!strcmp(c->recipe, "crowd")) {
+            /* real BF16 index scores: sums of relu'd head scores stored in
+             * BF16 crowd one binade (128 codes), so thousands of scores
+             * share a few codes and the cut falls inside a long run of
+             * exact ties; a radix / histogram top-k must split that run
+             * by the tie rule, not by the bucket. Even rows: all in
+             * [2, 4) around 3; odd rows: all but ~k/2 scores are the exact
+             * zeros relu leaves (the cut inside the zero run), the causal
+             * tail -inf. */
+            if (i % 2 == 0)
+                for (long t = 0; t < T; t++) {
+                    double x = 3.0 + 0.1 * gauss(r);
+                    v[t] = bf(x < 2 ? 2 : x > 3.98 ? 3.98 : x);
+                }
+            else
+                for (long t = 0; t < T; t++)
+                    v[t] = t >= T - T / 8 ? -INFINITY : uint_below(r, T) < k / 2 ? bf(0.5 + u01(r)) : 0.0f;
+        }
     }
     out_t(c, 0, DSV4Q_BT_I32, 2, rows, k, 0);
     c->param[0] = (double)k;
@@ -861,9 +1065,11 @@ static int b_hc(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen
 {
     int bad = 0;
     long s = kv_int(kv, "s", 1, 4096, &bad), hc = kv_int(kv, "hc", 1, 16, &bad), d = kv_int(kv, "d", 1, 1 << 16, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad s/hc/d", c->key); return -1; }
-    if (c->op == DSV4Q_OP_HC_PRE) RECIPES("normal", "extreme");
-    else RECIPES("normal");
+    long iters = c->op == DSV4Q_OP_HC_PRE ? kv_int(kv, "iters", 1, 1000, &bad) : 0;
+    double hceps = c->op != DSV4Q_OP_HC_POST ? kv_num(kv, "hceps", 0, 1, &bad) : 0;
+    if (bad) { snprintf(err, errlen, "%s: bad s/hc/d/iters/hceps", c->key); return -1; }
+    if (c->op == DSV4Q_OP_HC_PRE) RECIPES("normal", "extreme", "f32");
+    else RECIPES("normal", "f32");
     int xs = c->op == DSV4Q_OP_HC_POST;   /* hc_post: X is input 1 */
     float *X = in_t(c, xs, DSV4Q_BT_F32, 3, s, hc, d);
     if (!X) goto oom;
@@ -874,18 +1080,18 @@ static int b_hc(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t errlen
         out_t(c, 1, DSV4Q_BT_F32, 2, s, hc, 0);
         out_t(c, 2, DSV4Q_BT_F32, 3, s, hc, hc);
         c->param[0] = EPS;
-        c->param[1] = 1e-6;
-        c->param[2] = 20;
+        c->param[1] = hceps;
+        c->param[2] = (double)iters;
     } else if (c->op == DSV4Q_OP_HC_HEAD) {
         if (hc_params(c, r, 1, hc, hc * d, 1, err, errlen)) return -1;
         out_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
         c->param[0] = EPS;
-        c->param[1] = 1e-6;
+        c->param[1] = hceps;
     } else {
         float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0), *post = in_t(c, 2, DSV4Q_BT_F32, 2, s, hc, 0),
               *comb = in_t(c, 3, DSV4Q_BT_F32, 3, s, hc, hc);
         if (!x || !post || !comb) goto oom;
-        fill_act(r, "normal", x, s, d, 1.0, d);
+        fill_act(r, is_full(c->recipe) ? "f32" : "normal", x, s, d, 1.0, d);
         for (long i = 0; i < s * hc; i++) post[i] = (float)(2 * u01(r));
         for (long t = 0; t < s; t++)   /* roughly doubly stochastic, as Sinkhorn leaves it */
             for (long j = 0; j < hc; j++) {
@@ -913,11 +1119,12 @@ static int b_moe_gate(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t 
         snprintf(err, errlen, "%s: bad s/d/E/k/route/func (route topk|hash; func sqrtsoftplus|sigmoid|softmax)", c->key);
         return -1;
     }
-    RECIPES("normal", "ties");
+    RECIPES("normal", "ties", "f32");
     const long vocab = 129280;
+    const int full = is_full(c->recipe);
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
     if (!x) goto oom;
-    fill_act(r, "normal", x, s, d, 1.0, d);
+    fill_act(r, full ? "f32" : "normal", x, s, d, 1.0, d);
     if (make_weight(c, 1, r, "f32", E, d, 1.0 / sqrt((double)d), "normal", err, errlen)) return -1;
     float *W = c->in[1].data;
     int ties = !strcmp(c->recipe, "ties");
@@ -928,7 +1135,7 @@ static int b_moe_gate(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t 
     if (!hash) {
         bias = in_t(c, 2, DSV4Q_BT_F32, 1, E, 0, 0);
         if (!bias) goto oom;
-        for (long e = 0; e < E; e++) bias[e] = ties ? (float)((e / 8) % 3) * 0.0625f : bf(0.1 * gauss(r));
+        for (long e = 0; e < E; e++) bias[e] = ties ? (float)((e / 8) % 3) * 0.0625f : st(full, 0.1 * gauss(r));
         in_t(c, 3, DSV4Q_BT_I32, 0, 0, 0, 0);
     } else {
         in_t(c, 2, DSV4Q_BT_F32, 0, 0, 0, 0);
@@ -993,11 +1200,11 @@ static int b_expert(dsv4q_case *c, const kvset *kv, rng *r, char *err, size_t er
         snprintf(err, errlen, "%s: bad n/d/I/fmt (fmt fp4|fp8)", c->key);
         return -1;
     }
-    RECIPES("normal", "extreme");
+    RECIPES("normal", "extreme", "f32");
     float *x = in_t(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
     if (!x) goto oom;
     /* extreme: large inputs drive w1 x / w3 x into the swiglu clamp (10) */
-    fill_act(r, "normal", x, n, d, !strcmp(c->recipe, "extreme") ? 24.0 : 1.0, 128);
+    fill_act(r, is_full(c->recipe) ? "f32" : "normal", x, n, d, !strcmp(c->recipe, "extreme") ? 24.0 : 1.0, 128);
     if (make_weight(c, 1, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen) ||
         make_weight(c, 2, r, fmt, d, I, 1.0 / sqrt((double)I), "normal", err, errlen) ||
         make_weight(c, 3, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen))

@@ -37,6 +37,9 @@
 #define DSV4Q_CASE_KEY_MAX 256
 #define DSV4Q_CASE_SET_FLASH 1u
 #define DSV4Q_CASE_SET_PRO 2u
+/* Opt-in (`qualify --shapes long`, never in CI): 1M-context KV and indexer
+ * sizes and a KV tensor past 2^31 bytes (docs/gates.md: memory and time). */
+#define DSV4Q_CASE_SET_LONG 4u
 
 typedef struct dsv4q_case {
     char key[DSV4Q_CASE_KEY_MAX];    /* canonical */

@@ -17,7 +17,10 @@
  *  ulp_max      max ULP distance in the backend's storage dtype (F32, BF16
  *               or F16): candidate vs reference rounded to that dtype; also
  *               a histogram (buckets 0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>).
- *               Row-floored for window_attn_decode's `o`: |a - b| in units
+ *               Row-floored for the attention outputs (sparse_attn and
+ *               window_attn_decode `o`) and rope's `y`, never for the
+ *               quantizers (their outputs sit on a grid; a flip between
+ *               grid points is the defect): |a - b| in units
  *               of the dtype's ulp at max(|ref|, RMS of the reference row
  *               (last dim)), so an output near a cancellation zero does not
  *               count the ordinals between +tiny and -tiny; equal to the
@@ -113,6 +116,8 @@ typedef struct dsv4q_qual_opts {
     unsigned sets;                     /* DSV4Q_CASE_SET_* (0 = flash) */
     uint64_t ops;                      /* DSV4Q_CAP bits to run (0 = all) */
     const char *const *keys;           /* explicit case keys (NULL-terminated) instead of the table */
+    long seed_lo, seed_hi;             /* > 0: every selected case once per seed in [lo, hi] (the
+                                          key's seed replaced; inputs = hash(key with that seed)) */
     dsv4q_iso_opts iso;
     int quiet;                         /* no progress on stderr */
     /* A declaration ("qat:act_q8_0,kv_f16", oracle/boundary.h) that
@@ -127,6 +132,20 @@ typedef struct dsv4q_qual_opts {
 
 /* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */
 int dsv4q_qualify_parse_ops(const char *list, uint64_t *bits, char *err, size_t errlen);
+/* Parse "A-B" or "A" (1 <= A <= B) into a seed range. 0 or -1 + message. */
+int dsv4q_qualify_parse_seeds(const char *s, long *lo, long *hi, char *err, size_t errlen);
+/* 1 when output `out` of op has a row-floored ulp_max (see above). */
+int dsv4q_qualify_ulp_rowfloor(int op, int out);
+/* The float metrics of one output (candidate a of storage dtype dt vs
+ * reference b, n values, rows of `last`), as qualify measures them;
+ * rowfloor = dsv4q_qualify_ulp_rowfloor(op, out). m is initialised here. */
+void dsv4q_qualify_float_metrics(dsv4q_mset *m, const double *a, const double *b, long n, long last, int32_t dt,
+                                 int rowfloor);
+/* The element where ulp_max sits (same arguments and counting as
+ * dsv4q_qualify_float_metrics): its index (the first of equal maxima; -1
+ * when n = 0), its ULP count in *umax (INFINITY for a NaN/Inf mismatch). */
+long dsv4q_qualify_ulp_argmax(const double *a, const double *b, long n, long last, int32_t dt, int rowfloor,
+                              double *umax);
 
 /* Qualify n backends (specs) over the selected cases; q[i] receives the
  * results of backend i (free with dsv4q_qual_free). Returns 0 when the

@@ -91,7 +91,7 @@ def test_failing_mutant_is_reported_with_location():
 
 def test_most_ulps_location_matches_the_ulp_max_metric():
     """The reported 'most ULPs' element carries exactly the ulp_max value the
-    metric found (sparse_attn's ULP is the plain per-element one)."""
+    metric found (counted as qualify counts it: row-floored for sparse_attn)."""
     c = dsv4q.Case("sparse_attn(recipe=normal)")
     r1, _ = c.run_backend("mutant:attn_sink_missing")
     v = c.check(r1)
