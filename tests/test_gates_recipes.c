@@ -21,7 +21,7 @@
 #include "harness/qualify.h"
 #include "oracle/formats.h"
 
-#define PLUG(name) "build/plugins/" name ".so"
+#define PLUG(name) DSV4Q_TEST_BUILD "/plugins/" name ".so"
 
 static dsv4q_gates G;
 
