@@ -33,8 +33,10 @@ import gguf
 from gguf import GGMLQuantizationType as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "build", "dsv4q")
-TEST = os.path.join(ROOT, "build", "tests", "test_gguf")
+# the build the tests were built into (build, or build/asan: run_all.sh)
+BUILD = os.environ.get("DSV4Q_TEST_BUILD", "build")
+BIN = os.path.join(ROOT, BUILD, "dsv4q")
+TEST = os.path.join(ROOT, BUILD, "tests", "test_gguf")
 
 # byte offsets of the F16 scale fields in each block (ggml-common.h structs)
 F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],

@@ -34,7 +34,7 @@ if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser,
 fi
 # GGML decoders vs gguf-py's gguf.quants, and the oracle on a GGUF vs the
 # same weights in safetensors (tests/interop_gguf.py; PyPI gguf).
-if python3 -c "import numpy, gguf" 2>/dev/null && [ -x build/tests/test_gguf ] && [ -x build/dsv4q ]; then
+if python3 -c "import numpy, gguf" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/tests/test_gguf" ] && [ -x "${DSV4Q_TEST_BUILD:-build}/dsv4q" ]; then
   if python3 tests/interop_gguf.py >/tmp/dsv4q-interop-gguf.log 2>&1; then
     pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_gguf.py"; grep -E "^(decoder|binding)" /tmp/dsv4q-interop-gguf.log
   else
