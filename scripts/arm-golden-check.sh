@@ -74,7 +74,7 @@ WIDTH=""
 for f in oracle/*.c; do
   case " $COMMON " in *" $f "*) ;; *) WIDTH="$WIDTH $f" ;; esac
 done
-SRCS="$COMMON io/safetensors.c io/sha256.c io/config.c io/synth.c io/model_load.c goldens/golden.c"
+SRCS="$(echo base/*.c) $COMMON io/safetensors.c io/sha256.c io/config.c io/synth.c io/model_load.c io/gguf.c io/gguf_model.c goldens/golden.c"
 
 cat > "$OUT/arm_check_main.c" <<'EOF'
 /* standalone golden checker (built by scripts/arm-golden-check.sh only) */
