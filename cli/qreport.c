@@ -61,16 +61,7 @@ static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, ch
 
 void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro)
 {
-    if (q->load_failed) {
-        fprintf(f, "backend %s: NOT LOADED: %s\n", q->desc.spec, q->msg);
-        return;
-    }
-    fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
-            q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
-    fprintf(f, "judged as declared: %s (declared by %s; both oracle widths honour it)\n", q->declared,
-            q->declared_by ? q->declared_by : "the backend");
-    fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
-    fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
+    if (dsv4q_qual_print_header(f, q, g)) return;
     int nfailed = 0, nskip = 0, nrun = 0;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];

@@ -755,11 +755,11 @@ static const char *dtype_name(int32_t dt)
     return n ? n : "?";
 }
 
-void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all)
+int dsv4q_qual_print_header(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g)
 {
     if (q->load_failed) {
         fprintf(f, "backend %s: NOT LOADED: %s\n", q->desc.spec, q->msg);
-        return;
+        return -1;
     }
     fprintf(f, "backend %s (%s %s), profile %s, judged against oracle-f64/%s; level = oracle-f32 vs oracle-f64\n",
             q->desc.spec, q->desc.name, q->desc.version, q->profile, q->profile);
@@ -767,6 +767,12 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
             q->declared_by ? q->declared_by : "the backend");
     fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u ulps of the storage dtype)\n\n", g->origin);
     fprintf(f, "%-78s %-12s %11s %11s %11s  %s\n", "case", "metric", "value", "level", "bound", "verdict");
+    return 0;
+}
+
+void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all)
+{
+    if (dsv4q_qual_print_header(f, q, g)) return;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
         if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR) {

@@ -158,6 +158,10 @@ void dsv4q_qual_free(dsv4q_qual *q);
  * one ran), 1 a case failed or errored, 2 the backend could not be loaded. */
 int dsv4q_qual_status(const dsv4q_qual *q);
 
+/* The report's header (backend, profile, the declaration, gate file, column
+ * titles), shared by dsv4q_qual_print and cli/qreport.c; for a backend that
+ * did not load, one NOT LOADED line instead and -1 (print no rows). */
+int dsv4q_qual_print_header(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g);
 /* Human table (case, metric, value, level, bound, verdict). all = every
  * measured metric, not only the gated ones. */
 void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all);
