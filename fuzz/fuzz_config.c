@@ -1,6 +1,6 @@
 /* fuzz_config - config.json parsing and validation (dsv4q_config_parse:
  * both key spellings, nested rope_scaling, compress_ratios, dtypes), then the
- * JSON round trip of what it accepted. Seeds: tests/data/configs/*.json. */
+ * JSON round trip of what it accepted. Seeds: the JSON files in tests/data/configs. */
 #include "fuzz/fuzzutil.h"
 #include "io/config.h"
 

@@ -6,12 +6,14 @@
 #include "fuzz/fuzzutil.h"
 #include "io/gguf.h"
 
+/* Touched bytes go here so the reads are not optimised away. */
+static volatile unsigned acc;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     dsv4q_gguf *g;
     char err[512];
     if (dsv4q_gguf_open_buffer(&g, data, n, "fuzz", err, sizeof err) != 0) return 0;
-    volatile unsigned acc = 0;
     for (size_t i = 0; i < dsv4q_gguf_count(g); i++) {
         const dsv4q_gguf_tensor *t = dsv4q_gguf_at(g, i);
         if (dsv4q_gguf_find(g, t->name) != t) abort();   /* find() agrees with at() */

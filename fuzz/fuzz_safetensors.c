@@ -5,12 +5,14 @@
 #include "fuzz/fuzzutil.h"
 #include "io/safetensors.h"
 
+/* Touched bytes go here so the reads are not optimised away. */
+static volatile unsigned acc;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     dsv4q_st *st;
     char err[512];
     if (dsv4q_st_open_buffer(&st, data, n, "fuzz", err, sizeof err) == 0) {
-        volatile unsigned acc = 0;
         for (size_t i = 0; i < dsv4q_st_count(st); i++) {
             const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
             if (dsv4q_st_find(st, t->name) != t) abort();   /* S4: find() agrees with at() */

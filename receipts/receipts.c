@@ -458,6 +458,12 @@ static int identify(sqlite3 *db, const char *path, long long *ver, int *corrupt,
     *ver = sqlite3_column_int64(st, 1);
     nobj = sqlite3_column_int64(st, 2);
     if (app == DSV4Q_RCPT_APP_ID) {
+        if (*ver < 0) {
+            dsv4q_rcpt_err(err, errlen,
+                           "database %s has receipts schema version %lld; expected 0 to %d",
+                           path, *ver, DSV4Q_RCPT_SCHEMA);
+            goto done;
+        }
         if (*ver > DSV4Q_RCPT_SCHEMA) {
             dsv4q_rcpt_err(err, errlen,
                            "database %s has receipts schema version %lld, newer than this "

@@ -417,6 +417,13 @@ static void test_refuses_foreign_files(void **state)
     assert_int_equal(verify(path, 0, "", &out, NULL, err, sizeof err), -1);
     expect(err, "has receipts schema version 99, newer than this dsv4q");
     free(out);
+    /* fuzz_receipts_db found this: a negative version indexed the migration list. */
+    sql(path, "PRAGMA user_version = -285212671;");
+    assert_int_equal(dsv4q_receipt_write(path, &r, "", NULL, err, sizeof err), -1);
+    expect(err, "has receipts schema version -285212671; expected 0 to");
+    assert_int_equal(verify(path, 0, "", &out, NULL, err, sizeof err), -1);
+    expect(err, "has receipts schema version -285212671; expected 0 to");
+    free(out);
 
     snprintf(path, sizeof path, "%s/missing.db", f->dir);
     assert_int_equal(verify(path, 0, "", &out, NULL, err, sizeof err), -1);
