@@ -47,6 +47,8 @@
 static const char *const NO_CONFLICTS[] = {NULL};
 static const char *const QUALIFY_CONFLICTS[] = {"--require-all", "--require", NULL};
 static const char *const INPUT_CONFLICTS[] = {"--tokens", "--prompt-len", "--tokens", "--seed", NULL};
+static const char *const WM_CONFLICTS[] = {"--tokens", "--prompt-len", "--tokens", "--seed", "--tokens", "--seeds",
+                                           "--seed", "--seeds", NULL};
 
 static const dsv4q_mode MODES[] = {
     {"sensitivity", NULL, NULL,
@@ -79,13 +81,15 @@ static const dsv4q_mode MODES[] = {
      QUALIFY_CONFLICTS, dsv4q_cmd_qualify},
     {"qualify", "--whole-model", NULL,
      "compose the whole model from the backend's operators; logit NRMS vs the fp64 oracle against a factor x the "
-     "fp32 floor, greedy agreement",
+     "fp32 floor, greedy agreement, and every stage of every layer judged on the reference run's own inputs",
      "docs/gates.md", 0,
      (const dsv4q_optspec[]){{"--whole-model", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
-                             O_BACKEND, O_INPUT, O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
+                             O_BACKEND, O_INPUT,
+                             {"--seeds", NULL, "A-B", "--seed", "one run per synthetic prompt seed A..B", 0},
+                             O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
                              {"--sparse-decode", NULL, NULL, "", "decode attention from SPARSE_ATTN even with WINDOW_ATTN_DECODE", 0},
                              O_NOISO, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
-     INPUT_CONFLICTS, dsv4q_cmd_qualify},
+     WM_CONFLICTS, dsv4q_cmd_qualify},
     {"qualify", "--list", NULL, "print the case keys", "docs/backends.md", 0,
      (const dsv4q_optspec[]){{"--list", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
                              {"--ops", NULL, "LIST", "all", "operators to list (comma-separated)", 0},
