@@ -21,8 +21,8 @@
  * (harness/capture_backend.h): every stage B has operators for, attention
  * included, is B's; operators B lacks run on oracle-f32 and are listed on
  * stderr and in each call's metadata (oracle_f32_fallbacks). The profile is
- * B's declaration (plus any --boundary); the width is f32 (the ABI is F32:
- * --width f64 is refused).
+ * B's declaration; the width is f32 (the ABI is F32: --width f64 is
+ * refused).
  * --layers A:B records layers A..B-1 only (plus embed and head): a call is
  * held in memory until it is written, which matters for long prefills of
  * large models. Exit 0, or 2 on error.
@@ -107,8 +107,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
             fprintf(stderr, "dsv4q capture: %s\n", err);
             return 2;
         }
-        if (dsv4q_declaration_parse(desc.profile, &bs_decl, err, sizeof err) ||
-            (o.boundary[0] && dsv4q_boundary_apply(&bs_decl, o.boundary, err, sizeof err))) {
+        if (dsv4q_declaration_parse(desc.profile, &bs_decl, err, sizeof err)) {   /* --boundary: exclusive */
             fprintf(stderr, "dsv4q capture: --backend %s declares '%s': %s\n", c.backend, desc.profile, err);
             return 2;
         }
