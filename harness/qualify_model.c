@@ -57,9 +57,7 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
 {
     const dsv4q_config *g = &m->cfg;
     const long max_pos = nprompt + ndecode, V = g->vocab_size;
-    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !(flags & DSV4Q_WM_SPARSE_DECODE);
     err[0] = 0;
-    if (decode_op) *decode_op = use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
     if (nprompt < 1 || ndecode < 0) {
         snprintf(err, errlen, "whole model: a prompt of >= 1 tokens is needed (got %ld, decode %ld)", nprompt, ndecode);
         return DSV4Q_BACKEND_ERROR;
@@ -72,9 +70,10 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
     /* THE forward pass (oracle/model.c) at f32, every operator through the
      * backend (harness/provider_abi.c) */
     dsv4q_abi_provider *p = NULL;
-    if (dsv4q_abi_provider_new(&p, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen))
+    const dsv4q_provider_f32 *table;
+    if (dsv4q_abi_provider_open(&p, &table, b, ctx, m, bs, max_pos, flags & DSV4Q_WM_SPARSE_DECODE, calls, fallbacks,
+                                decode_op, detail, detaillen, err, errlen))
         return DSV4Q_BACKEND_ERROR;
-    dsv4q_abi_provider_set_fallbacks(p, fallbacks);
     dsv4q_runstate_f32 *r = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL);
     int rc = -1;
     if (!r) {
@@ -82,7 +81,7 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
         dsv4q_abi_provider_free(p);
         return DSV4Q_BACKEND_ERROR;
     }
-    dsv4q_run_set_provider_f32(r, dsv4q_abi_provider_table(p, use_window), p);
+    dsv4q_run_set_provider_f32(r, table, p);
     if (dsv4q_run_step_f32(r, ids, nprompt, logits)) goto done;
     for (long i = 0; i < ndecode; i++)
         if (dsv4q_run_step_f32(r, ids + nprompt + i, 1, logits + (i + 1) * V)) goto done;
