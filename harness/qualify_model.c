@@ -121,18 +121,19 @@ typedef struct job_arg {
 static int stagewise(const dsv4q_backend_v1 *b, void *ctx, const job_arg *a, job_hdr *h, dsv4q_rstage *slots,
                      char *detail, size_t detaillen, char *err, size_t errlen)
 {
-    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !(a->flags & DSV4Q_WM_SPARSE_DECODE);
     char perr[1024] = "";
     dsv4q_abi_provider *p = NULL;
+    const dsv4q_provider_f32 *table = NULL;
     dsv4q_replay res;
     int cand_failed = 0;
-    if (dsv4q_abi_provider_new(&p, b, ctx, a->m, a->bs, a->nprompt + a->ndecode, NULL, detail, detaillen, perr,
-                               sizeof perr)) {
+    if (dsv4q_abi_provider_open(&p, &table, b, ctx, a->m, a->bs, a->nprompt + a->ndecode,
+                                (a->flags & DSV4Q_WM_SPARSE_DECODE) != 0, NULL, NULL, NULL, detail, detaillen, perr,
+                                sizeof perr)) {
         snprintf(h->stage_err, sizeof h->stage_err, "per-stage verdict: %s", perr);
         return DSV4Q_BACKEND_OK;
     }
-    if (dsv4q_stagewise_run(&res, a->m, a->bs, dsv4q_abi_provider_table(p, use_window), p, a->ids, a->nprompt,
-                            a->ndecode, &cand_failed, h->stage_err, sizeof h->stage_err)) {
+    if (dsv4q_stagewise_run(&res, a->m, a->bs, table, p, a->ids, a->nprompt, a->ndecode, &cand_failed, h->stage_err,
+                            sizeof h->stage_err)) {
         int st = dsv4q_abi_provider_status(p);
         dsv4q_abi_provider_free(p);
         if (!cand_failed) return DSV4Q_BACKEND_OK;   /* the harness ran short (h->nst 0 says so) */
