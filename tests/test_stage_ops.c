@@ -88,7 +88,7 @@ static void observe(observer *o, const char *dir, long np, long nd, int window)
         pos += s;
         assert_true(m->cfg.n_mtp_layers > 0);
         assert_int_equal(dsv4q_run_mtp_f32(r, ids + pos - s + 1, lg), 0);   /* the next token of each row */
-        take(o, DSV4Q_STAGE_MTP);    /* the stage hook does not see MTP */
+        take(o, DSV4Q_STAGE_MTP);    /* (its REPORT did it already) */
     }
     assert_int_equal(dsv4q_abi_provider_status(p), DSV4Q_BACKEND_OK);
     dsv4q_run_free_f32(r);
