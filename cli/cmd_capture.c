@@ -4,7 +4,8 @@
  *
  *   dsv4q capture --model DIR (--tokens FILE | --prompt-len N [--decode M])
  *                 --out DIR [--width f64|f32] [--profile P] [--boundary ...]
- *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B] [--layers A:B]
+ *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B [--timeout S]]
+ *                 [--layers A:B]
  *
  * One file per call in DIR (call-0000.safetensors = the prefill, then one
  * per decode step), every stage of the stage table with its inputs and
@@ -15,9 +16,13 @@
  * (default: the run's width, so nothing is rounded; `storage`: each tensor
  * in the dtype the profile stores it in, BF16 or F32, as an engine would
  * dump it: exact for an f32 run). With --backend B (a built-in: cpu-ref,
- * mutant:NAME, oracle-f32) the stages B has operators for are computed by B
- * and spliced into the run (harness/capture_backend.c): a capture of "an
- * engine made of B's kernels", at B's profile, default width f32.
+ * mutant:NAME, oracle-f32; or a plugin .so, run in one isolated child) the
+ * ONE forward pass runs at f32 with B as its operator provider
+ * (harness/capture_backend.h): every stage B has operators for, attention
+ * included, is B's; operators B lacks run on oracle-f32 and are listed on
+ * stderr and in each call's metadata (oracle_f32_fallbacks). The profile is
+ * B's declaration; the width is f32 (the ABI is F32: --width f64 is
+ * refused).
  * --layers A:B records layers A..B-1 only (plus embed and head): a call is
  * held in memory until it is written, which matters for long prefills of
  * large models. Exit 0, or 2 on error.
@@ -28,6 +33,8 @@
 #include "cli/common.h"
 #include "harness/backend.h"
 #include "harness/capture.h"
+#include "harness/capture_backend.h"
+#include "harness/isolate.h"
 #include "receipts/capture_pins.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
@@ -35,14 +42,16 @@
 #include "receipts/receipts.h"
 
 typedef struct copts {
-    const char *dtype, *engine, *backend, *layers;
+    const char *dtype, *engine, *backend, *layers, *timeout;
 } copts;
 
 static int extra(void *ctx, int argc, char **argv, int i)
 {
     copts *c = ctx;
     const char *a = argv[i];
-    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend") && strcmp(a, "--layers")) return 0;
+    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend") && strcmp(a, "--layers") &&
+        strcmp(a, "--timeout"))
+        return 0;
     if (i + 1 >= argc) {
         fprintf(stderr, "dsv4q capture: %s needs a value\n", a);
         return -1;
@@ -50,6 +59,7 @@ static int extra(void *ctx, int argc, char **argv, int i)
     if (!strcmp(a, "--dtype")) c->dtype = argv[i + 1];
     else if (!strcmp(a, "--backend")) c->backend = argv[i + 1];
     else if (!strcmp(a, "--layers")) c->layers = argv[i + 1];
+    else if (!strcmp(a, "--timeout")) c->timeout = argv[i + 1];
     else c->engine = argv[i + 1];
     return 2;
 }
@@ -65,16 +75,54 @@ int dsv4q_cmd_capture(int argc, char **argv)
         fprintf(stderr, "dsv4q capture: --out DIR is required (one call-NNNN.safetensors per call)\n");
         return 2;
     }
-    const dsv4q_backend_v1 *be = NULL;
+    /* --backend: B's declaration is the profile, the width is f32 */
+    dsv4q_backend_desc desc;
+    dsv4q_iso_opts iso = {3600, 0};
+    char bprof[512] = "", bbound[1024] = "";
+    uint64_t bs_decl = 0;
     if (c.backend) {
         char list[1024];
-        if (!(be = dsv4q_backend_builtin(c.backend))) {
-            dsv4q_backend_builtin_list(list, sizeof list);
-            fprintf(stderr, "dsv4q capture: --backend %s: not a built-in backend (%s)\n", c.backend, list);
+        if (o.width == 64) {
+            fprintf(stderr, "dsv4q capture: --backend runs the forward pass on %s's operators through the backend "
+                    "ABI, which is F32: --width f64 cannot be combined with it (f32 is implied)\n", c.backend);
             return 2;
         }
-        o.profile = be->profile ? be->profile : "source";   /* the backend's contract */
-        if (!o.width) o.width = 32;                          /* the oracle's parts of an FP32 engine */
+        o.width = 32;
+        iso.inprocess = !dsv4q_backend_is_path(c.backend);   /* built-ins are trusted; a plugin runs in a child */
+        if (c.timeout) {
+            char *e;
+            iso.timeout_s = strtod(c.timeout, &e);
+            if (*e || !(iso.timeout_s > 0)) {
+                fprintf(stderr, "dsv4q capture: --timeout needs seconds > 0, got '%s'\n", c.timeout);
+                return 2;
+            }
+        }
+        if (iso.inprocess && !dsv4q_backend_builtin(c.backend)) {
+            dsv4q_backend_builtin_list(list, sizeof list);
+            fprintf(stderr, "dsv4q capture: --backend %s: not a built-in backend (%s) nor a plugin path (a '/' or "
+                    "\".so\")\n", c.backend, list);
+            return 2;
+        }
+        if (dsv4q_iso_probe(c.backend, &iso, &desc, NULL, err, sizeof err)) {
+            fprintf(stderr, "dsv4q capture: %s\n", err);
+            return 2;
+        }
+        if (dsv4q_declaration_parse(desc.profile, &bs_decl, err, sizeof err)) {   /* --boundary: exclusive */
+            fprintf(stderr, "dsv4q capture: --backend %s declares '%s': %s\n", c.backend, desc.profile, err);
+            return 2;
+        }
+        /* the declaration as the capture states it: profile + boundary overrides */
+        dsv4q_declaration_format(bs_decl, bprof, sizeof bprof);
+        char *colon = strchr(bprof, ':');
+        if (colon) {
+            snprintf(bbound, sizeof bbound, "%s", colon + 1);
+            *colon = 0;
+        }
+        o.profile = bprof;
+        snprintf(o.boundary, sizeof o.boundary, "%s", bbound);
+    } else if (c.timeout) {
+        fprintf(stderr, "dsv4q capture: --timeout applies to --backend only\n");
+        return 2;
     }
     if (!o.width) o.width = 64;
     dsv4q_dtype dt = o.width == 64 ? DSV4Q_DT_F64 : DSV4Q_DT_F32;
@@ -107,7 +155,6 @@ int dsv4q_cmd_capture(int argc, char **argv)
     if (dsv4q_cli_start("capture", &o, dir, sizeof dir, &m, &t)) return 2;
     char csha[65], wsha[65], ver[128], engine[128];
     dsv4q_capture_writer *w = NULL;
-    dsv4q_capture_splice *sp = NULL;
     dsv4q_run *r = NULL;
     double *logits = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
     int rc = 2;
@@ -115,37 +162,56 @@ int dsv4q_cmd_capture(int argc, char **argv)
     if (dsv4q_capture_pins(dir, csha, wsha, NULL, err, sizeof err)) goto fail;
     snprintf(ver, sizeof ver, "%s (%s)", DSV4Q_VERSION, dsv4q_git_commit());
     snprintf(engine, sizeof engine, "%s",
-             c.engine ? c.engine : be ? be->name : (o.width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
-    if (be) snprintf(ver, sizeof ver, "%s (oracle-f%d embed/attn, dsv4q %s)", be->version, o.width, DSV4Q_VERSION);
+             c.engine ? c.engine : c.backend ? desc.name : (o.width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
+    if (c.backend)
+        snprintf(ver, sizeof ver, "%s (its operators in the dsv4q %s forward pass)", desc.version, DSV4Q_VERSION);
     dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o.profile, .boundary = o.boundary,
                                .dtype = dt, .config_sha = csha, .weights_sha = wsha,
-                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin}},
+                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin},
+                                              {c.backend ? "backend" : NULL, c.backend}},
                                .layer_lo = lo, .layer_hi = hi};
     if (hi > m->cfg.n_layers) {
         snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
         goto fail;
     }
-    if (dsv4q_capture_writer_new(&w, o.out, &m->cfg, &info, err, sizeof err)) goto fail;
     dsv4q_boundary_format(bs, bnames, sizeof bnames);
-    fprintf(stderr, "dsv4q capture: %s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir, o.width,
-            o.profile, bnames, t.nprompt, t.nteacher, o.out,
-            dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));
-    if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
-    if (be) {
-        if (dsv4q_capture_splice_new(&sp, c.backend, m, bs, w, err, sizeof err)) goto fail;
-        dsv4q_run_set_stage_hook(r, dsv4q_capture_splice_cb, sp);
-    } else {
-        dsv4q_run_set_stage_hook(r, dsv4q_capture_stage_cb, w);
-    }
-    for (long i = -1; i < t.nteacher; i++) {
-        const int32_t *ids = i < 0 ? t.prompt : &t.teacher[i];
-        long s = i < 0 ? t.nprompt : 1, pos = i < 0 ? 0 : t.nprompt + i;
-        if (dsv4q_run_feed(r, ids, s, logits, err, sizeof err)) goto fail;
-        if (sp && dsv4q_capture_splice_error(sp)) {
-            snprintf(err, sizeof err, "%s", dsv4q_capture_splice_error(sp));
+    fprintf(stderr, "dsv4q capture: %s%s%s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir,
+            c.backend ? ", backend " : "", c.backend ? c.backend : "", o.width, o.profile, bnames, t.nprompt,
+            t.nteacher, o.out, dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));
+    int ncalls;
+    if (c.backend) {
+        dsv4q_capture_backend_res res;
+        if (dsv4q_capture_backend(c.backend, &iso, m, bs, o.out, &info, t.prompt, t.nprompt, t.teacher, t.nteacher,
+                                  &res, err, sizeof err))
             goto fail;
+        ncalls = res.ncalls;
+        long nfb = 0, ncall = 0;
+        char fbl[2048] = "";
+        size_t n = 0;
+        for (int i = 0; i < DSV4Q_OP_COUNT; i++) {
+            ncall += res.calls[i];
+            if (!res.fallbacks[i]) continue;
+            nfb += res.fallbacks[i];
+            if (n < sizeof fbl)
+                n += (size_t)snprintf(fbl + n, sizeof fbl - n, "%s%s %ld", n ? ", " : "", dsv4q_op_get(i)->name,
+                                      res.fallbacks[i]);
         }
-        if (dsv4q_capture_writer_call(w, pos, ids, s, err, sizeof err)) goto fail;
+        fprintf(stderr, "dsv4q capture: %s: %ld operator calls, decode attention through %s\n", c.backend, ncall,
+                dsv4q_op_get(res.decode_op)->name);
+        if (nfb)
+            fprintf(stderr, "dsv4q capture: %ld calls ran on oracle-f32 (outside %s's caps or declined by it): %s\n",
+                    nfb, c.backend, fbl);
+    } else {
+        if (dsv4q_capture_writer_new(&w, o.out, &m->cfg, &info, err, sizeof err)) goto fail;
+        if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
+        dsv4q_run_set_stage_hook(r, dsv4q_capture_stage_cb, w);
+        for (long i = -1; i < t.nteacher; i++) {
+            const int32_t *ids = i < 0 ? t.prompt : &t.teacher[i];
+            long s = i < 0 ? t.nprompt : 1, pos = i < 0 ? 0 : t.nprompt + i;
+            if (dsv4q_run_feed(r, ids, s, logits, err, sizeof err)) goto fail;
+            if (dsv4q_capture_writer_call(w, pos, ids, s, err, sizeof err)) goto fail;
+        }
+        ncalls = dsv4q_capture_writer_count(w);
     }
     int per_call = 0;
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
@@ -154,7 +220,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
         per_call += (si->nin + si->nout) * (si->per_layer ? m->cfg.n_layers : 1);
     }
     printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",
-           dsv4q_capture_writer_count(w), o.out, engine, o.profile,
+           ncalls, o.out, engine, o.profile,
            dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt), per_call);
     rc = 0;
     goto out;
@@ -162,7 +228,6 @@ fail:
     fprintf(stderr, "dsv4q capture: %s\n", err);
 out:
     dsv4q_run_close(r);
-    dsv4q_capture_splice_free(sp);
     dsv4q_capture_writer_free(w);
     free(logits);
     dsv4q_tokens_free(&t);

@@ -126,70 +126,109 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
     return dsv4q_cli_receipt_store("qualify", o, &r, argc, argv, 0);
 }
 
-/* --whole-model: one composed run per backend, judged with gates.model. */
+/* --whole-model: one composed run per backend and token seed, judged with
+ * gates.model (the logits) and stage by stage (harness/stagewise.h).
+ * --seeds A-B: the synthetic prompt of each seed A..B in turn (one result
+ * and one receipt each); without it, the one prompt of --seed/--tokens. */
 static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv,
                        const char *declare)
 {
     char err[2048], dir[4096];
-    if (q->nk || q->ops || q->shapes || q->seeds || q->all_metrics) {
-        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes, --seeds or --all-metrics\n");
+    long slo = 0, shi = 0;
+    if (q->nk || q->ops || q->shapes || q->all_metrics) {
+        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
+        return 2;
+    }
+    if (q->seeds && dsv4q_qualify_parse_seeds(q->seeds, &slo, &shi, err, sizeof err)) {
+        fprintf(stderr, "dsv4q qualify: %s\n", err);
+        return 2;
+    }
+    if (q->seeds && o->tokens) {
+        fprintf(stderr, "dsv4q qualify: --seeds (token seeds of the synthetic prompt) and --tokens exclude each other\n");
         return 2;
     }
     dsv4q_model *m;
-    dsv4q_tokens t;
-    if (dsv4q_cli_start("qualify", o, dir, sizeof dir, &m, &t)) return 2;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(t.nprompt + t.nteacher + 1));
-    if (!ids) {
+    dsv4q_tokens t0;
+    if (dsv4q_cli_start("qualify", o, dir, sizeof dir, &m, &t0)) return 2;
+    const int ns = q->seeds ? (int)(shi - slo + 1) : 1, nr = q->nb * ns;
+    dsv4q_tokens *ts = calloc((size_t)ns, sizeof *ts);
+    int32_t **ids = calloc((size_t)ns, sizeof *ids);
+    int worst = 0;
+    if (!ts || !ids) {
         fprintf(stderr, "dsv4q qualify: out of memory\n");
-        dsv4q_tokens_free(&t);
-        dsv4q_model_close(m);
-        return 2;
+        worst = 2;
     }
-    memcpy(ids, t.prompt, sizeof(int32_t) * (size_t)t.nprompt);
-    if (t.nteacher) memcpy(ids + t.nprompt, t.teacher, sizeof(int32_t) * (size_t)t.nteacher);
-    printf("model %s (%s, %d layers, dim %d, vocab %d); tokens %s\n\n", dir,
-           m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, m->cfg.dim, m->cfg.vocab_size, t.source);
+    for (int k = 0; !worst && k < ns; k++) {
+        if (!q->seeds) ts[k] = t0, memset(&t0, 0, sizeof t0);
+        else {
+            dsv4q_cli_opts ok = *o;
+            ok.seed = (uint64_t)(slo + k);
+            if (dsv4q_cli_tokens(&ok, m->cfg.vocab_size, &ts[k], err, sizeof err)) {
+                fprintf(stderr, "dsv4q qualify: %s\n", err);
+                worst = 2;
+                break;
+            }
+        }
+        const dsv4q_tokens *t = &ts[k];
+        if (!(ids[k] = malloc(sizeof(int32_t) * (size_t)(t->nprompt + t->nteacher + 1)))) {
+            fprintf(stderr, "dsv4q qualify: out of memory\n");
+            worst = 2;
+            break;
+        }
+        memcpy(ids[k], t->prompt, sizeof(int32_t) * (size_t)t->nprompt);
+        if (t->nteacher) memcpy(ids[k] + t->nprompt, t->teacher, sizeof(int32_t) * (size_t)t->nteacher);
+    }
+    dsv4q_tokens_free(&t0);
+    printf("model %s (%s, %d layers, dim %d, vocab %d); tokens %s%s\n\n", dir,
+           m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, m->cfg.dim, m->cfg.vocab_size,
+           ts && ts[0].source[0] ? ts[0].source : "-", ns > 1 ? " (and the next seeds, one run each)" : "");
     dsv4q_wm_opts wo = {.gates = g, .iso = {q->timeout > 0 ? q->timeout : 600, q->no_isolate},
                         .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet,
                         .declare = declare};
-    int worst = 0;
     FILE *jf = NULL;
-    if (o->json && !(jf = dsv4q_out_open(o->json, NULL, 0))) fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
-    if (jf && q->nb > 1) fputs("[", jf);
+    if (!worst && o->json && !(jf = dsv4q_out_open(o->json, NULL, 0)))
+        fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
+    if (jf && nr > 1) fputs("[", jf);
     char *pin = NULL, *cfgjson = dsv4q_config_to_json(&m->cfg), *cmdline = dsv4q_command_line(argc, argv);
     if (dsv4q_pin_checkpoint(dir, &pin, err, sizeof err)) fprintf(stderr, "dsv4q qualify: %s\n", err);
     char gate_sha[DSV4Q_SHA256_HEX + 1] = "";
     if (dsv4q_sha256_file(g->origin, gate_sha, NULL, err, sizeof err)) gate_sha[0] = 0;
     /* results are kept until every output is in place: no receipt for a
      * command whose JSON failed (docs/robustness.md) */
-    dsv4q_wm_result *rs = calloc((size_t)q->nb, sizeof *rs);
-    char **mets = calloc((size_t)q->nb, sizeof *mets);
-    int nb_done = 0;
-    if (!rs || !mets) {
+    dsv4q_wm_result *rs = calloc((size_t)nr, sizeof *rs);
+    char **mets = calloc((size_t)nr, sizeof *mets);
+    int nr_done = 0;
+    if (!worst && (!rs || !mets)) {
         fprintf(stderr, "dsv4q qualify: out of memory\n");
         worst = 2;
     }
-    for (int b = 0; rs && mets && b < q->nb; b++) {
-        dsv4q_wm_result *r = &rs[b];
-        if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s\n", q->backend[b]);
-        if (dsv4q_wm_qualify(q->backend[b], m, ids, t.nprompt, t.nteacher, &wo, r, err, sizeof err)) {
+    for (int i = 0; worst < 2 && i < nr; i++) {
+        const int b = i / ns, k = i % ns;
+        dsv4q_wm_result *r = &rs[i];
+        if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s, tokens %s\n", q->backend[b], ts[k].source);
+        if (ns > 1) printf("tokens %s\n", ts[k].source);
+        if (dsv4q_wm_qualify(q->backend[b], m, ids[k], ts[k].nprompt, ts[k].nteacher, &wo, r, err, sizeof err)) {
             fprintf(stderr, "dsv4q qualify: %s\n", err);
             dsv4q_wm_free(r);
             worst = 2;
             break;
         }
-        nb_done = b + 1;
+        nr_done = i + 1;
         int st = dsv4q_wm_status(r);
         if (st > worst) worst = st;
         if (r->load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r->msg);
         dsv4q_wm_print(stdout, r, g);
-        mets[b] = dsv4q_wm_json(r, g);
-        if (jf && mets[b]) fprintf(jf, "%s%s", b ? "," : "", mets[b]);
-        if (b + 1 < q->nb) printf("\n");
+        mets[i] = dsv4q_wm_json(r, g, ts[k].source);
+        if (jf && mets[i]) fprintf(jf, "%s%s", i ? "," : "", mets[i]);
+        if (i + 1 < nr) printf("\n");
+        if (r->load_failed && ns > 1) {   /* the same failure for every seed: say it once */
+            nr_done = i + 1;
+            break;
+        }
     }
     int out_failed = 0;
     if (jf) {
-        if (q->nb > 1) fputs("]", jf);
+        if (nr > 1) fputs("]", jf);
         fputs("\n", jf);
         if (dsv4q_out_close(jf, NULL, 0)) out_failed = 1;   /* ENOSPC/EIO: exit 2, no file left */
         jf = NULL;
@@ -198,19 +237,25 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
         worst = 2;
     }
-    for (int b = 0; b < nb_done; b++) {
-        dsv4q_wm_result *r = &rs[b];
+    if (nr_done > 1) {   /* one line for CI logs over every run */
+        int np = 0;
+        for (int i = 0; i < nr_done; i++) np += dsv4q_wm_status(&rs[i]) == 0;
+        printf("\nwhole model: %d of %d runs pass (%d backend(s) x %d token seed(s))\n", np, nr_done, q->nb, ns);
+    }
+    for (int i = 0; i < nr_done; i++) {
+        dsv4q_wm_result *r = &rs[i];
+        const dsv4q_tokens *t = &ts[i % ns];
         int st = dsv4q_wm_status(r);
         char so_sha[DSV4Q_SHA256_HEX + 1] = "";
         if (r->desc.is_path && dsv4q_sha256_file(r->desc.spec, so_sha, NULL, err, sizeof err)) so_sha[0] = 0;
         dsv4q_receipt rc = {.kind = "qualify", .command_line = cmdline, .backend_id = r->desc.spec,
                             .backend_version = r->desc.version, .backend_sha256 = so_sha, .checkpoint_pin_json = pin,
-                            .tokens_pin = t.pin, .config_json = cfgjson, .profile = r->profile, .widths = "f32,f64",
-                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = mets[b],
+                            .tokens_pin = t->pin, .config_json = cfgjson, .profile = r->profile, .widths = "f32,f64",
+                            .gate_file = g->origin, .gate_sha256 = gate_sha, .metrics_json = mets[i],
                             .verdict = st == 0 ? "pass" : st == 1 ? "fail" : "error"};
         if (!out_failed && !r->load_failed)   /* a backend that cannot load or init here is not a measurement */
             dsv4q_cli_receipt_store("qualify", o, &rc, argc, argv, 0);
-        free(mets[b]);
+        free(mets[i]);
         dsv4q_wm_free(r);
     }
     free(rs);
@@ -219,8 +264,12 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     free(pin);
     free(cfgjson);
     free(cmdline);
+    for (int k = 0; ids && ts && k < ns; k++) {
+        free(ids[k]);
+        dsv4q_tokens_free(&ts[k]);
+    }
     free(ids);
-    dsv4q_tokens_free(&t);
+    free(ts);
     dsv4q_model_close(m);
     return worst;
 }

@@ -47,6 +47,8 @@
 static const char *const NO_CONFLICTS[] = {NULL};
 static const char *const QUALIFY_CONFLICTS[] = {"--require-all", "--require", NULL};
 static const char *const INPUT_CONFLICTS[] = {"--tokens", "--prompt-len", "--tokens", "--seed", NULL};
+static const char *const WM_CONFLICTS[] = {"--tokens", "--prompt-len", "--tokens", "--seed", "--tokens", "--seeds",
+                                           "--seed", "--seeds", NULL};
 
 static const dsv4q_mode MODES[] = {
     {"sensitivity", NULL, NULL,
@@ -79,13 +81,15 @@ static const dsv4q_mode MODES[] = {
      QUALIFY_CONFLICTS, dsv4q_cmd_qualify},
     {"qualify", "--whole-model", NULL,
      "compose the whole model from the backend's operators; logit NRMS vs the fp64 oracle against a factor x the "
-     "fp32 floor, greedy agreement",
+     "fp32 floor, greedy agreement, and every stage of every layer judged on the reference run's own inputs",
      "docs/gates.md", 0,
      (const dsv4q_optspec[]){{"--whole-model", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
-                             O_BACKEND, O_INPUT, O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
+                             O_BACKEND, O_INPUT,
+                             {"--seeds", NULL, "A-B", "--seed", "one run per synthetic prompt seed A..B", 0},
+                             O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
                              {"--sparse-decode", NULL, NULL, "", "decode attention from SPARSE_ATTN even with WINDOW_ATTN_DECODE", 0},
                              O_NOISO, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
-     INPUT_CONFLICTS, dsv4q_cmd_qualify},
+     WM_CONFLICTS, dsv4q_cmd_qualify},
     {"qualify", "--list", NULL, "print the case keys", "docs/backends.md", 0,
      (const dsv4q_optspec[]){{"--list", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
                              {"--ops", NULL, "LIST", "all", "operators to list (comma-separated)", 0},
@@ -114,15 +118,17 @@ static const dsv4q_mode MODES[] = {
                              O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
      INPUT_CONFLICTS, dsv4q_cmd_ablate},
     {"capture", NULL, NULL,
-     "the oracle (or a built-in backend's operators) writes a capture of its run in the engine capture format",
+     "the oracle (or the forward pass on a backend's operators) writes a capture of its run in the engine capture format",
      "docs/captures.md", 0,
      (const dsv4q_optspec[]){O_MODEL, O_TOKENS, O_PLEN, O_DECODE, O_SEED,
                              {"--out", NULL, "DIR", "", "capture directory (one call-NNNN.safetensors per call)", DSV4Q_OPT_REQ},
-                             {"--width", NULL, "f32|f64", "f64 (f32 with --backend)", "oracle width", 0},
+                             {"--width", NULL, "f32|f64", "f64 (f32 with --backend)", "oracle width (--backend: f32 only, the ABI is F32)", 0},
                              O_PROFILE, O_BOUNDARY,
                              {"--dtype", NULL, "f64|f32|storage", "the run's width", "stored dtype of the tensors", 0},
                              {"--engine", NULL, "NAME", "dsv4q-oracle-fW or the backend", "engine name in the metadata", 0},
-                             {"--backend", NULL, "B", "", "a built-in backend computes the stages it has operators for", 0},
+                             {"--backend", NULL, "B", "",
+                              "built-in or plugin .so: the forward pass runs on its operators (oracle-f32 for those it lacks)", 0},
+                             {"--timeout", NULL, "S", "3600", "--backend with a plugin: limit of its isolated child", 0},
                              {"--layers", NULL, "A:B", "all", "record layers A..B-1 only (plus embed and head)", 0},
                              O_THREADS, O_QUIET, O_END},
      (const char *const[]){"--tokens", "--prompt-len", "--tokens", "--seed", "--backend", "--profile", "--backend",

@@ -52,7 +52,7 @@ int dsv4q_backend_validate(const dsv4q_backend_v1 *b, const char *spec, char *er
 const dsv4q_backend_v2 *dsv4q_backend_v2_of(const dsv4q_backend_v1 *b);
 
 /* Number of elements of a tensor (product of its shape; 0 if ndim 0). The
- * one copy (cpu-ref, capture --backend and oracle_exec use it). */
+ * one copy (cpu-ref, the ABI provider and oracle_exec use it). */
 int64_t dsv4q_bt_numel(const dsv4q_bt *t);
 
 /* --- the per-operator contract (one table) ---------------------------- */
@@ -81,8 +81,9 @@ typedef struct dsv4q_op_info {
     const char *ename;           /* "DSV4Q_OP_LINEAR" (generated) */
 } dsv4q_op_info;
 
-/* Glue shared by the harness's model compositions (qualify --whole-model,
- * capture --backend), so both route MoE exactly like oracle/moe.c. */
+/* Glue of the ABI provider (harness/provider_abi.c, which qualify
+ * --whole-model and capture --backend run), so it routes MoE exactly like
+ * oracle/moe.c. */
 
 /* DSV4Q_SCORE_* code of a config score_func name (sqrtsoftplus default). */
 int dsv4q_score_func_code(const char *score_func);

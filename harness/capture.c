@@ -318,7 +318,7 @@ struct dsv4q_capture_writer {
     dsv4q_dtype dtype;
     uint64_t bs;
     char engine[128], engine_version[128], profile[32], boundary[4096], config_sha[65], weights_sha[65];
-    char extra[8][2][256];
+    char extra[8][2][1024];
     int nextra;
     int layer_lo, layer_hi;
     dsv4q_stw *cur;
@@ -338,12 +338,8 @@ static int is_call_file(const char *n)
     return 1;
 }
 
-int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const dsv4q_config *cfg,
-                             const dsv4q_capture_info *info, char *err, size_t errlen)
+int dsv4q_capture_clear(const char *dir, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (info->dtype != DSV4Q_DT_F64 && info->dtype != DSV4Q_DT_F32 && info->dtype != DSV4Q_DT_BF16)
-        return fail(err, errlen, "capture dtype must be F64, F32 or BF16");
     if (mkdir_p(dir)) return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
     DIR *d = opendir(dir);
     if (!d) return fail(err, errlen, "cannot open %s: %s", dir, strerror(errno));
@@ -361,6 +357,16 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
         }
     }
     closedir(d);
+    return 0;
+}
+
+int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const dsv4q_config *cfg,
+                             const dsv4q_capture_info *info, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (info->dtype != DSV4Q_DT_F64 && info->dtype != DSV4Q_DT_F32 && info->dtype != DSV4Q_DT_BF16)
+        return fail(err, errlen, "capture dtype must be F64, F32 or BF16");
+    if (dsv4q_capture_clear(dir, err, errlen)) return -1;
     dsv4q_capture_writer *w = calloc(1, sizeof *w);
     if (!w) return fail(err, errlen, "out of memory");
     snprintf(w->dir, sizeof w->dir, "%s", dir);
@@ -474,6 +480,20 @@ int dsv4q_capture_writer_call(dsv4q_capture_writer *w, long pos, const int32_t *
     w->cur = NULL;
     if (dsv4q_stw_write(cur, path, err, errlen)) return -1;
     w->ncalls++;
+    return 0;
+}
+
+int dsv4q_capture_writer_meta(dsv4q_capture_writer *w, const char *key, const char *value, char *err, size_t errlen)
+{
+    int i = 0;
+    while (i < w->nextra && strcmp(w->extra[i][0], key)) i++;
+    if (i == 8) return fail(err, errlen, "capture: more than 8 extra metadata keys (adding %s)", key);
+    if (strlen(key) >= sizeof w->extra[i][0] || strlen(value) >= sizeof w->extra[i][1])
+        return fail(err, errlen, "capture: metadata %s is longer than the %zu bytes a capture records", key,
+                    sizeof w->extra[i][1] - 1);
+    snprintf(w->extra[i][0], sizeof w->extra[i][0], "%s", key);
+    snprintf(w->extra[i][1], sizeof w->extra[i][1], "%s", value);
+    if (i == w->nextra) w->nextra++;
     return 0;
 }
 

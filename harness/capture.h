@@ -5,8 +5,9 @@
  * Owns: the capture format (docs/captures.md) - its metadata, its file
  * layout, the checkpoint pins it states - the strict reader that proves a
  * capture well-formed against a model before anything is replayed, and the
- * writer the oracle itself uses (`dsv4q capture`), which is also the
- * reference an engine author can diff their own dump against.
+ * writer the oracle itself uses (`dsv4q capture`, and `capture --backend`:
+ * harness/capture_backend.h), which is also the reference an engine author
+ * can diff their own dump against.
  *
  * Refuses (errors naming the file and the tensor or field): a tensor whose
  * name is not a stage tensor of the table (stages.h) or whose layer is out
@@ -107,27 +108,15 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io);
  * the stages recorded since the last call. 0 or -1 + message. */
 int dsv4q_capture_writer_call(dsv4q_capture_writer *w, long pos, const int32_t *ids, long s, char *err,
                               size_t errlen);
-/* ---- splicing a built-in backend into the run (capture_backend.c) ----- */
-
-/* `dsv4q capture --backend B`: the stage hook computes every stage B has
- * operators for (hc_pre, norms, hc_post, moe, head) with B through the
- * backend ABI, writes the results back into the forward pass (later stages
- * run on them, as in an engine) and records the stage with writer w;
- * embed and attn stay the oracle's. Built-in backends only (in-process).
- * bs: the boundary set of B's declared profile. */
-typedef struct dsv4q_capture_splice dsv4q_capture_splice;
-int dsv4q_capture_splice_new(dsv4q_capture_splice **out, const char *spec, const dsv4q_model *m, uint64_t bs,
-                             dsv4q_capture_writer *w, char *err, size_t errlen);
-/* The stage hook (user = the splice). */
-int dsv4q_capture_splice_cb(void *user, const dsv4q_stage_io *io);
-/* The first backend error, or NULL. */
-const char *dsv4q_capture_splice_error(const dsv4q_capture_splice *sp);
-/* The backend's declared profile, name and version (for the metadata). */
-const char *dsv4q_capture_splice_profile(const dsv4q_capture_splice *sp);
-const char *dsv4q_capture_splice_name(const dsv4q_capture_splice *sp);
-const char *dsv4q_capture_splice_version(const dsv4q_capture_splice *sp);
-void dsv4q_capture_splice_free(dsv4q_capture_splice *sp);
-
+/* Set (or replace) extra metadata key = value for the calls written from
+ * now on (capture --backend: each call's oracle-f32 fallbacks). 0, or -1
+ * when more than 8 extra keys or a value over 1023 bytes. */
+int dsv4q_capture_writer_meta(dsv4q_capture_writer *w, const char *key, const char *value, char *err,
+                              size_t errlen);
+/* Create dir if needed and remove its call files (call-NNNN.safetensors);
+ * refused (-1 + message) when it holds another .safetensors file. The
+ * writer does this first; capture --backend also after a failed run. */
+int dsv4q_capture_clear(const char *dir, char *err, size_t errlen);
 /* Files written so far. */
 int dsv4q_capture_writer_count(const dsv4q_capture_writer *w);
 void dsv4q_capture_writer_free(dsv4q_capture_writer *w);

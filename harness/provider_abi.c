@@ -711,6 +711,19 @@ const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, 
     return window_decode ? &table_window : &table_sparse;
 }
 
+int dsv4q_abi_provider_open(dsv4q_abi_provider **out, const dsv4q_provider_f32 **table, const dsv4q_backend_v1 *b,
+                            void *ctx, const dsv4q_model *m, uint64_t bs, long max_pos, int sparse_decode, long *calls,
+                            long *fallbacks, int *decode_op, char *detail, size_t detaillen, char *err, size_t errlen)
+{
+    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !sparse_decode;
+    if (decode_op) *decode_op = use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
+    *table = NULL;
+    if (dsv4q_abi_provider_new(out, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen)) return -1;
+    dsv4q_abi_provider_set_fallbacks(*out, fallbacks);
+    *table = dsv4q_abi_provider_table(*out, use_window);
+    return 0;
+}
+
 int dsv4q_abi_provider_status(const dsv4q_abi_provider *p) { return p->status; }
 
 void dsv4q_abi_provider_set_fallbacks(dsv4q_abi_provider *p, long *fallbacks) { p->fallbacks = fallbacks; }

@@ -39,6 +39,17 @@ const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, 
  * role (its checkpoint name without ".weight" / ".w1.weight"), and the
  * shared expert is called with an EMPTY routing weight. */
 void dsv4q_abi_provider_set_fallbacks(dsv4q_abi_provider *p, long *fallbacks);
+/* The setup both consumers of THE forward pass share (qualify
+ * --whole-model's dsv4q_wm_compose, capture --backend): a provider as
+ * dsv4q_abi_provider_new (calls, detail, err as there) with fallbacks
+ * counted in fallbacks[DSV4Q_OP_COUNT] (may be NULL), and in *table the
+ * table to install with dsv4q_run_set_provider_f32 / dsv4q_run_set_provider:
+ * decode attention through WINDOW_ATTN_DECODE when b has it in caps and
+ * sparse_decode is 0, else SPARSE_ATTN; *decode_op (may be NULL) receives
+ * which. 0, or -1 with err set (out of memory). */
+int dsv4q_abi_provider_open(dsv4q_abi_provider **out, const dsv4q_provider_f32 **table, const dsv4q_backend_v1 *b,
+                            void *ctx, const dsv4q_model *m, uint64_t bs, long max_pos, int sparse_decode, long *calls,
+                            long *fallbacks, int *decode_op, char *detail, size_t detaillen, char *err, size_t errlen);
 /* DSV4Q_BACKEND_OK, or the status of the first failure. */
 int dsv4q_abi_provider_status(const dsv4q_abi_provider *p);
 void dsv4q_abi_provider_free(dsv4q_abi_provider *p);

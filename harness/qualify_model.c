@@ -22,6 +22,7 @@
 #include "harness/provider_abi.h"
 #include "harness/qualify_model.h"
 #include "harness/stage_ops.h"
+#include "harness/stagewise.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
@@ -57,9 +58,7 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
 {
     const dsv4q_config *g = &m->cfg;
     const long max_pos = nprompt + ndecode, V = g->vocab_size;
-    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !(flags & DSV4Q_WM_SPARSE_DECODE);
     err[0] = 0;
-    if (decode_op) *decode_op = use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
     if (nprompt < 1 || ndecode < 0) {
         snprintf(err, errlen, "whole model: a prompt of >= 1 tokens is needed (got %ld, decode %ld)", nprompt, ndecode);
         return DSV4Q_BACKEND_ERROR;
@@ -72,9 +71,10 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
     /* THE forward pass (oracle/model.c) at f32, every operator through the
      * backend (harness/provider_abi.c) */
     dsv4q_abi_provider *p = NULL;
-    if (dsv4q_abi_provider_new(&p, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen))
+    const dsv4q_provider_f32 *table;
+    if (dsv4q_abi_provider_open(&p, &table, b, ctx, m, bs, max_pos, flags & DSV4Q_WM_SPARSE_DECODE, calls, fallbacks,
+                                decode_op, detail, detaillen, err, errlen))
         return DSV4Q_BACKEND_ERROR;
-    dsv4q_abi_provider_set_fallbacks(p, fallbacks);
     dsv4q_runstate_f32 *r = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL);
     int rc = -1;
     if (!r) {
@@ -82,7 +82,7 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
         dsv4q_abi_provider_free(p);
         return DSV4Q_BACKEND_ERROR;
     }
-    dsv4q_run_set_provider_f32(r, dsv4q_abi_provider_table(p, use_window), p);
+    dsv4q_run_set_provider_f32(r, table, p);
     if (dsv4q_run_step_f32(r, ids, nprompt, logits)) goto done;
     for (long i = 0; i < ndecode; i++)
         if (dsv4q_run_step_f32(r, ids + nprompt + i, 1, logits + (i + 1) * V)) goto done;
@@ -98,10 +98,15 @@ done:;
 
 /* ---- qualification ----------------------------------------------------- */
 
+/* The child's results: this header, the composed logits [rows, V], then
+ * the per-stage slots (dsv4q_rstage [nst], plain data; gated in the
+ * parent). */
 typedef struct job_hdr {
     long calls[DSV4Q_OP_COUNT];
     long fallbacks[DSV4Q_OP_COUNT];
     int decode_op;
+    int nst;                   /* slots written (0: the per-stage run failed, stage_err says why) */
+    char stage_err[1024];
 } job_hdr;
 
 typedef struct job_arg {
@@ -112,6 +117,37 @@ typedef struct job_arg {
     int flags;
 } job_arg;
 
+/* The per-stage verdict (harness/stagewise.h) in the same child, on a
+ * provider of its own (its calls are not counted with the composition's). */
+static int stagewise(const dsv4q_backend_v1 *b, void *ctx, const job_arg *a, job_hdr *h, dsv4q_rstage *slots,
+                     char *detail, size_t detaillen, char *err, size_t errlen)
+{
+    char perr[1024] = "";
+    dsv4q_abi_provider *p = NULL;
+    const dsv4q_provider_f32 *table = NULL;
+    dsv4q_replay res;
+    int cand_failed = 0;
+    if (dsv4q_abi_provider_open(&p, &table, b, ctx, a->m, a->bs, a->nprompt + a->ndecode,
+                                (a->flags & DSV4Q_WM_SPARSE_DECODE) != 0, NULL, NULL, NULL, detail, detaillen, perr,
+                                sizeof perr)) {
+        snprintf(h->stage_err, sizeof h->stage_err, "per-stage verdict: %s", perr);
+        return DSV4Q_BACKEND_OK;
+    }
+    if (dsv4q_stagewise_run(&res, a->m, a->bs, table, p, a->ids, a->nprompt, a->ndecode, &cand_failed, h->stage_err,
+                            sizeof h->stage_err)) {
+        int st = dsv4q_abi_provider_status(p);
+        dsv4q_abi_provider_free(p);
+        if (!cand_failed) return DSV4Q_BACKEND_OK;   /* the harness ran short (h->nst 0 says so) */
+        snprintf(err, errlen, "%s: %s", h->stage_err, perr);
+        return st != DSV4Q_BACKEND_OK ? st : DSV4Q_BACKEND_ERROR;
+    }
+    dsv4q_abi_provider_free(p);
+    memcpy(slots, res.st, sizeof *slots * (size_t)res.nst);
+    h->nst = res.nst;
+    dsv4q_replay_free(&res);
+    return DSV4Q_BACKEND_OK;
+}
+
 static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char *detail, size_t detaillen, char *err,
                size_t errlen)
 {
@@ -119,8 +155,11 @@ static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char
     job_hdr *h = out;
     double *logits = (double *)((char *)out + sizeof(job_hdr));
     memset(h, 0, sizeof *h);
-    return dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls, h->fallbacks,
-                            &h->decode_op, detail, detaillen, err, errlen);
+    int st = dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls,
+                              h->fallbacks, &h->decode_op, detail, detaillen, err, errlen);
+    if (st != DSV4Q_BACKEND_OK) return st;
+    return stagewise(b, ctx, a, h, (dsv4q_rstage *)(logits + (a->ndecode + 1) * a->m->cfg.vocab_size), detail,
+                     detaillen, err, errlen);
 }
 
 static int oracle_logits(const dsv4q_model *m, int width, uint64_t bs, const int32_t *ids, long nprompt, long ndecode,
@@ -191,7 +230,8 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     r->am_cand = malloc(sizeof(long) * (size_t)rows);
     r->am_ref = malloc(sizeof(long) * (size_t)rows);
     r->am_lvl = malloc(sizeof(long) * (size_t)rows);
-    const size_t bytes = sizeof(job_hdr) + sizeof(double) * nl;
+    const long nst = dsv4q_stage_nslots(m->cfg.n_layers);
+    const size_t bytes = sizeof(job_hdr) + sizeof(double) * nl + sizeof(dsv4q_rstage) * (size_t)nst;
     void *buf = malloc(bytes);
     if (!r->cand || !r->ref || !r->lvl || !r->step_nrms || !r->step_level || !r->am_cand || !r->am_ref || !r->am_lvl ||
         !buf) {
@@ -218,7 +258,20 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     memcpy(r->fallbacks, h->fallbacks, sizeof r->fallbacks);
     r->decode_op = h->decode_op;
     memcpy(r->cand, (const char *)buf + sizeof(job_hdr), sizeof(double) * nl);
+    if (h->nst != nst) {
+        snprintf(err, errlen, "%s", h->stage_err[0] ? h->stage_err : "per-stage verdict: no result from the child");
+        free(buf);
+        return -1;
+    }
+    if (dsv4q_replay_init(&r->stages, m->cfg.n_layers)) {
+        snprintf(err, errlen, "out of memory");
+        free(buf);
+        return -1;
+    }
+    memcpy(r->stages.st, (const char *)buf + sizeof(job_hdr) + sizeof(double) * nl, sizeof(dsv4q_rstage) * (size_t)nst);
     free(buf);
+    dsv4q_replay_finish(&r->stages, o->gates);
+    r->stages_pass = dsv4q_replay_status(&r->stages) == 0;
 
     t0 = now_s();
     if (oracle_logits(m, 64, r->bs, ids, nprompt, ndecode, r->ref, err, errlen) ||
@@ -252,12 +305,29 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     const dsv4q_judgement j = dsv4q_judge(rule, r->nrms, r->level, DSV4Q_BT_NONE);
     r->bound = j.gated ? j.bound : INFINITY;
     r->nrms_pass = dsv4q_gate_pass(r->nrms, r->bound);   /* ungated: NaN still fails (G2) */
-    if (r->greedy_min >= 0) {
-        long need = (long)ceil(r->greedy_min * (double)rows - 1e-9);
-        r->greedy_required = need < r->level_agree ? need : r->level_agree;
+    /* decided rows (the greedy rule in qualify_model.h) */
+    const double factor = rule && rule->on && rule->factor > 1 ? rule->factor : 1;
+    long lvl_dec = 0;
+    for (long i = 0; i < rows; i++) {
+        const double *ref = r->ref + i * V, *lvl = r->lvl + i * V;
+        double top2 = -INFINITY, err = 0;
+        for (long v = 0; v < V; v++) {
+            if (v != r->am_ref[i] && ref[v] > top2) top2 = ref[v];
+            double e = fabs(lvl[v] - ref[v]);
+            if (e > err || isnan(e)) err = e;
+        }
+        const double margin = ref[r->am_ref[i]] - top2;
+        if (!(margin > 2 * factor * err)) continue;   /* NaN: not decided */
+        r->decided++;
+        r->agree_decided += r->am_cand[i] == r->am_ref[i];
+        lvl_dec += r->am_lvl[i] == r->am_ref[i];
     }
-    r->greedy_pass = r->agree >= r->greedy_required;
-    r->verdict = r->nrms_pass && r->greedy_pass && r->nonfinite == 0 ? DSV4Q_V_PASS : DSV4Q_V_FAIL;
+    if (r->greedy_min >= 0) {
+        long need = (long)ceil(r->greedy_min * (double)r->decided - 1e-9);
+        r->greedy_required = need < lvl_dec ? need : lvl_dec;
+    }
+    r->greedy_pass = r->agree_decided >= r->greedy_required;
+    r->verdict = r->nrms_pass && r->greedy_pass && r->nonfinite == 0 && r->stages_pass ? DSV4Q_V_PASS : DSV4Q_V_FAIL;
     return 0;
 }
 
@@ -294,6 +364,7 @@ void dsv4q_wm_free(dsv4q_wm_result *r)
     free(r->am_cand);
     free(r->am_ref);
     free(r->am_lvl);
+    dsv4q_replay_free(&r->stages);
     r->cand = r->ref = r->lvl = r->step_nrms = r->step_level = NULL;
     r->am_cand = r->am_ref = r->am_lvl = NULL;
 }
@@ -343,22 +414,28 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     char v1[32], v2[32], v3[32];
     snprintf(v1, sizeof v1, "%ld/%ld", r->agree, r->rows);
     snprintf(v2, sizeof v2, "%ld/%ld", r->level_agree, r->rows);
-    if (r->greedy_min >= 0) snprintf(v3, sizeof v3, ">= %ld/%ld", r->greedy_required, r->rows);
+    if (r->greedy_min >= 0) snprintf(v3, sizeof v3, ">= %ld/%ld", r->greedy_required, r->decided);
     else snprintf(v3, sizeof v3, "-");
     fprintf(f, "%-20s %14s %14s %14s  %s\n", "greedy agreement", v1, v2, v3, r->greedy_pass ? "pass" : "FAIL");
-    if (r->greedy_min >= 0 && r->greedy_required < (long)ceil(r->greedy_min * (double)r->rows - 1e-9))
-        fprintf(f, "%-20s (minimum %.3f of %ld rows, lowered to the %ld rows the fp32 level agrees on)\n", "",
-                r->greedy_min, r->rows, r->level_agree);
+    fprintf(f, "%-20s (required on the %ld decided rows, f64 top-2 margin > 2 x factor x the fp32 level's max "
+            "error on the row; %ld/%ld of them agree)\n", "", r->decided, r->agree_decided, r->decided);
+    if (r->greedy_min >= 0 && r->greedy_required < (long)ceil(r->greedy_min * (double)r->decided - 1e-9))
+        fprintf(f, "%-20s (minimum %.3f, lowered to the decided rows the fp32 level agrees on)\n", "",
+                r->greedy_min);
     fprintf(f, "%-20s %14ld %14s %14s  %s\n", "non-finite", r->nonfinite, "", "0", r->nonfinite ? "FAIL" : "pass");
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
-    fprintf(f, "(oracle f64 + f32 runs: %.2f s)\n-> %s\n", r->oracle_seconds, r->verdict == DSV4Q_V_PASS ? "PASS" : "FAIL");
+    fprintf(f, "(oracle f64 + f32 runs: %.2f s)\n\n", r->oracle_seconds);
+    dsv4q_stagewise_print(f, &r->stages);
+    fprintf(f, "-> %s (logits %s, stages %s)\n", r->verdict == DSV4Q_V_PASS ? "PASS" : "FAIL",
+            r->nrms_pass && r->greedy_pass && r->nonfinite == 0 ? "pass" : "FAIL", r->stages_pass ? "pass" : "FAIL");
 }
 
-char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
+char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g, const char *tokens)
 {
     json_t *root = json_object();
     json_object_set_new(root, "mode", json_string("whole-model"));
+    if (tokens) json_object_set_new(root, "tokens", json_string(tokens));
     json_object_set_new(root, "backend", json_string(r->desc.spec));
     json_object_set_new(root, "backend_name", json_string(r->desc.name));
     json_object_set_new(root, "backend_version", json_string(r->desc.version));
@@ -379,6 +456,8 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
         json_object_set_new(root, "rows", json_integer(r->rows));
         json_object_set_new(root, "greedy_min", jnum(r->greedy_min));
         json_object_set_new(root, "greedy_required", json_integer(r->greedy_required));
+        json_object_set_new(root, "greedy_decided_rows", json_integer(r->decided));
+        json_object_set_new(root, "greedy_agree_decided", json_integer(r->agree_decided));
         json_object_set_new(root, "greedy_pass", json_boolean(r->greedy_pass));
         json_object_set_new(root, "nonfinite", json_integer(r->nonfinite));
         json_object_set_new(root, "logit_max_abs", jnum(r->max_abs));
@@ -407,6 +486,9 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g)
         json_object_set_new(root, "decode_attention",
                             json_string(r->decode_op >= 0 ? dsv4q_op_get(r->decode_op)->name : ""));
         json_object_set_new(root, "seconds", json_real(r->seconds));
+        json_object_set_new(root, "stages", dsv4q_replay_stages_json(&r->stages, NULL));
+        json_object_set_new(root, "stages_pass", json_boolean(r->stages_pass));
+        json_object_set_new(root, "stages_failed", json_integer(r->stages.nfail));
     }
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);

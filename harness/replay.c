@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include "harness/backend.h"
+#include "harness/qualify.h"
 #include "harness/replay.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -51,25 +52,31 @@ const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int la
  * profile keeps that output (stages.h storage: BF16 when its boundary is
  * on, else F32). A BF16 value dumped as F32 is still one BF16 rounding
  * away from its neighbour: a flip is one BF16 ulp, not 65536 F32 ulps. */
-static int storage_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
+int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
 {
     if (dump_dt == DSV4Q_DT_BF16 || dump_dt == DSV4Q_DT_F16) return dump_dt;
     return dsv4q_stage_storage(t, bs);
 }
 static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
 
+/* ULPs are row-floored (qualify.h dsv4q_qualify_ulp_rowfloor) for every
+ * stage output, rows of `last` values (P5): an output near a cancellation
+ * zero is counted at its row's magnitude, not in the ordinals between
+ * +tiny and -tiny that one flipped FP8 code upstream walks across. */
 static void compare_out(dsv4q_rstage *r, int t, int dt, const double *cap, const double *f64, const double *f32,
-                        long n)
+                        long n, long last)
 {
     if (!r->seen[t]) r->dtype[t] = dt;
     r->seen[t] = 1;
     dsv4q_acc_add(&r->val[t], cap, f64, n);
     dsv4q_acc_add(&r->lvl[t], f32, f64, n);
-    for (long i = 0; i < n; i++) {
-        double u = ulp_in(r->dtype[t], cap[i], f64[i]), l = ulp_in(r->dtype[t], f32[i], f64[i]);
-        if (u > r->ulp_val[t]) r->ulp_val[t] = u;
-        if (l > r->ulp_lvl[t]) r->ulp_lvl[t] = l;
+    double u = 0, l = 0;
+    if (n > 0) {
+        dsv4q_qualify_ulp_argmax(cap, f64, n, last, r->dtype[t], 1, &u);
+        dsv4q_qualify_ulp_argmax(f32, f64, n, last, r->dtype[t], 1, &l);
     }
+    if (u > r->ulp_val[t]) r->ulp_val[t] = u;
+    if (l > r->ulp_lvl[t]) r->ulp_lvl[t] = l;
     if (r->stage == DSV4Q_STAGE_HEAD) {
         long a = dsv4q_argmax(f64, n);
         r->amiss_val += dsv4q_argmax(cap, n) != a;
@@ -99,8 +106,12 @@ static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
     }
 }
 
+/* The level a stage row is gated at: per stage kind, metric and output,
+ * the largest oracle-f32 level over the layers (P4 in replay.h). */
+typedef double pooled_lvl[DSV4Q_STAGE_COUNT][DSV4Q_M_COUNT][DSV4Q_STAGE_MAX_T];
+
 /* Gate every measured metric of a stage (P3) and set its verdict. */
-static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
+static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
 {
     int op = dsv4q_stage_gate_op(r->stage);   /* links checked in dsv4q_replay_run */
     if (r->calls_checked == 0 || r->nonfinite) {   /* a NaN drops out of every metric: never a PASS */
@@ -119,6 +130,8 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g)
             double v, l;
             metric_at(r, m, t, &v, &l);
             if (isnan(v) && isnan(l)) continue;
+            const double pl = (*pool)[r->stage][m][t];
+            if (pl > l || (isnan(l) && !isnan(pl))) l = pl;
             const dsv4q_judgement j = dsv4q_judge(rule, v, l, gate_dtype(r->dtype[t]));
             const int gated = j.gated;
             const double b = gated ? j.bound : NAN;
@@ -243,25 +256,46 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
         set_why(r, "no output captured (%s, call at position %ld)", name, c->pos);
         return 0;
     }
+    const double *cand[DSV4Q_STAGE_MAX_T] = {0};
+    long n[DSV4Q_STAGE_MAX_T] = {0}, last[DSV4Q_STAGE_MAX_T] = {0};
+    int dt[DSV4Q_STAGE_MAX_T] = {0};
     for (int t = 0; t < si->nout; t++) {
         if (!tout[t]) continue;
+        last[t] = dsv4q_stage_row_len(&si->out[t], g, c->s);
         double *cv = x->buf[0][DSV4Q_STAGE_MAX_T + t];
         dsv4q_capture_values(tout[t], cv);
-        for (long i = 0; i < (long)tout[t]->numel; i++)
-            if (isfinite(cv[i]) != isfinite(io64.out[t][i])) {
-                if (isfinite(cv[i]))
-                    set_nonfinite(r, "the oracle's output is non-finite where the capture is finite:", tout[t]->name, i,
-                                  io64.out[t][i], c->pos);
-                else
-                    set_nonfinite(r, "non-finite captured output where the oracle is finite:", tout[t]->name, i, cv[i],
-                                  c->pos);
+        cand[t] = cv;
+        n[t] = (long)tout[t]->numel;
+        dt[t] = dsv4q_replay_dtype(tout[t]->dtype, &si->out[t], x->cap->bs);
+    }
+    dsv4q_replay_add(r, cand, (const double *const *)io64.out, (const double *const *)io32.out, n, last, dt, c->pos,
+                     "capture", "captured");
+    return 0;
+}
+
+void dsv4q_replay_add(dsv4q_rstage *r, const double *const *cand, const double *const *f64, const double *const *f32,
+                      const long *n, const long *last, const int *dtype, long pos, const char *noun,
+                      const char *adj)
+{
+    char name[DSV4Q_STAGE_NAME_MAX], what[128];
+    for (int t = 0; t < r->nout; t++) {
+        if (!cand[t]) continue;
+        for (long i = 0; i < n[t]; i++)
+            if (isfinite(cand[t][i]) != isfinite(f64[t][i])) {
+                dsv4q_stage_tensor_name(name, sizeof name, r->stage, r->layer, 1, t);
+                if (isfinite(cand[t][i])) {
+                    snprintf(what, sizeof what, "the oracle's output is non-finite where the %s is finite:", noun);
+                    set_nonfinite(r, what, name, i, f64[t][i], pos);
+                } else {
+                    snprintf(what, sizeof what, "non-finite %s output where the oracle is finite:", adj);
+                    set_nonfinite(r, what, name, i, cand[t][i], pos);
+                }
                 break;
             }
-        compare_out(r, t, storage_dtype(tout[t]->dtype, &si->out[t], x->cap->bs), cv, io64.out[t], io32.out[t],
-                    (long)tout[t]->numel);
+        compare_out(r, t, dtype[t], cand[t], f64[t], f32[t], n[t], last[t]);
     }
+    if (r->verdict == DSV4Q_RV_ABSENT) r->verdict = DSV4Q_RV_UNCHECKABLE;   /* judged at the end */
     r->calls_checked++;
-    return 0;
 }
 
 /* Whole model: captured logits vs whole oracle runs on the token ids. */
@@ -306,7 +340,7 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         if (dsv4q_run_feed(a, c->ids, c->s, l64, err, errlen) || dsv4q_run_feed(b, c->ids, c->s, l32, err, errlen))
             goto out;
         dsv4q_capture_values(t, lc);
-        dt = storage_dtype(t->dtype, &dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
+        dt = dsv4q_replay_dtype(t->dtype, &dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
         dsv4q_acc_add(&M->val, lc, l64, V);
         dsv4q_acc_add(&M->lvl, l32, l64, V);
         long am = dsv4q_argmax(l64, V);
@@ -344,6 +378,68 @@ void dsv4q_replay_free(dsv4q_replay *res)
     memset(res, 0, sizeof *res);
 }
 
+long dsv4q_stage_row_len(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s)
+{
+    int64_t shape[DSV4Q_STAGE_MAX_DIM];
+    const int nd = dsv4q_stage_shape(t, cfg, s, shape);
+    return nd > 0 ? (long)shape[nd - 1] : 1;
+}
+
+int dsv4q_replay_init(dsv4q_replay *res, int nl)
+{
+    memset(res, 0, sizeof *res);
+    res->nst = (int)dsv4q_stage_nslots(nl);
+    res->st = calloc((size_t)res->nst, sizeof *res->st);
+    if (!res->st) return -1;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
+            dsv4q_rstage *r = &res->st[slot_of(st, l, nl)];
+            r->stage = st;
+            r->layer = dsv4q_stage_get(st)->per_layer ? l : -1;
+            r->nout = dsv4q_stage_get(st)->nout;
+            r->verdict = DSV4Q_RV_ABSENT;
+        }
+    return 0;
+}
+
+void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
+{
+    res->npass = res->nfail = res->nunc = res->nabsent = res->npartial = 0;
+    pooled_lvl pool_, *pool = &pool_;   /* a few KB */
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        for (int m = 0; m < DSV4Q_M_COUNT; m++)
+            for (int t = 0; t < DSV4Q_STAGE_MAX_T; t++) (*pool)[st][m][t] = NAN;
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        if (r->verdict == DSV4Q_RV_ABSENT || !r->calls_checked || r->nonfinite) continue;
+        for (int m = 0; m < DSV4Q_M_COUNT; m++)
+            for (int t = 0; t < r->nout; t++) {
+                double v, l, *p = &(*pool)[r->stage][m][t];
+                if (!r->seen[t]) continue;
+                metric_at(r, m, t, &v, &l);
+                if (!isnan(l) && (isnan(*p) || l > *p)) *p = l;
+            }
+    }
+    for (int i = 0; i < res->nst; i++) {
+        dsv4q_rstage *r = &res->st[i];
+        if (r->verdict == DSV4Q_RV_ABSENT) {
+            res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
+            continue;
+        }
+        judge(r, g, (const pooled_lvl *)pool);
+        char miss[160] = "";
+        for (int t = 0; t < r->nout; t++)
+            if (!r->seen[t] && r->calls_checked)
+                snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", miss[0] ? ", " : "",
+                         dsv4q_stage_get(r->stage)->out[t].name);
+        if (miss[0]) snprintf(r->note, sizeof r->note, "outputs never captured: %s", miss);
+        res->npass += r->verdict == DSV4Q_RV_PASS;
+        res->nfail += r->verdict == DSV4Q_RV_FAIL;
+        res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
+        res->npartial += (r->verdict == DSV4Q_RV_PASS || r->verdict == DSV4Q_RV_FAIL) && r->calls_unchecked > 0;
+    }
+}
+
 int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_capture *cap, const dsv4q_replay_opts *o,
                      char *err, size_t errlen)
 {
@@ -353,20 +449,10 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(res, 0, sizeof *res);
     if (dsv4q_stage_gates_check(err, errlen)) return -1;   /* no stage judged without its gate */
-    res->nst = (int)dsv4q_stage_nslots(nl);
-    res->st = calloc((size_t)res->nst, sizeof *res->st);
     rctx x = {.m = m, .cap = cap, .res = res};
     int rc = -1;
     x.attn_next = calloc((size_t)(nl + g->n_mtp_layers), sizeof(long));
-    if (!res->st || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
-        for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
-            dsv4q_rstage *r = &res->st[slot_of(st, l, nl)];
-            r->stage = st;
-            r->layer = dsv4q_stage_get(st)->per_layer ? l : -1;
-            r->nout = dsv4q_stage_get(st)->nout;
-            r->verdict = DSV4Q_RV_ABSENT;
-        }
+    if (dsv4q_replay_init(res, nl) || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
     if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
         goto out;
@@ -379,24 +465,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
             if (replay_stage(&x, c, st, l, err, errlen)) goto out;
         }
     }
-    for (int i = 0; i < res->nst; i++) {
-        dsv4q_rstage *r = &res->st[i];
-        if (r->verdict == DSV4Q_RV_ABSENT) {
-            res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
-            continue;
-        }
-        judge(r, o->gates);
-        char miss[160] = "";
-        for (int t = 0; t < r->nout; t++)
-            if (!r->seen[t] && r->calls_checked)
-                snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", miss[0] ? ", " : "",
-                         dsv4q_stage_get(r->stage)->out[t].name);
-        if (miss[0]) snprintf(r->note, sizeof r->note, "outputs never captured: %s", miss);
-        res->npass += r->verdict == DSV4Q_RV_PASS;
-        res->nfail += r->verdict == DSV4Q_RV_FAIL;
-        res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
-        res->npartial += (r->verdict == DSV4Q_RV_PASS || r->verdict == DSV4Q_RV_FAIL) && r->calls_unchecked > 0;
-    }
+    dsv4q_replay_finish(res, o->gates);
     res->model.verdict = DSV4Q_RV_ABSENT;
     if (o->whole_model && whole_model(&x, o->gates, err, errlen)) goto out;
     if (!o->whole_model) {
@@ -426,7 +495,7 @@ int dsv4q_replay_status(const dsv4q_replay *res)
 
 /* ---- output ------------------------------------------------------------ */
 
-static void row_key(const dsv4q_rstage *r, char *buf, size_t len)
+void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
     if (si->per_layer) snprintf(buf, len, "L%d.%s", r->layer, si->name);
@@ -442,7 +511,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         const dsv4q_rstage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) continue;
         char key[48], calls[24];
-        row_key(r, key, sizeof key);
+        dsv4q_replay_key(r, key, sizeof key);
         snprintf(calls, sizeof calls, "%ld/%ld", r->calls_checked, r->calls_checked + r->calls_unchecked);
         if (r->verdict == DSV4Q_RV_UNCHECKABLE) {
             fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  not checkable: %s\n", key, calls, "-", "-", "-", "-", r->why);
@@ -476,7 +545,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
             const dsv4q_rstage *r = &res->st[i];
             if (r->verdict != DSV4Q_RV_ABSENT || dsv4q_stage_get(r->stage)->optional) continue;
             char key[48];
-            row_key(r, key, sizeof key);
+            dsv4q_replay_key(r, key, sizeof key);
             if (k < 24) fprintf(f, "%s %s", k ? "," : "", key);
             k++;
         }
@@ -512,7 +581,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         const dsv4q_rstage *r = &res->st[i];
         if (r->verdict != DSV4Q_RV_FAIL) continue;
         char key[48];
-        row_key(r, key, sizeof key);
+        dsv4q_replay_key(r, key, sizeof key);
         for (int m = 0; m < DSV4Q_M_COUNT; m++) {
             const dsv4q_rrow *w = &r->row[m];
             if (!w->measured || !w->gated || w->pass) continue;
@@ -526,23 +595,15 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
                 M->nrms.bound, M->agree, M->rows, M->agree_lvl, M->rows);
 }
 
-char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g)
+json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
 {
-    json_t *root = json_object(), *stages = json_array(), *absent = json_array();
-    json_object_set_new(root, "capture", json_string(cap->path));
-    json_object_set_new(root, "capture_sha256", json_string(cap->sha256));
-    json_object_set_new(root, "calls", json_integer(cap->ncalls));
-    json_object_set_new(root, "engine", json_string(cap->engine));
-    json_object_set_new(root, "engine_version", json_string(cap->engine_version));
-    json_object_set_new(root, "profile", json_string(cap->profile));
-    json_object_set_new(root, "boundary", json_string(cap->boundary));
-    json_object_set_new(root, "gates", json_string(g->origin));
+    json_t *stages = json_array();
     for (int i = 0; i < res->nst; i++) {
         const dsv4q_rstage *r = &res->st[i];
         char key[48];
-        row_key(r, key, sizeof key);
+        dsv4q_replay_key(r, key, sizeof key);
         if (r->verdict == DSV4Q_RV_ABSENT) {
-            if (!dsv4q_stage_get(r->stage)->optional) json_array_append_new(absent, json_string(key));
+            if (absent && !dsv4q_stage_get(r->stage)->optional) json_array_append_new(absent, json_string(key));
             continue;
         }
         json_t *s = json_object(), *ms = json_object();
@@ -567,7 +628,21 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
         json_object_set_new(s, "metrics", ms);
         json_array_append_new(stages, s);
     }
-    json_object_set_new(root, "stages", stages);
+    return stages;
+}
+
+char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g)
+{
+    json_t *root = json_object(), *absent = json_array();
+    json_object_set_new(root, "capture", json_string(cap->path));
+    json_object_set_new(root, "capture_sha256", json_string(cap->sha256));
+    json_object_set_new(root, "calls", json_integer(cap->ncalls));
+    json_object_set_new(root, "engine", json_string(cap->engine));
+    json_object_set_new(root, "engine_version", json_string(cap->engine_version));
+    json_object_set_new(root, "profile", json_string(cap->profile));
+    json_object_set_new(root, "boundary", json_string(cap->boundary));
+    json_object_set_new(root, "gates", json_string(g->origin));
+    json_object_set_new(root, "stages", dsv4q_replay_stages_json(res, absent));
     json_object_set_new(root, "not_captured", absent);
     const dsv4q_rmodel *M = &res->model;
     json_t *jm = json_object();

@@ -32,10 +32,19 @@
  *      M3): an f64 oracle capture replays at zero error.
  *  P3. Stage gates use the rules of the operator the stage table names
  *      (gate_op); docs/captures.md gives the mapping.
+ *  P4. The level a stage row is gated at is, per metric and output, the
+ *      largest oracle-f32 level of that stage over the model's layers.
+ *      Rounding flips are discrete: a layer where oracle-f32 happens to
+ *      round every BF16 value and FP8 code as oracle-f64 does (level 0)
+ *      says nothing about how far a correct FP32 kernel with another
+ *      summation order may land there, while the same stage in the next
+ *      layer shows it (docs/captures.md gives measured levels).
+ *  P5. ULPs are row-floored (harness/qualify.h) for every stage output.
  */
 #ifndef DSV4Q_REPLAY_H
 #define DSV4Q_REPLAY_H
 
+#include <jansson.h>
 #include <stdio.h>
 #include "harness/verdict.h"
 #include "harness/capture.h"
@@ -112,6 +121,43 @@ void dsv4q_replay_free(dsv4q_replay *res);
 int dsv4q_replay_status(const dsv4q_replay *res);
 /* The row of (stage, layer) (layer ignored for model-level stages). */
 const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);
+
+/* ---- the pieces of a stage-by-stage verdict (also used by qualify
+ * --whole-model, harness/stagewise.h) ---- */
+
+/* Slots for a model of nl layers in forward order, every one ABSENT.
+ * 0, or -1 when out of memory. */
+int dsv4q_replay_init(dsv4q_replay *res, int nl);
+/* The dtype an output is judged in (ULPs, floor_u): a BF16/F16 dump's own,
+ * else the storage the profile bs gives the stage tensor t (stages.h). */
+int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs);
+/* One call of stage r: per output t (r->nout of them; cand[t] NULL = not
+ * available) the candidate's n[t] values, the oracle-f64 reference's and
+ * oracle-f32's on the same inputs, judged in dtype[t]. An output finite on
+ * one side only (candidate vs reference) makes the stage not checkable,
+ * last[t]: the row length ULPs are floored over (P5),
+ * with a reason naming the tensor, element and position pos ("the oracle's
+ * output is non-finite where the NOUN is finite", "non-finite ADJ output
+ * where the oracle is finite"). Accumulates NRMS, max abs/rel, ULP and the
+ * head's argmax agreement over the calls. */
+void dsv4q_replay_add(dsv4q_rstage *r, const double *const *cand, const double *const *f64, const double *const *f32,
+                      const long *n, const long *last, const int *dtype, long pos, const char *noun,
+                      const char *adj);
+/* The row length of stage tensor t for s tokens (its last dimension): the
+ * rows ULPs are floored over. */
+long dsv4q_stage_row_len(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s);
+/* After the last call: gate every stage (P3) with g and count the
+ * verdicts into res. Idempotent. */
+void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g);
+
+/* "L3.attn" / "model.head": the key of a stage row in tables and JSON. */
+void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len);
+
+/* The judged stage rows as a JSON array: {stage, verdict, calls_checked,
+ * calls_not_checkable, why, note, metrics: {NAME: {value, level, bound,
+ * gated, pass, output}}}; the keys of ABSENT rows are appended to absent
+ * (may be NULL). */
+json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent);
 
 /* Human table; all = every measured metric, not only the gated ones. */
 void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all);

@@ -716,6 +716,7 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
         long n = (long)dsv4q_stage_numel(&si->out[t], g, s);
         ALLOC(out[t], n ? n : 1);
     }
+    AT(si->per_layer ? li : -1, p0, s);   /* a provider names the place of its calls */
     switch (io->stage) {
     case DSV4Q_STAGE_EMBED: st_embed(r, io->ids, s, out[0]); rc = 0; break;
     case DSV4Q_STAGE_HC_ATTN_PRE:

@@ -41,9 +41,10 @@ typedef struct dsv4q_stage_io {
 /* Stage hook: called after every stage of the main forward pass, and
  * after the mtp stage of dsv4q_run_mtp, with its inputs and outputs. It may rewrite the outputs in place and
  * return nonzero: the forward pass then continues from the rewritten values
- * (rounded to the run's width), which is how `dsv4q capture --backend`
- * splices another implementation's stage into an oracle run. Return 0 to
- * leave them. The arrays are valid only during the call. */
+ * (rounded to the run's width). No command rewrites today (capture
+ * --backend now runs the pass on the backend's provider instead); the
+ * facility is kept for experiments. Return 0 to leave them. The arrays
+ * are valid only during the call. */
 typedef int (*dsv4q_stage_fn)(void *user, const dsv4q_stage_io *io);
 
 /*
@@ -176,6 +177,12 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
 int dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
+/* Run the forward pass of an f32 run on operator provider p (with its ctx,
+ * see dsv4q_provider_f32) instead of the oracle, before the first feed; p
+ * must outlive the run, NULL restores the oracle. -1 (nothing changed) for
+ * an f64 run (providers other than the oracle are F32: the backend ABI is)
+ * or once a call has been fed. */
+int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx);
 /* Run ONE stage on the given inputs instead of a whole call (replay of a
  * capture). io->in holds the stage's inputs, io->out receives its outputs
  * (shapes from the stage table for io->s). Stateless stages may come in any

@@ -160,6 +160,13 @@ void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)
     else dsv4q_run_set_stage_hook_f64(r->r64, fn, user);
 }
 
+int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
+{
+    if (r->width != 32 || r->pos) return -1;
+    dsv4q_run_set_provider_f32(r->r32, p, ctx);
+    return 0;
+}
+
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);

@@ -196,7 +196,7 @@ static void test_gates(void **state)
     assert_false(r.nrms_pass);
     assert_true(r.nrms > r.bound);
     assert_int_equal(dsv4q_wm_status(&r), 1);
-    char *js = dsv4q_wm_json(&r, &G);
+    char *js = dsv4q_wm_json(&r, &G, NULL);
     assert_non_null(js);
     assert_non_null(strstr(js, "\"verdict\":\"FAIL\""));
     free(js);
@@ -227,7 +227,7 @@ static void test_partial_engines(void **state)
     assert_int_equal(r.calls[DSV4Q_OP_INDEXER_SCORE] + r.calls[DSV4Q_OP_TOPK], 0);
     assert_true(r.calls[DSV4Q_OP_LINEAR] > 0);
     assert_true(r.fallbacks[DSV4Q_OP_LINEAR] >= r.rows);   /* the head, once per call */
-    char *js = dsv4q_wm_json(&r, &G);
+    char *js = dsv4q_wm_json(&r, &G, NULL);
     assert_non_null(strstr(js, "\"oracle_f32_fallbacks\""));
     assert_non_null(strstr(js, "\"declared\":\"source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on\""));
     free(js);
