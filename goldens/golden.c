@@ -7,7 +7,8 @@
  *   2. the per-width case bodies: goldens/cases.inc, included twice (R =
  *      float / double, S(n) = n_f32 / n_f64, G(n) = n_f32 / n_f64), the
  *      same way oracle/ops.h expands oracle/ops.inc
- *   3. the whole-model case (model_tiny)
+ *   3. the whole-model cases (model_tiny; stages_tiny, whose stage list is
+ *      the stage table's)
  *   4. the case table and the payload builder
  *   5. zlib container, manifest, record, check
  */
@@ -38,6 +39,7 @@
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
+#include "oracle/stages.h"
 #include "base/util.h"
 #define gfail dsv4q_errf   /* base/util.h */
 #define mkdir_p dsv4q_mkdir_p   /* base/util.h */
@@ -389,6 +391,90 @@ out:
 }
 
 /* ======================================================================== *
+ * 3b. stages_tiny: the same checkpoint, two short calls (prompt 4, one
+ *     decode step), and the SHA-256 of every stage output of the stage
+ *     table (oracle/stages.h) at the run's width, in forward order: the
+ *     stage list is the table's, so a new stage row is recorded with no
+ *     edit here, and a moved stage is named by the first differing tensor
+ *     (names sort in forward order: c{call}.s{slot}.{capture name}).
+ *     Digests, not values: all outputs of both calls at 8 combinations
+ *     would be megabytes of incompressible floats.
+ * ======================================================================== */
+
+#define STAGES_PROMPT 4
+#define STAGES_CALLS 2   /* the prompt, then one decode step */
+
+typedef struct stages_rec {
+    gctx *g;
+    const dsv4q_config *cfg;
+    int call, rc;
+} stages_rec;
+
+/* Emit the digest of out[t] of stage st at layer (values rounded to the
+ * run's width: exact, the f32 instance's values are floats in doubles). */
+static int emit_stage_digest(stages_rec *sr, int st, int layer, long s, int t, const double *v)
+{
+    gctx *g = sr->g;
+    const dsv4q_stage_info *si = dsv4q_stage_get(st);
+    const int64_t n = dsv4q_stage_numel(&si->out[t], sr->cfg, s);
+    char cap[DSV4Q_STAGE_NAME_MAX], name[DSV4Q_STAGE_NAME_MAX + 24], hex[65];
+    const long slot = dsv4q_stage_slot_of(sr->cfg->n_layers, st, layer);
+    if (slot < 0 || dsv4q_stage_tensor_name(cap, sizeof cap, st, layer, 1, t))
+        return gfail(g->err, g->errlen, "%s: stage %s layer %d is not in the stage table's slots", g->key, si->name,
+                     layer);
+    if (g->width == 32) {
+        float *f = NEW(float, n);
+        if (!f) return -1;
+        for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+        dsv4q_sha256_hex(f, sizeof(float) * (size_t)n, hex);
+    } else {
+        dsv4q_sha256_hex(v, sizeof(double) * (size_t)n, hex);
+    }
+    uint8_t d[32];
+    for (int i = 0; i < 32; i++) {
+        unsigned x;
+        sscanf(hex + 2 * i, "%2x", &x);
+        d[i] = (uint8_t)x;
+    }
+    snprintf(name, sizeof name, "c%d.s%03ld.%s", sr->call, slot, cap);
+    return emit_raw(g, name, DSV4Q_DT_U8, 1, (int64_t[]){32}, d);
+}
+
+static int stages_hook(void *user, const dsv4q_stage_io *io)
+{
+    stages_rec *sr = user;
+    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
+    for (int t = 0; !sr->rc && si && t < si->nout; t++)
+        if (emit_stage_digest(sr, io->stage, io->layer, io->s, t, io->out[t])) sr->rc = -1;
+    return 0;   /* observe only */
+}
+
+static int stages_run(gctx *g)
+{
+    tiny_state *t = g->user;
+    const long V = t->m->cfg.vocab_size;
+    double *lg = NEW(double, V);
+    if (!lg) return -1;
+    stages_rec sr = {g, &t->m->cfg, 0, 0};
+    dsv4q_run *r = NULL;
+    int rc = -1;
+    if (dsv4q_run_open(&r, t->m, g->width, g->bs, STAGES_PROMPT + STAGES_CALLS - 1, NULL, NULL, g->err, g->errlen))
+        return -1;
+    dsv4q_run_set_stage_hook(r, stages_hook, &sr);
+    for (long pos = 0; sr.call < STAGES_CALLS; sr.call++) {
+        const long s = sr.call ? 1 : STAGES_PROMPT;
+        if (dsv4q_run_feed(r, t->ids + pos, s, lg, g->err, g->errlen) || sr.rc) goto out;
+        pos += s;
+        /* the mtp stage (reported to the hook too): the next token of each row */
+        if (dsv4q_run_mtp(r, t->ids + pos - s + 1, lg, g->err, g->errlen) || sr.rc) goto out;
+    }
+    rc = 0;
+out:
+    dsv4q_run_close(r);
+    return rc;
+}
+
+/* ======================================================================== *
  * 4. the table and the payload builder
  * ======================================================================== */
 
@@ -447,6 +533,11 @@ static const gcase cases[] = {
      "dsv4q synth tiny seed 1; prompt 40 ids + 4 decode ids + 1 MTP id from splitmix64('model_tiny','ids') % "
      "1024; logits [5,1024] of every call, MTP logits after the last",
      tiny_run, tiny_run, tiny_setup, tiny_teardown},
+    {"stages_tiny",
+     "dsv4q synth tiny seed 1; ids from splitmix64('stages_tiny','ids') % 1024: prompt 4 + 1 decode, MTP after "
+     "each call on the next ids; SHA-256 [32] U8 of every stage output of oracle/stages.h per call, "
+     "c{call}.s{slot}.{tensor}",
+     stages_run, stages_run, tiny_setup, tiny_teardown},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

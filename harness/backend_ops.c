@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "harness/backend.h"
+#include "harness/stage_ops.h"
 
 #define T(n, s, d, doc) { n, s, d, doc }
 
@@ -256,6 +257,9 @@ void dsv4q_op_markdown(FILE *f)
         fprintf(f, "\n- oracle: `%s`\n- reference: %s\n", o->oracle, o->reference);
         if (o->boundaries[0]) fprintf(f, "- rounding points (decided by the declared profile): %s\n", o->boundaries);
         if (o->notes[0]) fprintf(f, "- %s\n", o->notes);
+        char st[256];   /* derived from the stage table: what a case of this operator stands for */
+        fprintf(f, "- forward-pass stages that call it (so what a failing case or a fallback affects): %s\n",
+                dsv4q_op_stage_names(i, DSV4Q_STAGE_MASK_ALL, st, sizeof st));
         fprintf(f, "\n");
     }
 }

@@ -21,6 +21,7 @@
 #include "harness/metrics.h"
 #include "harness/provider_abi.h"
 #include "harness/qualify_model.h"
+#include "harness/stage_ops.h"
 #include "harness/stagewise.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -331,18 +332,14 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
 }
 
 /* The forward-pass stages (oracle/stages.h) an operator's calls belong to,
- * for the fallback marks of a partial engine. */
+ * for the fallback marks of a partial engine: derived from the stage
+ * table's ops column (harness/stage_ops.h), not kept here; the main pass's
+ * stages only, as the composition runs no MTP. The buffer is used by one
+ * print at a time (print_fallbacks). */
 static const char *op_stages(int op)
 {
-    switch (op) {
-    case DSV4Q_OP_LINEAR: return "attn, moe, head";
-    case DSV4Q_OP_RMSNORM: return "attn_norm, ffn_norm, attn, head";
-    case DSV4Q_OP_HC_PRE: return "hc_attn_pre, hc_ffn_pre";
-    case DSV4Q_OP_HC_POST: return "hc_attn_post, hc_ffn_post";
-    case DSV4Q_OP_HC_HEAD: return "head";
-    case DSV4Q_OP_MOE_GATE: case DSV4Q_OP_EXPERT: return "moe";
-    default: return "attn";   /* q/kv norms, rope, quant, compressor, indexer, attention */
-    }
+    static char buf[DSV4Q_STAGE_COUNT * (DSV4Q_STAGE_NAME_MAX / 4)];
+    return dsv4q_op_stage_names(op, dsv4q_stage_mask_main(), buf, sizeof buf);
 }
 
 static void print_fallbacks(FILE *f, const dsv4q_wm_result *r)

@@ -8,6 +8,7 @@
 #include "base/util.h"
 #include "harness/backend.h"
 #include "harness/verdict.h"
+#include "harness/stage_ops.h"
 #include "oracle/stages.h"
 #include "oracle/formats.h"
 
@@ -84,5 +85,5 @@ int dsv4q_stage_gates_check(char *err, size_t errlen)
         if (dsv4q_stage_gate_op(st) < 0)
             return dsv4q_errf(err, errlen, "stage %s: gate operator '%s' is not in DSV4Q_OP_LIST",
                               dsv4q_stage_get(st)->name, dsv4q_stage_get(st)->gate_op);
-    return 0;
+    return dsv4q_stage_ops_check(err, errlen);   /* and the stage -> operators links */
 }

@@ -80,9 +80,11 @@ dsv4q_judgement dsv4q_judge(const dsv4q_gate_rule *r, double value, double level
  * gate_op names no operator. */
 int dsv4q_stage_gate_op(int stage);
 /* Check the links once, before judging anything: the stage table itself
- * (dsv4q_stage_table_check: every stage has a tap and a gate) and every
+ * (dsv4q_stage_table_check: every stage has a tap and a gate), every
  * stage's gate_op resolving to an operator of DSV4Q_OP_LIST, so a typo is
- * an error instead of a silently ungated stage. 0, or -1 with a message. */
+ * an error instead of a silently ungated stage, and the stage -> operators
+ * links (harness/stage_ops.h dsv4q_stage_ops_check). 0, or -1 with a
+ * message. */
 int dsv4q_stage_gates_check(char *err, size_t errlen);
 
 /* ULP distance of a (a value of storage dtype dt) from the reference b, in

@@ -38,8 +38,8 @@ typedef struct dsv4q_stage_io {
     double *out[DSV4Q_STAGE_MAX_T];
 } dsv4q_stage_io;
 
-/* Stage hook: called after every stage of the main forward pass (not MTP)
- * with its inputs and outputs. It may rewrite the outputs in place and
+/* Stage hook: called after every stage of the main forward pass, and
+ * after the mtp stage of dsv4q_run_mtp, with its inputs and outputs. It may rewrite the outputs in place and
  * return nonzero: the forward pass then continues from the rewritten values
  * (rounded to the run's width). No command rewrites today (capture
  * --backend now runs the pass on the backend's provider instead); the

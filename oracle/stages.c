@@ -21,6 +21,15 @@
 #define B(x) DSV4Q_BIT(DSV4Q_B_##x)
 #define ST(x) (DSV4Q_B_##x + 1)
 
+/* The operators a stage calls (stages.h `ops`). An attention block calls
+ * every attention operator its layer's compress ratio and the boundary set
+ * may need; mtp is one whole block plus its own head. */
+#define OPS_ATTN                                                                                          \
+    "linear, rmsnorm, qhead_norm, rope, act_quant, fp4_quant, hadamard, sparse_attn, compressor, "        \
+    "indexer_score, topk, window_attn_decode"
+#define OPS_MOE "moe_gate, expert"
+#define OPS_HEAD "linear, rmsnorm, hc_head"
+
 #define HC_PRE_ROW(ID, NAME, WHICH, TAP)                                                                            \
     [ID] = {ID, NAME, 1, 0, 0, 1, 3,                                                                                \
             {{"X", 3, {S_, HC, D_}, "hc streams entering the sub-layer", ST(RESID_BF16)}},                                         \
@@ -29,14 +38,14 @@
              {"comb", 3, {S_, HC, HC}, "Sinkhorn combination [source stream, target stream] (FP32)"}},              \
             B(RESID_BF16),                                                                                          \
             "oracle/hc.c dsv4q_hc_pre (layers.N." WHICH "_fn/_scale/_base)",                                         \
-            "model.py Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre", TAP}
+            "model.py Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre", TAP, 0, "hc_pre"}
 
 #define NORM_ROW(ID, NAME, WHICH)                                                                                   \
     [ID] = {ID, NAME, 1, 0, 0, 1, 1,                                                                                \
             {{"x", 2, {S_, D_}, "y of the hc_pre before it", ST(RESID_BF16)}},                                                      \
             {{"y", 2, {S_, D_}, "RMSNorm output", ST(NORM_BF16)}},                                                                 \
             B(NORM_BF16), "oracle/norm.c dsv4q_rmsnorm (layers.N." WHICH ".weight)",                               \
-            "model.py Block.forward self." WHICH " (RMSNorm.forward)", "rmsnorm", NAME}
+            "model.py Block.forward self." WHICH " (RMSNorm.forward)", "rmsnorm", NAME, 0, "rmsnorm"}
 
 #define HC_POST_ROW(ID, NAME, WHAT, XST, TAP)                                                                            \
     [ID] = {ID, NAME, 1, 0, 0, 4, 1,                                                                                \
@@ -45,13 +54,13 @@
              {"post", 2, {S_, HC}, "post of the matching hc_pre"},                                                 \
              {"comb", 3, {S_, HC, HC}, "comb of the matching hc_pre"}},                                            \
             {{"X", 3, {S_, HC, D_}, "the new hc streams", ST(RESID_BF16)}},                                                        \
-            B(RESID_BF16), "oracle/hc.c dsv4q_hc_post", "model.py Block.hc_post", "hc_post", TAP}
+            B(RESID_BF16), "oracle/hc.c dsv4q_hc_post", "model.py Block.hc_post", "hc_post", TAP, 0, "hc_post"}
 
 static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
     [DSV4Q_STAGE_EMBED] = {DSV4Q_STAGE_EMBED, "embed", 0, 0, 1, 0, 1, {{0}},
                            {{"X", 3, {S_, HC, D_}, "embedding row of each token, copied to the hc streams", ST(RESID_BF16)}},
                            0, "oracle/model.c dsv4q_run_step (embed.weight, exact BF16 decode)",
-                           "model.py Transformer.forward embed + hc expand", "linear", "embed"},
+                           "model.py Transformer.forward embed + hc expand", "linear", "embed", 0, ""},
     HC_PRE_ROW(DSV4Q_STAGE_HC_ATTN_PRE, "hc_attn_pre", "hc_attn", "hc_attn_pre"),
     NORM_ROW(DSV4Q_STAGE_ATTN_NORM, "attn_norm", "attn_norm"),
     [DSV4Q_STAGE_ATTN] = {DSV4Q_STAGE_ATTN, "attn", 1, 1, 0, 1, 1,
@@ -63,7 +72,7 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                               B(HADAMARD_BF16) | B(CMP_BF16) | B(IDX_PARTIAL_BF16),
                           "oracle/model.c attention (+ indexer, dsv4q_compressor, dsv4q_sparse_attn)",
                           "model.py Attention.forward (Compressor, Indexer, sparse_attn, wo_a, wo_b)",
-                          "sparse_attn", "attn"},
+                          "sparse_attn", "attn", 0, OPS_ATTN},
     HC_POST_ROW(DSV4Q_STAGE_HC_ATTN_POST, "hc_attn_post", "attn", ST(LINEAR_BF16), "hc_attn_post"),
     HC_PRE_ROW(DSV4Q_STAGE_HC_FFN_PRE, "hc_ffn_pre", "hc_ffn", "hc_ffn_pre"),
     NORM_ROW(DSV4Q_STAGE_FFN_NORM, "ffn_norm", "ffn_norm"),
@@ -72,14 +81,14 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                          {{"y", 2, {S_, D_}, "routed experts + shared expert", ST(MOE_BF16)}},
                          B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(MOE_BF16),
                          "oracle/moe.c dsv4q_moe_gate + dsv4q_moe",
-                         "model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out"},
+                         "model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out", 0, OPS_MOE},
     HC_POST_ROW(DSV4Q_STAGE_HC_FFN_POST, "hc_ffn_post", "moe", ST(MOE_BF16), "block_out"),
     [DSV4Q_STAGE_HEAD] = {DSV4Q_STAGE_HEAD, "head", 0, 0, 0, 1, 1,
                           {{"X", 2, {HC, D_}, "hc streams of the call's last token after the last layer", ST(RESID_BF16)}},
                           {{"logits", 1, {V_}, "logits of the call's last token"}},
                           B(RESID_BF16) | B(NORM_BF16),
                           "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
-                          "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits"},
+                          "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits", 0, OPS_HEAD},
     [DSV4Q_STAGE_MTP] = {DSV4Q_STAGE_MTP, "mtp", 0, 1, 1, 1, 1,
                          {{"X", 3, {S_, HC, D_}, "hc streams of the call after the last layer (+ the MTP token ids)",
                            ST(RESID_BF16)}},
@@ -89,7 +98,8 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                              B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(HADAMARD_BF16) | B(CMP_BF16) |
                              B(IDX_PARTIAL_BF16) | B(RESID_BF16) | B(MOE_BF16),
                          "oracle/model.c dsv4q_run_mtp (enorm, hnorm, e_proj + h_proj, one block, hc_head, head)",
-                         "model.py MTPBlock.forward", "linear", "mtp_logits", 1},
+                         "model.py MTPBlock.forward", "linear", "mtp_logits", 1,
+                         OPS_ATTN ", hc_pre, hc_post, hc_head, " OPS_MOE},
 };
 
 #define TAP_NAME_(E, name, sel) [DSV4Q_TAP_##E] = #name,
@@ -117,6 +127,7 @@ int dsv4q_stage_table_check(char *err, size_t errlen)
         if (si->id != i || !si->name) why = "id or name missing";
         else if (dsv4q_tap_find(si->tap) < 0) why = "its tap is not in DSV4Q_TAP_LIST";
         else if (!si->gate_op || !si->gate_op[0]) why = "no gate operator (it would go ungated)";
+        else if (!si->ops) why = "no operator list (\"\" when it calls none)";
         else if (si->per_layer && i > 0 && !table[i - 1].per_layer)
             for (int j = 0; j < i - 1 && !why; j++)
                 if (table[j].per_layer) why = "per-layer stages must be one contiguous run (forward order, S2)";
@@ -348,8 +359,9 @@ int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, in
 void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int md)
 {
     if (md) {
-        fprintf(f, "| stage | tensor | shape | stored (source) | what | boundaries inside | oracle | reference | gate op |\n");
-        fprintf(f, "|---|---|---|---|---|---|---|---|---|\n");
+        fprintf(f, "| stage | tensor | shape | stored (source) | what | boundaries inside | oracle | reference | gate op | "
+                   "operators called |\n");
+        fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
     } else {
         fprintf(f, "%-13s %-32s %-16s %-17s %s\n", "stage", "tensor", "shape", "stored (source)", "what");
     }
@@ -383,19 +395,21 @@ void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int md)
                 if (ts->storage > 0) snprintf(stored, sizeof stored, "BF16 (%s)", dsv4q_boundary_get(ts->storage - 1)->name);
                 else snprintf(stored, sizeof stored, "FP32");
                 if (md)
-                    fprintf(f, "| %s | `%s` | `%s` | %s | %s | %s | %s | %s | %s |\n", first ? si->name : "", name, shape,
-                            stored, what, first ? bnames : "", first ? si->oracle : "", first ? si->reference : "",
-                            first ? si->gate_op : "");
+                    fprintf(f, "| %s | `%s` | `%s` | %s | %s | %s | %s | %s | %s | %s |\n", first ? si->name : "", name,
+                            shape, stored, what, first ? bnames : "", first ? si->oracle : "",
+                            first ? si->reference : "", first ? si->gate_op : "",
+                            first ? (si->ops[0] ? si->ops : "-") : "");
                 else
                     fprintf(f, "%-13s %-32s %-16s %-17s %s\n", first ? si->name : "", name, shape, stored, what);
                 first = 0;
             }
         if (si->uses_ids) {
-            if (md) fprintf(f, "| | (metadata `token_ids`) | `[s]` | | the call's token ids | | | | |\n");
+            if (md) fprintf(f, "| | (metadata `token_ids`) | `[s]` | | the call's token ids | | | | | |\n");
             else fprintf(f, "%-13s %-32s %-16s %-17s %s\n", "", "(metadata token_ids)", "[s]", "", "the call's token ids");
         }
         if (!md)
-            fprintf(f, "%-13s   boundaries: %s\n%-13s   oracle: %s\n%-13s   reference: %s; gate op: %s\n", "", bnames,
-                    "", si->oracle, "", si->reference, si->gate_op);
+            fprintf(f, "%-13s   boundaries: %s\n%-13s   oracle: %s\n%-13s   reference: %s; gate op: %s\n"
+                       "%-13s   operators: %s\n", "", bnames, "", si->oracle, "", si->reference, si->gate_op, "",
+                    si->ops[0] ? si->ops : "-");
     }
 }

@@ -20,7 +20,7 @@
  * come from the call (a capture's __metadata__ "token_ids").
  *
  * Owns: the table (names, tensors, shapes, boundaries, reference, oracle
- * function, which gate op bounds it), the capture tensor names derived from
+ * function, which gate op bounds it, which operators it calls), the capture tensor names derived from
  * it, and their parser. The forward pass (oracle/model.c) reports and
  * replays stages by these ids; `dsv4q stages` prints the table and
  * docs/captures.md embeds it. Width-independent.
@@ -99,6 +99,15 @@ typedef struct dsv4q_stage_info {
     const char *tap;         /* the `run --taps` tap of its first output */
     int optional;            /* 1: an engine may leave it out of a capture (MTP);
                                 replay does not count it as missing */
+    const char *ops;         /* the backend operators (harness/dsv4q_backend.h
+                                DSV4Q_OP_LIST names, ", "-separated) its
+                                computation may call through the operator
+                                provider, over every config and profile; ""
+                                for none (embed). The one op <-> stage link:
+                                partial-engine marks and a case's stages are
+                                derived from it (harness/stage_ops.h), and
+                                tests/test_stage_ops.c checks it against the
+                                calls of a forward pass */
 } dsv4q_stage_info;
 
 /*

@@ -29,6 +29,8 @@
 #include "goldens/golden.h"
 #include "io/safetensors.h"
 #include "io/sha256.h"
+#include "oracle/formats.h"
+#include "oracle/stages.h"
 
 static char gdir[PATH_MAX];   /* the repository's goldens */
 static char tdir[PATH_MAX];   /* scratch copy */
@@ -474,6 +476,56 @@ static void test_record_deterministic(void **state)
     rm_dir(b);
 }
 
+/* stages_tiny records the stage table's stages: per (width, profile) and
+ * call, one 32-byte digest per output of every slot of the table's forward
+ * order (dsv4q_stage_slot, mtp included), named by the table's capture
+ * names, and nothing else. Hand count for tiny (5 layers): per call embed 1
+ * + 5 x (hc_attn_pre 3 + attn_norm, attn, hc_attn_post 1 each + hc_ffn_pre 3
+ * + ffn_norm, moe, hc_ffn_post 1 each = 12) + head 1 + mtp 1 = 63; x 2 calls
+ * x 2 widths x 4 profiles = 1008. */
+static void test_stages_golden_follows_table(void **state)
+{
+    (void)state;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[1024], distinct[256];
+    assert_int_equal(dsv4q_golden_compute("stages_tiny", &buf, &len, distinct, sizeof distinct, err, sizeof err), 0);
+    dsv4q_st *st;
+    assert_int_equal(dsv4q_st_open_buffer(&st, buf, len, "stages_tiny", err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_count(st), 1008);
+    static const char *const profs[4] = {"source", "model", "qat", "exact"};
+    const int n_layers = 5;
+    long want = 0;
+    for (int w = 32; w <= 64; w += 32)
+        for (int p = 0; p < 4; p++)
+            for (int c = 0; c < 2; c++)
+                for (long i = 0; i < dsv4q_stage_nslots(n_layers); i++) {
+                    int sid, layer;
+                    assert_int_equal(dsv4q_stage_slot(n_layers, i, &sid, &layer), 0);
+                    for (int t = 0; t < dsv4q_stage_get(sid)->nout; t++) {
+                        char cap[DSV4Q_STAGE_NAME_MAX], name[200];
+                        assert_int_equal(dsv4q_stage_tensor_name(cap, sizeof cap, sid, layer, 1, t), 0);
+                        snprintf(name, sizeof name, "f%d.%s.c%d.s%03ld.%s", w, profs[p], c, i, cap);
+                        const dsv4q_st_tensor *x = dsv4q_st_find(st, name);
+                        if (!x) fail_msg("stages_tiny lacks %s", name);
+                        assert_int_equal(x->dtype, DSV4Q_DT_U8);
+                        assert_int_equal(x->numel, 32);
+                        want++;
+                    }
+                }
+    assert_int_equal(want, 1008);
+    /* spot names (by hand): the slots of layer 0 start after embed */
+    assert_non_null(dsv4q_st_find(st, "f64.exact.c1.s001.L0.hc_attn_pre.out.comb"));
+    assert_non_null(dsv4q_st_find(st, "f32.source.c0.s042.model.mtp.out"));
+    /* the decode call's attn digest differs from the prompt call's */
+    const dsv4q_st_tensor *a0 = dsv4q_st_find(st, "f32.source.c0.s003.L0.attn.out"),
+                          *a1 = dsv4q_st_find(st, "f32.source.c1.s003.L0.attn.out");
+    assert_true(a0 && a1);
+    assert_true(memcmp(a0->data, a1->data, 32) != 0);
+    dsv4q_st_close(st);
+    free(buf);
+}
+
 /* Recording a subset rewrites those cases and keeps the others' entries. */
 static void test_record_subset_keeps_others(void **state)
 {
@@ -568,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_bad_manifest),
         cmocka_unit_test(test_unknown_case),
         cmocka_unit_test(test_record_deterministic),
+        cmocka_unit_test(test_stages_golden_follows_table),
         cmocka_unit_test(test_record_subset_keeps_others),
         cmocka_unit_test(test_cli_exit_status),
     };
