@@ -121,7 +121,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
     int ok = 1;
     for (int m = 0; m < DSV4Q_M_COUNT; m++) {
         dsv4q_rrow *w = &r->row[m];
-        const dsv4q_gate_rule *rule = op >= 0 ? &g->op[op][m] : NULL;
+        const dsv4q_gate_rule *rule = op >= 0 && g ? &g->op[op][m] : NULL;   /* no gates: reported, ungated */
         double worst = -INFINITY;
         memset(w, 0, sizeof *w);
         w->out = -1;

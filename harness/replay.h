@@ -147,7 +147,7 @@ void dsv4q_replay_add(dsv4q_rstage *r, const double *const *cand, const double *
  * rows ULPs are floored over. */
 long dsv4q_stage_row_len(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, long s);
 /* After the last call: gate every stage (P3) with g and count the
- * verdicts into res. Idempotent. */
+ * verdicts into res (g NULL: every metric reported, none gated). Idempotent. */
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g);
 
 /* "L3.attn" / "model.head": the key of a stage row in tables and JSON. */

@@ -14,7 +14,7 @@ built-in mutant) and prints, as Markdown:
      value/bound (the seed where it is hardest to see).
 A value/bound below 1 passes. Usage:
   scripts/wm_discrimination.py [--dsv4q build/dsv4q] [--model DIR] [--seeds 1-8]
-                               [--out DIR] [BACKEND ...]
+                               [--out DIR [--reuse]] [BACKEND ...]
 """
 import argparse
 import glob
@@ -64,9 +64,12 @@ def worst_by_kind(run):
     return out
 
 
-def run_backend(dsv4q, model, seeds, backend, outdir):
+def run_backend(dsv4q, model, seeds, backend, outdir, reuse):
     name = re.sub(r"[^A-Za-z0-9]+", "_", backend)
     js = os.path.join(outdir, name + ".json")
+    if reuse and os.path.exists(js):
+        runs = json.load(open(js))
+        return runs if isinstance(runs, list) else [runs]
     cmd = [dsv4q, "qualify", "--whole-model", "--backend", backend, "--seeds", seeds, "--json", js,
            "--db", os.path.join(outdir, "receipts.db"), "-q"]
     if model:
@@ -92,6 +95,7 @@ def main():
     ap.add_argument("--model", default=None)
     ap.add_argument("--seeds", default="1-8")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--reuse", action="store_true", help="reuse the JSON already in --out (same seeds and build)")
     ap.add_argument("backends", nargs="*")
     a = ap.parse_args()
     outdir = a.out or tempfile.mkdtemp(prefix="dsv4q-wmdisc-")
@@ -99,7 +103,7 @@ def main():
     legit = [b for b in LEGIT if ":" in b or "/" not in b or os.path.exists(b)]
     defect = [b for b in DEFECT_PLUGINS if os.path.exists(b)] + mutants()
     backends = a.backends or legit + defect
-    res = {b: run_backend(a.dsv4q, a.model, a.seeds, b, outdir) for b in backends}
+    res = {b: run_backend(a.dsv4q, a.model, a.seeds, b, outdir, a.reuse) for b in backends}
 
     print(f"Whole-model verdicts, token seeds {a.seeds} (`{a.dsv4q} qualify --whole-model --seeds {a.seeds}`):\n")
     print("| backend | runs pass | logit gate fails | per-stage fails | stage kinds failing (seeds) |")
