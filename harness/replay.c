@@ -55,6 +55,7 @@ const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int la
 int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
 {
     if (dump_dt == DSV4Q_DT_BF16 || dump_dt == DSV4Q_DT_F16) return dump_dt;
+    if (t->inner > 0 && ((bs >> (t->inner - 1)) & 1u)) return DSV4Q_DT_BF16;   /* P6 */
     return dsv4q_stage_storage(t, bs);
 }
 static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
@@ -340,7 +341,10 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         if (dsv4q_run_feed(a, c->ids, c->s, l64, err, errlen) || dsv4q_run_feed(b, c->ids, c->s, l32, err, errlen))
             goto out;
         dsv4q_capture_values(t, lc);
-        dt = dsv4q_replay_dtype(t->dtype, &dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
+        /* the logit gate keeps the logits' own storage (not P6, a stage rule) */
+        dt = t->dtype == DSV4Q_DT_BF16 || t->dtype == DSV4Q_DT_F16
+                 ? (int)t->dtype
+                 : dsv4q_stage_storage(&dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
         dsv4q_acc_add(&M->val, lc, l64, V);
         dsv4q_acc_add(&M->lvl, l32, l64, V);
         long am = dsv4q_argmax(l64, V);

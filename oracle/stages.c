@@ -85,14 +85,14 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
     HC_POST_ROW(DSV4Q_STAGE_HC_FFN_POST, "hc_ffn_post", "moe", ST(MOE_BF16), "block_out"),
     [DSV4Q_STAGE_HEAD] = {DSV4Q_STAGE_HEAD, "head", 0, 0, 0, 1, 1,
                           {{"X", 2, {HC, D_}, "hc streams of the call's last token after the last layer", ST(RESID_BF16)}},
-                          {{"logits", 1, {V_}, "logits of the call's last token"}},
+                          {{"logits", 1, {V_}, "logits of the call's last token", 0, ST(NORM_BF16)}},
                           B(RESID_BF16) | B(NORM_BF16),
                           "oracle/model.c head (dsv4q_hc_head, dsv4q_rmsnorm, dsv4q_linear)",
                           "model.py ParallelHead.forward (hc_head, norm, get_logits)", "linear", "logits", 0, OPS_HEAD},
     [DSV4Q_STAGE_MTP] = {DSV4Q_STAGE_MTP, "mtp", 0, 1, 1, 1, 1,
                          {{"X", 3, {S_, HC, D_}, "hc streams of the call after the last layer (+ the MTP token ids)",
                            ST(RESID_BF16)}},
-                         {{"logits", 1, {V_}, "MTP logits of the call's last token"}},
+                         {{"logits", 1, {V_}, "MTP logits of the call's last token", 0, ST(NORM_BF16)}},
                          B(GEMM_ACT_FP8) | B(KV_FP8) | B(CKV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) |
                              B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) | B(LINEAR_BF16) | B(QNORM_BF16) |
                              B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(HADAMARD_BF16) | B(CMP_BF16) |

@@ -82,6 +82,12 @@ typedef struct dsv4q_stage_tensor {
     int storage;                   /* 1 + the boundary (boundary.h) at which the
                                       reference stores this tensor as BF16
                                       (when on); 0 = kept in FP32 */
+    int inner;                     /* FP32 outputs: 1 + the boundary of a BF16
+                                      rounding of the vector this output is a
+                                      linear map of (head: the normed hidden
+                                      state, norm_bf16); 0 = none. When on, the
+                                      output carries BF16 rounding noise and is
+                                      judged in BF16 (harness/replay.h P6) */
 } dsv4q_stage_tensor;
 
 typedef struct dsv4q_stage_info {

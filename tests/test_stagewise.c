@@ -27,6 +27,8 @@
 #include "io/config.h"
 #include "io/model.h"
 #include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/formats.h"
 #include "oracle/stages.h"
 
 #define PLUG(name) DSV4Q_TEST_BUILD "/plugins/" name ".so"
@@ -199,6 +201,21 @@ static void test_no_act_fp8_fails_per_stage(void **state)
     dsv4q_wm_free(&r);
 }
 
+/* ---- 5. P6: FP32 logits of a BF16-rounded hidden state judged in BF16 --- */
+
+static void test_head_logits_judged_in_bf16(void **state)
+{
+    (void)state;
+    uint64_t bs;
+    const dsv4q_stage_tensor *lg = &dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0];
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);   /* norm_bf16 on */
+    assert_int_equal(dsv4q_replay_dtype(DSV4Q_DT_F32, lg, bs), DSV4Q_DT_BF16);
+    assert_int_equal(dsv4q_replay_dtype(DSV4Q_DT_F32, lg, bs & ~(1ull << DSV4Q_B_NORM_BF16)), DSV4Q_DT_F32);
+    /* a stage output that is not a map of a rounded vector keeps its storage */
+    const dsv4q_stage_tensor *comb = &dsv4q_stage_get(DSV4Q_STAGE_HC_ATTN_PRE)->out[2];
+    assert_int_equal(dsv4q_replay_dtype(DSV4Q_DT_F32, comb, bs), DSV4Q_DT_F32);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_cpu_ref_passes_every_stage),
         cmocka_unit_test(test_mutants_fail_their_own_stages),
         cmocka_unit_test(test_no_act_fp8_fails_per_stage),
+        cmocka_unit_test(test_head_logits_judged_in_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
