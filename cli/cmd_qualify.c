@@ -197,12 +197,14 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
      * command whose JSON failed (docs/robustness.md) */
     dsv4q_wm_result *rs = calloc((size_t)nr, sizeof *rs);
     char **mets = calloc((size_t)nr, sizeof *mets);
-    int nr_done = 0;
-    if (!worst && (!rs || !mets)) {
+    char *ran = calloc((size_t)nr, 1);   /* 1: run i has a result (a backend that cannot load runs once) */
+    int nr_done = 0, harness_err = worst == 2, nwritten = 0;
+    if (!harness_err && (!rs || !mets || !ran)) {
         fprintf(stderr, "dsv4q qualify: out of memory\n");
         worst = 2;
+        harness_err = 1;
     }
-    for (int i = 0; worst < 2 && i < nr; i++) {
+    for (int i = 0; !harness_err && i < nr; i++) {
         const int b = i / ns, k = i % ns;
         dsv4q_wm_result *r = &rs[i];
         if (!o->quiet) fprintf(stderr, "[qualify] whole model: %s, tokens %s\n", q->backend[b], ts[k].source);
@@ -211,20 +213,19 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
             fprintf(stderr, "dsv4q qualify: %s\n", err);
             dsv4q_wm_free(r);
             worst = 2;
+            harness_err = 1;   /* stop: the runs so far keep their results */
             break;
         }
+        ran[i] = 1;
         nr_done = i + 1;
         int st = dsv4q_wm_status(r);
         if (st > worst) worst = st;
         if (r->load_failed) fprintf(stderr, "dsv4q qualify: %s\n", r->msg);
         dsv4q_wm_print(stdout, r, g);
         mets[i] = dsv4q_wm_json(r, g, ts[k].source);
-        if (jf && mets[i]) fprintf(jf, "%s%s", i ? "," : "", mets[i]);
+        if (jf && mets[i]) fprintf(jf, "%s%s", nwritten++ ? "," : "", mets[i]);
         if (i + 1 < nr) printf("\n");
-        if (r->load_failed && ns > 1) {   /* the same failure for every seed: say it once */
-            nr_done = i + 1;
-            break;
-        }
+        if (r->load_failed) i = (b + 1) * ns - 1;   /* the same failure for every seed: say it once, go on */
     }
     int out_failed = 0;
     if (jf) {
@@ -237,12 +238,17 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");
         worst = 2;
     }
-    if (nr_done > 1) {   /* one line for CI logs over every run */
-        int np = 0;
-        for (int i = 0; i < nr_done; i++) np += dsv4q_wm_status(&rs[i]) == 0;
-        printf("\nwhole model: %d of %d runs pass (%d backend(s) x %d token seed(s))\n", np, nr_done, q->nb, ns);
+    if (nr > 1) {   /* one line for CI logs over every run */
+        int np = 0, nran = 0;
+        for (int i = 0; i < nr_done; i++) {
+            nran += ran[i];
+            np += ran[i] && dsv4q_wm_status(&rs[i]) == 0;
+        }
+        printf("\nwhole model: %d of %d planned runs pass (%d backend(s) x %d token seed(s)); %d ran%s\n", np, nr,
+               q->nb, ns, nran, harness_err ? ", then a harness error stopped the rest (exit 2)" : "");
     }
     for (int i = 0; i < nr_done; i++) {
+        if (!ran[i]) continue;
         dsv4q_wm_result *r = &rs[i];
         const dsv4q_tokens *t = &ts[i % ns];
         int st = dsv4q_wm_status(r);
@@ -260,6 +266,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     }
     free(rs);
     free(mets);
+    free(ran);
     if (jf) dsv4q_out_discard(jf);
     free(pin);
     free(cfgjson);

@@ -96,6 +96,18 @@ done:;
     return st != DSV4Q_BACKEND_OK ? st : DSV4Q_BACKEND_ERROR;
 }
 
+int dsv4q_wm_row_decided(const double *ref, const double *lvl, long V, long am, double factor)
+{
+    double top2 = -INFINITY, lerr = 0;
+    if (am < 0 || am >= V) return 0;
+    for (long v = 0; v < V; v++) {
+        if (v != am && ref[v] > top2) top2 = ref[v];
+        double e = fabs(lvl[v] - ref[v]);
+        if (e > lerr || isnan(e)) lerr = e;
+    }
+    return ref[am] - top2 > 2 * factor * lerr;   /* NaN anywhere: not decided */
+}
+
 /* ---- qualification ----------------------------------------------------- */
 
 /* The child's results: this header, the composed logits [rows, V], then
@@ -309,15 +321,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     const double factor = rule && rule->on && rule->factor > 1 ? rule->factor : 1;
     long lvl_dec = 0;
     for (long i = 0; i < rows; i++) {
-        const double *ref = r->ref + i * V, *lvl = r->lvl + i * V;
-        double top2 = -INFINITY, err = 0;
-        for (long v = 0; v < V; v++) {
-            if (v != r->am_ref[i] && ref[v] > top2) top2 = ref[v];
-            double e = fabs(lvl[v] - ref[v]);
-            if (e > err || isnan(e)) err = e;
-        }
-        const double margin = ref[r->am_ref[i]] - top2;
-        if (!(margin > 2 * factor * err)) continue;   /* NaN: not decided */
+        if (!dsv4q_wm_row_decided(r->ref + i * V, r->lvl + i * V, V, r->am_ref[i], factor)) continue;
         r->decided++;
         r->agree_decided += r->am_cand[i] == r->am_ref[i];
         lvl_dec += r->am_lvl[i] == r->am_ref[i];
@@ -414,14 +418,20 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     char v1[32], v2[32], v3[32];
     snprintf(v1, sizeof v1, "%ld/%ld", r->agree, r->rows);
     snprintf(v2, sizeof v2, "%ld/%ld", r->level_agree, r->rows);
-    if (r->greedy_min >= 0) snprintf(v3, sizeof v3, ">= %ld/%ld", r->greedy_required, r->decided);
+    const int ggated = r->greedy_min >= 0 && r->decided > 0;
+    if (ggated) snprintf(v3, sizeof v3, ">= %ld/%ld", r->greedy_required, r->decided);
     else snprintf(v3, sizeof v3, "-");
-    fprintf(f, "%-20s %14s %14s %14s  %s\n", "greedy agreement", v1, v2, v3, r->greedy_pass ? "pass" : "FAIL");
-    fprintf(f, "%-20s (required on the %ld decided rows, f64 top-2 margin > 2 x factor x the fp32 level's max "
-            "error on the row; %ld/%ld of them agree)\n", "", r->decided, r->agree_decided, r->decided);
-    if (r->greedy_min >= 0 && r->greedy_required < (long)ceil(r->greedy_min * (double)r->decided - 1e-9))
-        fprintf(f, "%-20s (minimum %.3f, lowered to the decided rows the fp32 level agrees on)\n", "",
-                r->greedy_min);
+    fprintf(f, "%-20s %14s %14s %14s  %s\n", "greedy agreement", v1, v2, v3,
+            !ggated ? "info" : r->greedy_pass ? "pass" : "FAIL");
+    if (r->greedy_min >= 0 && !r->decided)
+        fprintf(f, "%-20s (not required: no decided row, i.e. none whose f64 top-2 margin exceeds 2 x factor x the "
+                "fp32 level's largest logit error on it)\n", "");
+    else if (ggated)
+        fprintf(f, "%-20s (required on the %ld decided rows, f64 top-2 margin > 2 x factor x the fp32 level's max "
+                "error on the row; %ld/%ld of them agree)\n", "", r->decided, r->agree_decided, r->decided);
+    if (ggated && r->greedy_required < (long)ceil(r->greedy_min * (double)r->decided - 1e-9))
+        fprintf(f, "%-20s (minimum %.3f of %ld, lowered to the %ld decided rows the fp32 level agrees on)\n", "",
+                r->greedy_min, r->decided, r->greedy_required);
     fprintf(f, "%-20s %14ld %14s %14s  %s\n", "non-finite", r->nonfinite, "", "0", r->nonfinite ? "FAIL" : "pass");
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
@@ -457,6 +467,7 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g, const char *
         json_object_set_new(root, "greedy_min", jnum(r->greedy_min));
         json_object_set_new(root, "greedy_required", json_integer(r->greedy_required));
         json_object_set_new(root, "greedy_decided_rows", json_integer(r->decided));
+        json_object_set_new(root, "greedy_gated", json_boolean(r->greedy_min >= 0 && r->decided > 0));
         json_object_set_new(root, "greedy_agree_decided", json_integer(r->agree_decided));
         json_object_set_new(root, "greedy_pass", json_boolean(r->greedy_pass));
         json_object_set_new(root, "nonfinite", json_integer(r->nonfinite));

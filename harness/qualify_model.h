@@ -106,6 +106,12 @@ int dsv4q_wm_compose(const dsv4q_backend_v1 *b, void *ctx, const dsv4q_model *m,
                      int *decode_op, char *detail,
                      size_t detaillen, char *err, size_t errlen);
 
+/* 1 when the argmax am of reference logits ref[V] is decided (the greedy
+ * rule above): its margin over the runner-up exceeds 2 x factor x the
+ * largest |lvl - ref| (the fp32 level's logits lvl[V]); 0 otherwise, also
+ * for a NaN anywhere or am outside [0, V). */
+int dsv4q_wm_row_decided(const double *ref, const double *lvl, long V, long am, double factor);
+
 typedef struct dsv4q_wm_opts {
     const dsv4q_gates *gates;
     dsv4q_iso_opts iso;

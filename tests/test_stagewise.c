@@ -19,6 +19,7 @@
  */
 #include "tests/testutil.h"
 
+#include <math.h>
 #include <omp.h>
 
 #include "cli/common.h"
@@ -216,6 +217,26 @@ static void test_head_logits_judged_in_bf16(void **state)
     assert_int_equal(dsv4q_replay_dtype(DSV4Q_DT_F32, comb, bs), DSV4Q_DT_F32);
 }
 
+/* ---- 6. the decided-rows greedy rule, by hand ---------------------------- */
+
+static void test_decided_rows(void **state)
+{
+    (void)state;
+    /* margin 1.0 (3.0 over 2.0); level error 0.04 at most: 2 x 10 x 0.04 =
+     * 0.8 < 1.0 decided; with an error of 0.06: 1.2 > 1.0 not decided */
+    const double ref[4] = {1.0, 3.0, 2.0, -1.0};
+    const double lvl_a[4] = {1.04, 2.99, 2.0, -1.0}, lvl_b[4] = {1.0, 3.0, 2.06, -1.0};
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_a, 4, 1, 10), 1);
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_b, 4, 1, 10), 0);
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_b, 4, 1, 1), 1);    /* 2 x 1 x 0.06 = 0.12 */
+    const double lvl_nan[4] = {1.0, 3.0, NAN, -1.0};
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_nan, 4, 1, 1), 0);
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_a, 4, 4, 1), 0);   /* argmax out of range */
+    /* the exact boundary is not decided: margin 1.0 = 2 x 10 x 0.05 */
+    const double lvl_edge[4] = {1.0, 3.0, 2.0, -0.95};
+    assert_int_equal(dsv4q_wm_row_decided(ref, lvl_edge, 4, 1, 10), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_mutants_fail_their_own_stages),
         cmocka_unit_test(test_no_act_fp8_fails_per_stage),
         cmocka_unit_test(test_head_logits_judged_in_bf16),
+        cmocka_unit_test(test_decided_rows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
