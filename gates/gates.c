@@ -156,11 +156,12 @@ int dsv4q_gates_parse(dsv4q_gates *g, const char *text, const char *origin, char
             snprintf(g->description, sizeof g->description, "%s", json_string_value(x));
         } else if (!strcmp(k, "defaults")) {
             if (metric_set(x, origin, "defaults", defaults, err, errlen)) goto out;
-        } else if (!strcmp(k, "ops") || !strcmp(k, "model")) {
+        } else if (!strcmp(k, "ops") || !strcmp(k, "model") || !strcmp(k, "stages")) {
             if (!json_is_object(x)) { snprintf(err, errlen, "%s: %s must be an object", origin, k); goto out; }
         } else {
-            snprintf(err, errlen, "%s: unknown top-level key '%s' (dsv4q_gates, description, defaults, ops, model)",
-                     origin, k);
+            snprintf(err, errlen,
+                     "%s: unknown top-level key '%s' (dsv4q_gates, description, defaults, ops, stages, model)", origin,
+                     k);
             goto out;
         }
     }
@@ -176,6 +177,24 @@ int dsv4q_gates_parse(dsv4q_gates *g, const char *text, const char *origin, char
             char p[64];
             snprintf(p, sizeof p, "ops.%s", k);
             if (metric_set(x, origin, p, g->op[o], err, errlen)) goto out;
+        }
+    }
+    /* after ops: a stage starts from its gate operator's final rules */
+    json_t *stages = json_object_get(root, "stages");
+    if (stages) {
+        json_object_foreach(stages, k, x) {
+            if (!strcmp(k, "why")) continue;
+            const int st = dsv4q_stage_find(k);
+            const int op = st >= 0 ? dsv4q_stage_gate_op(st) : -1;
+            if (op < 0) {
+                snprintf(err, errlen, "%s: stages: unknown stage '%s' (`dsv4q stages` lists them)", origin, k);
+                goto out;
+            }
+            char p[64];
+            snprintf(p, sizeof p, "stages.%s", k);
+            memcpy(g->stage[st], g->op[op], sizeof g->stage[st]);
+            if (metric_set(x, origin, p, g->stage[st], err, errlen)) goto out;
+            g->stage_set[st] = 1;
         }
     }
     json_t *model = json_object_get(root, "model");

@@ -114,7 +114,6 @@ typedef double pooled_lvl[DSV4Q_STAGE_COUNT][DSV4Q_M_COUNT][DSV4Q_STAGE_MAX_T];
 /* Gate every measured metric of a stage (P3) and set its verdict. */
 static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
 {
-    int op = dsv4q_stage_gate_op(r->stage);   /* links checked in dsv4q_replay_run */
     if (r->calls_checked == 0 || r->nonfinite) {   /* a NaN drops out of every metric: never a PASS */
         r->verdict = DSV4Q_RV_UNCHECKABLE;
         return;
@@ -122,7 +121,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
     int ok = 1;
     for (int m = 0; m < DSV4Q_M_COUNT; m++) {
         dsv4q_rrow *w = &r->row[m];
-        const dsv4q_gate_rule *rule = op >= 0 && g ? &g->op[op][m] : NULL;   /* no gates: reported, ungated */
+        const dsv4q_gate_rule *rule = dsv4q_stage_rule(g, r->stage, m);   /* no gates: reported, ungated */
         double worst = -INFINITY;
         memset(w, 0, sizeof *w);
         w->out = -1;

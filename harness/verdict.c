@@ -72,6 +72,14 @@ double dsv4q_ulp_in(int dt, double a, double b)
     return (double)(d < 0 ? -d : d);
 }
 
+const dsv4q_gate_rule *dsv4q_stage_rule(const dsv4q_gates *g, int st, int m)
+{
+    if (!g || st < 0 || st >= DSV4Q_STAGE_COUNT || m < 0 || m >= DSV4Q_M_COUNT) return NULL;
+    if (g->stage_set[st]) return &g->stage[st][m];
+    const int op = dsv4q_stage_gate_op(st);
+    return op >= 0 ? &g->op[op][m] : NULL;
+}
+
 int dsv4q_stage_gate_op(int stage)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(stage);

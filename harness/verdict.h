@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "harness/dsv4q_backend.h"
+#include "oracle/stages.h"
 
 typedef enum dsv4q_metric {
     DSV4Q_M_NRMS = 0,        /* ||a-b|| / ||b|| */
@@ -46,9 +47,19 @@ typedef struct dsv4q_gates {
     char origin[512];        /* file path or "<builtin default>" */
     char description[256];
     dsv4q_gate_rule op[DSV4Q_OP_COUNT][DSV4Q_M_COUNT];
+    /* stage verdicts (replay, the whole-model per-stage verdict): the rules
+     * of the stage's gate operator, unless the file's "stages" section sets
+     * that stage (stage_set 1: stage[st] is the gate operator's set with the
+     * listed metrics replaced) */
+    dsv4q_gate_rule stage[DSV4Q_STAGE_COUNT][DSV4Q_M_COUNT];
+    int stage_set[DSV4Q_STAGE_COUNT];
     dsv4q_gate_rule model_nrms;
     double greedy_min;       /* fraction in [0,1]; < 0: not gated */
 } dsv4q_gates;
+
+/* The rule of metric m for stage st's verdicts (see stage_set); NULL when
+ * g is NULL or the stage has no gate operator. */
+const dsv4q_gate_rule *dsv4q_stage_rule(const dsv4q_gates *g, int st, int m);
 
 /* Stable metric names ("nrms", "max_abs", ...), NULL out of range. */
 const char *dsv4q_metric_name(int m);

@@ -391,6 +391,22 @@ static void test_gates_parse(void **state)
     expect_gate_error("{\"dsv4q_gates\": 1, \"dsv4q_gates\": 1}", "duplicate");
     expect_gate_error("{\"dsv4q_gates\": 1, \"model\": {\"greedy_agreement_min\": 2}}", "must be in [0, 1]");
     expect_gate_error("{\"dsv4q_gates\": 1, \"extra\": 1}", "unknown top-level key 'extra'");
+    /* stages: a stage starts from its gate operator's rules (after ops), the
+     * listed metrics replaced; the other stages keep the operator's */
+    const char *st = "{\"dsv4q_gates\": 1, \"defaults\": {\"nrms\": {\"factor\": 4}, \"ulp_max\": {\"factor\": 2}},"
+                     " \"ops\": {\"sparse_attn\": {\"ulp_max\": {\"factor\": 8, \"floor\": 4}}},"
+                     " \"stages\": {\"attn\": {\"nrms\": {\"factor\": 3, \"floor_u\": {\"BF16\": 0.5}}}}}";
+    assert_int_equal(dsv4q_gates_parse(&g, st, "t.json", err, sizeof err), 0);
+    const dsv4q_gate_rule *an = dsv4q_stage_rule(&g, DSV4Q_STAGE_ATTN, DSV4Q_M_NRMS),
+                          *au = dsv4q_stage_rule(&g, DSV4Q_STAGE_ATTN, DSV4Q_M_ULP_MAX),
+                          *mn = dsv4q_stage_rule(&g, DSV4Q_STAGE_MOE, DSV4Q_M_NRMS);
+    assert_true(an->factor == 3 && an->floor_u[0] == 0.5);
+    assert_true(au->factor == 8 && au->floor == 4);        /* sparse_attn's, not replaced */
+    assert_true(mn->factor == 4 && mn->floor_u[0] == 0);   /* moe not listed: expert's (the defaults) */
+    assert_null(dsv4q_stage_rule(NULL, DSV4Q_STAGE_ATTN, DSV4Q_M_NRMS));
+    expect_gate_error("{\"dsv4q_gates\": 1, \"stages\": {\"atn\": {}}}", "stages: unknown stage 'atn'");
+    expect_gate_error("{\"dsv4q_gates\": 1, \"stages\": {\"moe\": {\"nrm\": {\"factor\": 1}}}}",
+                      "stages.moe: unknown metric 'nrm'");
     assert_int_equal(dsv4q_gates_load(&g, "no/such/gates.json", err, sizeof err), -1);
     assert_non_null(strstr(err, "no/such/gates.json: cannot open gate file"));
 }
