@@ -13,7 +13,7 @@ built-in mutant) and prints, as Markdown:
      defective backend failing there, its smallest per-seed worst
      value/bound (the seed where it is hardest to see).
 A value/bound below 1 passes. Usage:
-  scripts/wm_discrimination.py [--dsv4q build/dsv4q] [--model DIR] [--seeds 1-8]
+  scripts/wm_discrimination.py [--dsv4q build/dsv4q] [--model DIR] [--gates FILE] [--seeds 1-8]
                                [--out DIR [--reuse]] [BACKEND ...]
 """
 import argparse
@@ -64,7 +64,7 @@ def worst_by_kind(run):
     return out
 
 
-def run_backend(dsv4q, model, seeds, backend, outdir, reuse):
+def run_backend(dsv4q, model, gates, seeds, backend, outdir, reuse):
     name = re.sub(r"[^A-Za-z0-9]+", "_", backend)
     js = os.path.join(outdir, name + ".json")
     if reuse and os.path.exists(js):
@@ -74,6 +74,8 @@ def run_backend(dsv4q, model, seeds, backend, outdir, reuse):
            "--db", os.path.join(outdir, "receipts.db"), "-q"]
     if model:
         cmd += ["--model", model]
+    if gates:
+        cmd += ["--gates", gates]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 2 or not os.path.exists(js):
         sys.exit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr}")
@@ -93,6 +95,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsv4q", default="build/dsv4q")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--gates", default=None)
     ap.add_argument("--seeds", default="1-8")
     ap.add_argument("--out", default=None)
     ap.add_argument("--reuse", action="store_true", help="reuse the JSON already in --out (same seeds and build)")
@@ -103,7 +106,7 @@ def main():
     legit = [b for b in LEGIT if ":" in b or "/" not in b or os.path.exists(b)]
     defect = [b for b in DEFECT_PLUGINS if os.path.exists(b)] + mutants()
     backends = a.backends or legit + defect
-    res = {b: run_backend(a.dsv4q, a.model, a.seeds, b, outdir, a.reuse) for b in backends}
+    res = {b: run_backend(a.dsv4q, a.model, a.gates, a.seeds, b, outdir, a.reuse) for b in backends}
 
     print(f"Whole-model verdicts, token seeds {a.seeds} (`{a.dsv4q} qualify --whole-model --seeds {a.seeds}`):\n")
     print("| backend | runs pass | logit gate fails | per-stage fails | stage kinds failing (seeds) |")
@@ -115,7 +118,7 @@ def main():
         kinds = {}
         for r in runs:
             for st in r.get("stages", []):
-                if st["verdict"] != "pass":
+                if st["verdict"] == "FAIL":
                     kinds.setdefault(stage_kind(st["stage"]), set()).add(id(r))
         kdesc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items())) or "-"
         print(f"| {b} | {npass}/{len(runs)} | {lfail} | {sfail} | {kdesc} |")
