@@ -86,7 +86,10 @@ static const dsv4q_mode MODES[] = {
      (const dsv4q_optspec[]){{"--whole-model", NULL, NULL, "", "select this mode", DSV4Q_OPT_REQ},
                              O_BACKEND, O_INPUT,
                              {"--seeds", NULL, "A-B", "--seed", "one run per synthetic prompt seed A..B", 0},
-                             O_GATES, O_TIMEOUT("600"), O_DECLARE, O_BOUNDARY,
+                             O_GATES,
+                             {"--timeout", NULL, "S", "600", "seconds before the isolated child (composition + per-stage "
+                              "verdict) counts as hung", 0},
+                             O_DECLARE, O_BOUNDARY,
                              {"--sparse-decode", NULL, NULL, "", "decode attention from SPARSE_ATTN even with WINDOW_ATTN_DECODE", 0},
                              O_NOISO, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
      WM_CONFLICTS, dsv4q_cmd_qualify},

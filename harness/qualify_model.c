@@ -397,7 +397,8 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     }
     long total = 0;
     for (int i = 0; i < DSV4Q_OP_COUNT; i++) total += r->calls[i];
-    fprintf(f, "composed from %ld backend calls in one isolated child (%.2f s; decode attention: %s):\n ", total,
+    fprintf(f, "composed from %ld backend calls in one isolated child (%.2f s with the per-stage verdict; decode "
+            "attention: %s):\n ", total,
             r->seconds, r->decode_op >= 0 ? dsv4q_op_get(r->decode_op)->name : "-");
     for (int i = 0; i < DSV4Q_OP_COUNT; i++)
         if (r->calls[i]) fprintf(f, " %s %ld", dsv4q_op_get(i)->name, r->calls[i]);

@@ -19,7 +19,9 @@
  */
 #include "tests/testutil.h"
 
+#include <jansson.h>
 #include <math.h>
+#include <sys/wait.h>
 #include <omp.h>
 
 #include "cli/common.h"
@@ -237,6 +239,42 @@ static void test_decided_rows(void **state)
     assert_int_equal(dsv4q_wm_row_decided(ref, lvl_edge, 4, 1, 10), 0);
 }
 
+/* ---- 7. the CLI: --seeds runs one judgement per token seed -------------- */
+
+static void test_cli_seeds(void **state)
+{
+    (void)state;
+    char cmd[1024], js[400];
+    snprintf(js, sizeof js, "%s/wm.json", root_dir);
+    snprintf(cmd, sizeof cmd, DSV4Q_TEST_BUILD "/dsv4q qualify --whole-model --model %s --backend cpu-ref "
+             "--backend /nonexistent/x.so --seeds 2-3 --prompt-len 8 --decode 1 --json %s --db %s/wm.db -q "
+             ">/dev/null 2>&1", tiny_dir, js, root_dir);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);   /* a backend that cannot load: exit 2, the others still run */
+    json_error_t je;
+    json_t *a = json_load_file(js, 0, &je);
+    assert_non_null(a);
+    /* cpu-ref at seeds 2 and 3, then the missing plugin once (not once per seed) */
+    assert_int_equal(json_array_size(a), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "tokens")),
+                        "synthetic:seed=2,prompt=8,decode=1");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 1), "tokens")),
+                        "synthetic:seed=3,prompt=8,decode=1");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 2), "verdict")), "not loaded");
+    for (int i = 0; i < 2; i++) {
+        json_t *r = json_array_get(a, (size_t)i);
+        assert_true(json_array_size(json_object_get(r, "stages")) == (size_t)(8 * M->cfg.n_layers + 2));
+        assert_true(json_is_true(json_object_get(r, "stages_pass")));
+    }
+    json_decref(a);
+    /* --seed and --seeds exclude each other */
+    snprintf(cmd, sizeof cmd, DSV4Q_TEST_BUILD "/dsv4q qualify --whole-model --model %s --backend cpu-ref --seed 1 "
+             "--seeds 1-2 >/dev/null 2>&1", tiny_dir);
+    st = system(cmd);
+    assert_int_equal(WEXITSTATUS(st), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_no_act_fp8_fails_per_stage),
         cmocka_unit_test(test_head_logits_judged_in_bf16),
         cmocka_unit_test(test_decided_rows),
+        cmocka_unit_test(test_cli_seeds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
