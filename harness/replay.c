@@ -505,6 +505,23 @@ void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len)
     else snprintf(buf, len, "model.%s", si->name);
 }
 
+void dsv4q_replay_print_failed(FILE *f, const dsv4q_replay *res)
+{
+    for (int i = 0; i < res->nst; i++) {
+        const dsv4q_rstage *r = &res->st[i];
+        if (r->verdict != DSV4Q_RV_FAIL) continue;
+        char key[48];
+        dsv4q_replay_key(r, key, sizeof key);
+        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
+            const dsv4q_rrow *w = &r->row[m];
+            if (!w->measured || !w->gated || w->pass) continue;
+            fprintf(f, "failed: %s: %s %.3e > bound %.3e (level %.3e)\n", key, dsv4q_metric_name(m), w->value,
+                    w->bound, w->level);
+            break;
+        }
+    }
+}
+
 void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all)
 {
     fprintf(f, "gates %s; bound = factor * level + floor (+ floor_u * u(storage dtype))\n\n", g->origin);
@@ -580,19 +597,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
     fprintf(f, "; %d not checkable; %d not captured; %.1f s -> %s\n", res->nunc, res->nabsent, res->seconds,
             dsv4q_replay_status(res) == 0 ? "PASS" : "FAIL");
     /* one line per failing stage (and the whole model), for CI logs */
-    for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
-        if (r->verdict != DSV4Q_RV_FAIL) continue;
-        char key[48];
-        dsv4q_replay_key(r, key, sizeof key);
-        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-            const dsv4q_rrow *w = &r->row[m];
-            if (!w->measured || !w->gated || w->pass) continue;
-            fprintf(f, "failed: %s: %s %.3e > bound %.3e (level %.3e)\n", key, dsv4q_metric_name(m), w->value,
-                    w->bound, w->level);
-            break;
-        }
-    }
+    dsv4q_replay_print_failed(f, res);
     if (M->verdict == DSV4Q_RV_FAIL)
         fprintf(f, "failed: model.logits: nrms %.3e (bound %.3e), greedy %ld/%ld (oracle-f32 %ld/%ld)\n", M->nrms.value,
                 M->nrms.bound, M->agree, M->rows, M->agree_lvl, M->rows);

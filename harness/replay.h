@@ -166,6 +166,10 @@ void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len);
  * (may be NULL). */
 json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent);
 
+/* One "failed: KEY: METRIC VALUE > bound BOUND (level LEVEL)" line per
+ * failing stage row (its first failing gated metric), for CI logs. */
+void dsv4q_replay_print_failed(FILE *f, const dsv4q_replay *res);
+
 /* Human table; all = every measured metric, not only the gated ones. */
 void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all);
 /* Machine form (malloc'd JSON text). */

@@ -54,9 +54,10 @@ static int hook(void *user, const dsv4q_stage_io *io)
         last[t] = dsv4q_stage_row_len(&si->out[t], g, io->s);
         dt[t] = dsv4q_replay_dtype(DSV4Q_DT_F32, &si->out[t], x->bs);
     }
-    char key[64];
-    if (si->per_layer) snprintf(key, sizeof key, "L%d.%s", io->layer, si->name);
-    else snprintf(key, sizeof key, "model.%s", si->name);
+    const long slot = dsv4q_stage_slot_of(g->n_layers, io->stage, io->layer);
+    if (slot < 0 || slot >= x->res->nst) return 0;   /* not a row of the table (MTP layers) */
+    char key[48];
+    dsv4q_replay_key(&x->res->st[slot], key, sizeof key);
     if (grow(x, nmax)) {
         snprintf(x->err, x->errlen, "stage %s: out of memory", key);
         x->failed = 1;
@@ -77,8 +78,6 @@ static int hook(void *user, const dsv4q_stage_io *io)
         x->failed = 1;
         return 0;
     }
-    const long slot = dsv4q_stage_slot_of(g->n_layers, io->stage, io->layer);
-    if (slot < 0 || slot >= x->res->nst) return 0;   /* not a row of the table (MTP layers) */
     const double *cand[DSV4Q_STAGE_MAX_T] = {0}, *lvl[DSV4Q_STAGE_MAX_T] = {0};
     for (int t = 0; t < si->nout; t++) {
         cand[t] = ic.out[t];
@@ -195,17 +194,11 @@ void dsv4q_stagewise_print(FILE *f, const dsv4q_replay *res)
     for (int i = 0; i < res->nst; i++) {
         const dsv4q_rstage *r = &res->st[i];
         char key[48];
+        if (r->verdict != DSV4Q_RV_UNCHECKABLE) continue;
         dsv4q_replay_key(r, key, sizeof key);
-        if (r->verdict == DSV4Q_RV_UNCHECKABLE) fprintf(f, "not checkable: %s: %s\n", key, r->why);
-        if (r->verdict != DSV4Q_RV_FAIL) continue;
-        for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-            const dsv4q_rrow *w = &r->row[m];
-            if (!w->measured || !w->gated || w->pass) continue;
-            fprintf(f, "failed: %s: %s %.3e > bound %.3e (level %.3e)\n", key, dsv4q_metric_name(m), w->value,
-                    w->bound, w->level);
-            break;
-        }
+        fprintf(f, "not checkable: %s: %s\n", key, r->why);
     }
+    dsv4q_replay_print_failed(f, res);
     fprintf(f, "%d stage rows judged: %d pass, %d FAIL, %d not checkable\n", res->npass + res->nfail, res->npass,
             res->nfail, res->nunc);
 }

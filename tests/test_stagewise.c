@@ -18,6 +18,7 @@
  *     and moe stages of every layer and nowhere else.
  */
 #include "tests/testutil.h"
+#include "tests/tinyfix.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -27,9 +28,7 @@
 #include "cli/common.h"
 #include "gates/gates.h"
 #include "harness/qualify_model.h"
-#include "io/config.h"
 #include "io/model.h"
-#include "io/synth.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/stages.h"
@@ -44,13 +43,9 @@ static int setup(void **state)
 {
     (void)state;
     char err[1024];
-    dsv4q_config cfg;
     omp_set_num_threads(1);
-    snprintf(root_dir, sizeof root_dir, "/tmp/dsv4q-test-stagewise-XXXXXX");
-    if (!mkdtemp(root_dir)) return -1;
-    snprintf(tiny_dir, sizeof tiny_dir, "%s/tiny", root_dir);
-    if (dsv4q_config_builtin(&cfg, "tiny", err, sizeof err) || dsv4q_synth_write(&cfg, 1, tiny_dir, 1, err, sizeof err) ||
-        dsv4q_model_open(&M, tiny_dir, err, sizeof err) || dsv4q_gates_load(&G, "gates/default.json", err, sizeof err)) {
+    if (tinyfix_make(root_dir, sizeof root_dir, tiny_dir, sizeof tiny_dir, "stagewise", "tiny", 1)) return -1;
+    if (dsv4q_model_open(&M, tiny_dir, err, sizeof err) || dsv4q_gates_load(&G, "gates/default.json", err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -60,10 +55,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
     dsv4q_model_close(M);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tinyfix_remove(root_dir);
 }
 
 #define NPROMPT 32
