@@ -39,7 +39,7 @@ LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl $(SAN
 
 ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
-COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
+COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*/*.c backends/cpuref/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
 
 OBJS := $(ORACLE_WIDTH:%.c=$(BUILD)/f32/%.o) $(ORACLE_WIDTH:%.c=$(BUILD)/f64/%.o) \
@@ -150,7 +150,7 @@ clean:
 # the oracle and metrics headers, keeping their oracle/ harness/ paths) and
 # lib/pkgconfig/dsv4q.pc (`pkg-config --cflags --libs dsv4q`).
 PREFIX ?= /usr/local
-PUB_HEADERS := harness/dsv4q_backend.h cli/dsv4q_capi.h harness/metrics.h oracle/ops.h oracle/ops.inc \
+PUB_HEADERS := abi/dsv4q_backend.h harness/dsv4q_backend.h cli/dsv4q_capi.h harness/measure/metrics.h oracle/ops.h oracle/ops.inc \
                oracle/weights.h oracle/formats.h oracle/boundary.h
 install: $(LIB) $(SOLIB)
 	@d=$(DESTDIR)$(PREFIX); mkdir -p $$d/lib/pkgconfig $$d/include/dsv4q/oracle $$d/include/dsv4q/harness && \
@@ -170,7 +170,7 @@ golden-check: $(BIN)
 # tests/test_qualify.c through dlopen, as a real engine's plugin would be.
 # Never instrumented (foreign engine code: crash.so must die of a real
 # SIGSEGV, not of UBSan's report, in the sanitizer build too).
-$(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h harness/dsv4q_backend.h
+$(BUILD)/plugins/%.so: tests/backends/%.c tests/backends/plugin_common.h abi/dsv4q_backend.h harness/dsv4q_backend.h
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
 # The same good.c built against the ABI v1 header as released (tests/backends/v1):
@@ -179,7 +179,7 @@ $(BUILD)/plugins/v1_good.so: tests/backends/good.c tests/backends/plugin_common.
 	@mkdir -p $(dir $@)
 	$(CC) -Itests/backends/v1 $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
 # The worked example engine of docs/engines.md (self-contained: the ABI header only).
-$(BUILD)/plugins/engine_v2.so: examples/engine_v2.c harness/dsv4q_backend.h
+$(BUILD)/plugins/engine_v2.so: examples/engine_v2.c abi/dsv4q_backend.h
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC $< -o $@ -lm
 plugins: $(PLUGINS)

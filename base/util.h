@@ -5,7 +5,7 @@
  * ULP distance counts). base/ is the bottom layer: it includes only libc
  * and jansson, never a project header.
  *
- * Before this file each helper had 3-5 private copies (harness/capture.c,
+ * Before this file each helper had 3-5 private copies (harness/capture/capture.c,
  * goldens/golden.c, io/{safetensors,config,synth}.c, cli/common.c,
  * harness/{qualify,replay,qualify_model,isolate}.c, ...).
  */

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/cases.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
 #include "cli/dsv4q_capi.h"
-#include "harness/isolate.h"
-#include "harness/oracle_exec.h"
-#include "harness/qualify.h"
+#include "harness/backend/isolate.h"
+#include "harness/ops/oracle_exec.h"
+#include "harness/qualify/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 
@@ -470,7 +470,7 @@ static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *
     }
     /* the ulp_max element, counted exactly as qualify counts it */
     long last = tmpl->ndim ? (long)tmpl->shape[tmpl->ndim - 1] : 1;
-    uat = dsv4q_qualify_ulp_argmax(av, b, n, last, cand->dtype, rowfloor, &uworst);
+    uat = dsv4q_metrics_ulp_argmax(av, b, n, last, cand->dtype, rowfloor, &uworst);
     free(av);
     if (at < 0) return w;
     json_object_set_new(w, "index", json_integer(at));
@@ -539,7 +539,7 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
         json_object_set_new(jo, "ulp_hist", h);
         json_object_set_new(jo, "tie_flips", json_integer(r->m[i].tie_flips));
         json_object_set_new(jo, "worst",
-                            worst_of(&c->out[i], &cand[i], ref[i], dsv4q_qualify_ulp_rowfloor(c->op, i)));
+                            worst_of(&c->out[i], &cand[i], ref[i], dsv4q_op_ulp_rowfloor(c->op, i)));
         json_array_append_new(outs, jo);
     }
     for (int m = 0; m < DSV4Q_M_COUNT && r->verdict != DSV4Q_V_ERROR; m++) {

@@ -17,7 +17,7 @@
 #include <string.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
-#include "harness/metrics.h"
+#include "harness/measure/metrics.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"

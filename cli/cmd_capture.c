@@ -18,7 +18,7 @@
  * dump it: exact for an f32 run). With --backend B (a built-in: cpu-ref,
  * mutant:NAME, oracle-f32; or a plugin .so, run in one isolated child) the
  * ONE forward pass runs at f32 with B as its operator provider
- * (harness/capture_backend.h): every stage B has operators for, attention
+ * (harness/capture/capture_backend.h): every stage B has operators for, attention
  * included, is B's; operators B lacks run on oracle-f32 and are listed on
  * stderr and in each call's metadata (oracle_f32_fallbacks). The profile is
  * B's declaration; the width is f32 (the ABI is F32: --width f64 is
@@ -31,10 +31,11 @@
 #include <string.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
-#include "harness/backend.h"
-#include "harness/capture.h"
-#include "harness/capture_backend.h"
-#include "harness/isolate.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/capture/capture.h"
+#include "harness/capture/capture_backend.h"
+#include "harness/backend/isolate.h"
 #include "receipts/capture_pins.h"
 #include "io/model.h"
 #include "oracle/boundary.h"

@@ -11,7 +11,7 @@
  * selections and between the profile and its counterpart (source <->
  * model); and what the fp32-vs-fp64 flips do to the layer's attention
  * output (an f64 rerun with only that layer's flipped picks swapped in).
- * Definitions: harness/margins.h, docs/margins.md.
+ * Definitions: harness/measure/margins.h, docs/margins.md.
  *
  * Runs: (a) f64 and (b) f32 of the profile, (c) f64 of the counterpart
  * profile, (d) per ratio-4 layer with flips, one f64 rerun with a pick
@@ -27,8 +27,8 @@
 #include <unistd.h>
 #include "cli/cmds.h"
 #include "cli/common.h"
-#include "harness/margins.h"
-#include "harness/metrics.h"
+#include "harness/measure/margins.h"
+#include "harness/measure/metrics.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"

@@ -11,7 +11,7 @@
  *   dsv4q qualify --whole-model --backend B [--backend B2 ...] [--model DIR]
  *                 [--prompt-len N] [--decode M] [--tokens FILE] [--seed S]
  *                 [--sparse-decode] [--gates FILE] [--timeout S] [--json FILE]
- *       the model composed from B's operators (harness/qualify_model.h):
+ *       the model composed from B's operators (harness/qualify/qualify_model.h):
  *       prefill of the prompt + M teacher-forced decode steps in one
  *       isolated child, logits judged with the gates' `model` section
  *       against oracle-f64 of B's profile (level: oracle-f32). --model
@@ -27,7 +27,7 @@
  * reference weights) exceeds NRMS; by default it is reported only.
  *
  * B is a built-in name (oracle-f32, cpu-ref, mutant:NAME) or a path to a
- * plugin .so (harness/dsv4q_backend.h). Several --backend share one pass
+ * plugin .so (abi/dsv4q_backend.h). Several --backend share one pass
  * over the cases (inputs and references are built once). Prints the table
  * (case, metric, value, level, bound, verdict) per backend, writes one
  * receipt per backend, and exits 0 (all pass), 1 (a case failed or the
@@ -44,9 +44,10 @@
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/qualify.h"
-#include "harness/qualify_model.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/qualify/qualify.h"
+#include "harness/qualify/qualify_model.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
@@ -127,7 +128,7 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
 }
 
 /* --whole-model: one composed run per backend and token seed, judged with
- * gates.model (the logits) and stage by stage (harness/stagewise.h).
+ * gates.model (the logits) and stage by stage (harness/capture/stagewise.h).
  * --seeds A-B: the synthetic prompt of each seed A..B in turn (one result
  * and one receipt each); without it, the one prompt of --seed/--tokens. */
 static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv,

@@ -1,12 +1,12 @@
 /*
  * cmd_replay.c - `dsv4q replay`: qualify an engine from the tensors it
- * dumped, stage by stage, on its own inputs (harness/replay.h).
+ * dumped, stage by stage, on its own inputs (harness/capture/replay.h).
  *
  *   dsv4q replay --model DIR --capture FILE|DIR [--gates FILE] [--no-model]
  *                [--all-metrics] [--json FILE] [--db FILE] [--key FILE]
  *
  * Validates the capture against the model first (names, shapes, metadata,
- * checkpoint pins: harness/capture.h); any problem there is an error (exit
+ * checkpoint pins: harness/capture/capture.h); any problem there is an error (exit
  * 2) naming the file and the tensor or field. Then prints the per-stage
  * table (value = capture vs oracle-f64 on the captured inputs, level =
  * oracle-f32 vs oracle-f64, bound from the gates), the stages that could
@@ -21,9 +21,9 @@
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "gates/gates.h"
-#include "harness/capture.h"
+#include "harness/capture/capture.h"
 #include "receipts/capture_pins.h"
-#include "harness/replay.h"
+#include "harness/capture/replay.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"

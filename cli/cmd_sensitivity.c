@@ -17,7 +17,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/taps.h"
-#include "harness/metrics.h"
+#include "harness/measure/metrics.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"

@@ -13,4 +13,8 @@ int dsv4q_cmd_qualify(int argc, char **argv);
 int dsv4q_cmd_stages(int argc, char **argv);
 int dsv4q_cmd_capture(int argc, char **argv);
 int dsv4q_cmd_replay(int argc, char **argv);
+/* cli/cmd_receipts.c: `keygen` (1 when it refuses to overwrite a key) and
+ * `receipts list|show|verify|export|verify-json` (1: verification failed). */
+int dsv4q_cmd_keygen(int argc, char **argv);
+int dsv4q_cmd_receipts(int argc, char **argv);
 #endif

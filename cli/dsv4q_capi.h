@@ -5,12 +5,12 @@
  * Why a separate surface: the internal headers (cases.h, qualify.h,
  * backend.h) change with the harness; this one only hands out plain C types
  * (ints, doubles, char pointers, the frozen ABI struct dsv4q_bt of
- * harness/dsv4q_backend.h) and JSON text, so a binding never mirrors an
+ * abi/dsv4q_backend.h) and JSON text, so a binding never mirrors an
  * internal struct. Every function is a thin wrapper over the functions the
  * CLI uses: dsv4q_oracle_exec_f32/_f64 (the oracle behind `qualify`),
  * dsv4q_case_build (the case keys), dsv4q_iso_run (the isolated backend
  * runs) and dsv4q_qualify_measure (the metric set and gate verdicts of
- * `qualify`, harness/qualify.h).
+ * `qualify`, harness/qualify/qualify.h).
  *
  * Conventions: tensors are dsv4q_bt (row-major, contiguous, host memory;
  * F32 activations and decoded weights, I32 integer tensors, optional raw
@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "harness/dsv4q_backend.h"
+#include "abi/dsv4q_backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,7 +37,7 @@ extern "C" {
 int dsv4q_capi_version(void);
 void dsv4q_capi_free(void *p);
 
-/* --- the operator table (harness/backend_ops.c) ------------------------ */
+/* --- the operator table (harness/ops/ops.c) ------------------------ */
 
 int dsv4q_capi_op_count(void);
 /* Operator index of a stable lower-case name ("sparse_attn"), -1 if unknown. */
@@ -91,7 +91,7 @@ char *dsv4q_capi_check(int op, const char *profile, const char *boundary, const 
                        int nin, const double *param, int nparam, const dsv4q_bt *cand, const dsv4q_bt *cand2,
                        int nout, char *err, size_t errlen);
 
-/* --- case keys (harness/cases.h) ---------------------------------------- */
+/* --- case keys (harness/cases/cases.h) ---------------------------------------- */
 
 typedef struct dsv4q_capi_case dsv4q_capi_case;
 

@@ -7,8 +7,8 @@
 #include <string.h>
 #include "cli/junit.h"
 #include "cli/qreport.h"
-#include "harness/metrics.h"
-#include "harness/replay.h"
+#include "harness/measure/metrics.h"
+#include "harness/capture/replay.h"
 #include "oracle/stages.h"
 #include "oracle/formats.h"
 

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "harness/qualify.h"
+#include "harness/qualify/qualify.h"
 
 typedef struct dsv4q_qreport_opts {
     int all_metrics;     /* print info rows too */

@@ -5,7 +5,7 @@
 #ifndef DSV4Q_CLI_TAPS_H
 #define DSV4Q_CLI_TAPS_H
 
-#include "harness/metrics.h"
+#include "harness/measure/metrics.h"
 
 typedef struct dsv4q_tap_entry {
     int layer;

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "harness/dsv4q_backend.h"   /* the only dsv4q header an engine needs */
+#include "abi/dsv4q_backend.h"   /* the only dsv4q header an engine needs */
 
 /* RNE float -> BF16 code (finite inputs), NaN kept quiet. */
 static uint16_t tp_bf16(float f)

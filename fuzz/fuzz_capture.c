@@ -5,7 +5,7 @@
  * output on tiny (fuzz/seeds.sh). The config pin the seeds carry is read
  * from the seed itself (the fuzzer cannot guess a SHA-256). */
 #include "fuzz/fuzzutil.h"
-#include "harness/capture.h"
+#include "harness/capture/capture.h"
 #include "io/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gates/gates.h"
-#include "harness/backend.h"
+#include "harness/ops/ops.h"
 
 static void metric_list(char *buf, size_t len)
 {

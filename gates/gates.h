@@ -1,7 +1,7 @@
 /*
  * gates.h - declarative pass/fail rules (gates/ JSON files): parsing and the
  * default file. The rule types and the evaluator (bound, pass) are in
- * harness/verdict.h, so harness/ never includes gates/ (layering).
+ * harness/measure/verdict.h, so harness/ never includes gates/ (layering).
  *
  * A gate never states an absolute tolerance alone. Per operator and metric
  * it says
@@ -37,7 +37,7 @@
 #define DSV4Q_GATES_H
 
 #include <stddef.h>
-#include "harness/verdict.h"   /* the rule types and their evaluator */
+#include "harness/measure/verdict.h"   /* the rule types and their evaluator */
 
 /* Parse gate JSON text. origin names it in messages. 0 or -1 + message. */
 int dsv4q_gates_parse(dsv4q_gates *g, const char *text, const char *origin, char *err, size_t errlen);

@@ -51,7 +51,7 @@ typedef int (*dsv4q_stage_fn)(void *user, const dsv4q_stage_io *io);
  * The operator provider: every operator the forward pass (oracle/model.c)
  * calls goes through this table, so ONE forward pass runs on the oracle at
  * either width (the default table, oracle/model.c), on a backend through
- * the ABI (harness/provider_abi.c, f32 only: the ABI is F32), or on a mix.
+ * the ABI (harness/provider/provider_abi.c, f32 only: the ABI is F32), or on a mix.
  * ctx is the provider's own (the oracle's is the run itself). Every entry
  * returns 0, or nonzero on failure (the provider keeps its own message);
  * shapes are those of the oracle function each mirrors (oracle/ops.inc):

@@ -87,7 +87,7 @@ typedef struct dsv4q_stage_tensor {
                                       linear map of (head: the normed hidden
                                       state, norm_bf16); 0 = none. When on, the
                                       output carries BF16 rounding noise and is
-                                      judged in BF16 (harness/replay.h P6) */
+                                      judged in BF16 (harness/capture/replay.h P6) */
 } dsv4q_stage_tensor;
 
 typedef struct dsv4q_stage_info {
@@ -105,13 +105,13 @@ typedef struct dsv4q_stage_info {
     const char *tap;         /* the `run --taps` tap of its first output */
     int optional;            /* 1: an engine may leave it out of a capture (MTP);
                                 replay does not count it as missing */
-    const char *ops;         /* the backend operators (harness/dsv4q_backend.h
+    const char *ops;         /* the backend operators (abi/dsv4q_backend.h
                                 DSV4Q_OP_LIST names, ", "-separated) its
                                 computation may call through the operator
                                 provider, over every config and profile; ""
                                 for none (embed). The one op <-> stage link:
                                 partial-engine marks and a case's stages are
-                                derived from it (harness/stage_ops.h), and
+                                derived from it (harness/ops/stage_ops.h), and
                                 tests/test_stage_ops.c checks it against the
                                 calls of a forward pass */
 } dsv4q_stage_info;
@@ -155,7 +155,7 @@ int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
 
 /* Check the stage table when it is used: every stage names a known tap
  * and a gate operator (gate_op non-empty; the harness resolves it against
- * the operator list: harness/verdict.h dsv4q_stage_gates_check), names are
+ * the operator list: harness/measure/verdict.h dsv4q_stage_gates_check), names are
  * unique, and per-layer stages come in forward order between embed and
  * head (S2). 0, or -1 with a message naming the row. */
 int dsv4q_stage_table_check(char *err, size_t errlen);

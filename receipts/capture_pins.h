@@ -2,7 +2,7 @@
  * capture_pins.h - the pins a capture states of its checkpoint (config and
  * weight-file hashes), derived from the receipts' checkpoint pin
  * (receipts/pin.c) so a capture and a receipt name the same bytes the same
- * way. Moved out of harness/capture.c: the harness may not include
+ * way. Moved out of harness/capture/capture.c: the harness may not include
  * receipts/ (layering, docs/architecture.md).
  */
 #ifndef DSV4Q_CAPTURE_PINS_H

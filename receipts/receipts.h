@@ -180,16 +180,4 @@ const char *dsv4q_receipts_default_db(void);
  * \xNN, so the result is valid UTF-8. Malloc'd; NULL only on OOM. */
 char *dsv4q_command_line(int argc, char **argv);
 
-/* CLI entry points (called by cli/main.c). argv[0] is the subcommand name.
- *   dsv4q keygen [--out FILE]
- *   dsv4q receipts list [--db FILE] [--kind K] [--last N]
- *   dsv4q receipts show ID [--db FILE]
- *   dsv4q receipts verify [ID|--all] [--pubkey FILE] [--db FILE]
- *   dsv4q receipts export ID [--json] [--pubkey FILE] [--db FILE]
- *   dsv4q receipts verify-json FILE [--pubkey FILE]
- * Exit status: 0 ok; 1 verification failed (or keygen refused); 2 usage
- * or I/O error. */
-int dsv4q_cmd_keygen(int argc, char **argv);
-int dsv4q_cmd_receipts(int argc, char **argv);
-
 #endif

@@ -1,41 +1,62 @@
 #!/bin/sh
-# check-layers.sh - fail on an upward #include between the source layers.
+# check-layers.sh - fail on an upward #include between the rooms of the tree.
 #
-# Layers, lowest first (docs/architecture.md): a file may include headers of
-# its own layer or of a lower one, never of a higher one.
-#     base -> oracle -> io -> goldens -> harness -> gates -> receipts -> cli
-# goldens/ needs only oracle + io (it records the oracle's outputs), so it
-# sits right above io. backends/ (plugins) may include only the ABI header
-# harness/dsv4q_backend.h. tests/, bench/ and examples/ may include anything.
-# Prints every violation as FILE:LINE: LAYER includes HEADER (LAYER); exit 1
+# Rooms, lowest first (docs/architecture.md has the picture): a file may
+# include headers of its own room or of a lower one, never of a higher one.
+# A room is a top-level folder, or a subfolder of harness/ and backends/:
+#     abi -> base -> oracle -> io -> goldens -> backends/cpuref
+#         -> harness/ops -> harness/measure -> harness/cases -> harness/backend
+#         -> harness/provider -> harness/capture -> harness/qualify
+#         -> gates -> receipts -> cli
+# abi/ is the backend ABI, self-contained (it includes nothing of ours);
+# goldens/ needs only oracle + io. backends/cpuref is a built-in backend: the
+# ABI plus the number-format definitions of oracle/formats.h, nothing of the
+# harness. Plugins (backends/cuda/, any other backends/ folder) may include
+# only the ABI (abi/dsv4q_backend.h, or its old path harness/dsv4q_backend.h)
+# and their own folder. tests/, bench/, examples/, fuzz/ include anything.
+# Prints every violation as FILE:LINE: ROOM includes HEADER (ROOM); exit 1
 # if there is one, 0 otherwise. Run by `make test`.
 cd "$(dirname "$0")/.." || exit 2
+ORDER="abi base oracle io goldens backends/cpuref harness/ops harness/measure harness/cases harness/backend
+       harness/provider harness/capture harness/qualify gates receipts cli"
 rank() {
+    i=0
+    for r in $ORDER; do
+        [ "$r" = "$1" ] && { echo $i; return; }
+        i=$((i + 1))
+    done
+    echo -1
+}
+# The room of a path: harness/X/... and backends/X/... by subfolder (a file
+# directly in harness/ is the forwarding ABI header: room abi).
+room() {
     case "$1" in
-    base) echo 0 ;; oracle) echo 1 ;; io) echo 2 ;; goldens) echo 3 ;; harness) echo 4 ;;
-    gates) echo 5 ;; receipts) echo 6 ;; cli) echo 7 ;; *) echo -1 ;;
+    harness/dsv4q_backend.h) echo abi ;;
+    harness/*/* | backends/*/*) echo "$1" | cut -d/ -f1-2 ;;
+    */*) echo "${1%%/*}" ;;
+    *) echo "" ;;
     esac
 }
-bad=0
-for dir in base oracle io goldens harness gates receipts cli backends; do
-    [ -d "$dir" ] || continue
-    for f in $(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cpp' \) | sort); do
-        # quoted includes only: "layer/file.h" (or ../layer/file.h)
-        grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
-            n=${line%%:*}
-            hdr=$(printf '%s\n' "$line" | sed 's/.*include[[:space:]]*"\([^"]*\)".*/\1/; s|^\.\./||')
-            case "$hdr" in */*) ;; *) continue ;; esac   # same-directory include
-            to=${hdr%%/*}
-            if [ "$dir" = backends ]; then
-                case "$hdr" in harness/dsv4q_backend.h|backends/*) ;;
-                *) echo "$f:$n: backends includes $hdr (a plugin may include only harness/dsv4q_backend.h)" ;;
-                esac
-                continue
-            fi
-            rt=$(rank "$to")
-            [ "$rt" -lt 0 ] && continue
-            if [ "$rt" -gt "$(rank "$dir")" ]; then echo "$f:$n: $dir includes $hdr ($to)"; fi
-        done
+for f in $(find abi base oracle io goldens harness gates receipts cli backends -type f \
+           \( -name '*.c' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cpp' \) 2>/dev/null | sort); do
+    from=$(room "$f")
+    # quoted includes only: "room/file.h" (or ../room/file.h)
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+        n=${line%%:*}
+        hdr=$(printf '%s\n' "$line" | sed 's/.*include[[:space:]]*"\([^"]*\)".*/\1/; s|^\.\./||')
+        case "$hdr" in */*) ;; *) continue ;; esac   # same-directory include
+        to=$(room "$hdr")
+        case "$from" in
+        backends/cpuref) ;;
+        backends/*)
+            case "$hdr" in abi/dsv4q_backend.h|harness/dsv4q_backend.h|"$from"/*) ;;
+            *) echo "$f:$n: $from includes $hdr (a plugin may include only abi/dsv4q_backend.h)" ;;
+            esac
+            continue ;;
+        esac
+        rt=$(rank "$to")
+        [ "$rt" -lt 0 ] && { echo "$f:$n: $from includes $hdr: no such room"; continue; }
+        if [ "$rt" -gt "$(rank "$from")" ]; then echo "$f:$n: $from includes $hdr ($to)"; fi
     done
 done > /tmp/check-layers.$$
 if [ -s /tmp/check-layers.$$ ]; then
@@ -43,7 +64,8 @@ if [ -s /tmp/check-layers.$$ ]; then
     echo "check-layers: $(wc -l < /tmp/check-layers.$$) upward include(s)"
     bad=1
 else
-    echo "check-layers: ok (base -> oracle -> io -> goldens -> harness -> gates -> receipts -> cli)"
+    echo "check-layers: ok ($(echo $ORDER | sed 's/ / -> /g'))"
+    bad=0
 fi
 rm -f /tmp/check-layers.$$
 exit $bad

@@ -31,7 +31,7 @@ DEFECT_PLUGINS = ["build/plugins/no_act_fp8.so"]
 
 
 def mutants():
-    text = open("harness/cpuref_kernels.h").read()
+    text = open("backends/cpuref/kernels.h").read()
     return ["mutant:" + m for m in re.findall(r"X\([A-Z][A-Z_0-9]+, ([a-z][a-z_0-9]+), \"", text)]
 
 

@@ -1,5 +1,5 @@
 /*
- * test_base.c - base/util.h (the shared small helpers) and harness/verdict.h
+ * test_base.c - base/util.h (the shared small helpers) and harness/measure/verdict.h
  * (the one judge). Expected values are hand-computed from IEEE 754 bit
  * patterns and the gate formula of docs/gates.md, not taken from the code.
  */
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/util.h"
-#include "harness/verdict.h"
+#include "harness/measure/verdict.h"
 #include "oracle/stages.h"
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -1,6 +1,6 @@
 /*
- * test_capture.c - captures and their replay (harness/capture.h,
- * harness/replay.h, oracle/stages.h), on a synthesized `tiny`.
+ * test_capture.c - captures and their replay (harness/capture/capture.h,
+ * harness/capture/replay.h, oracle/stages.h), on a synthesized `tiny`.
  *
  *  - the stage table: names round-trip through the parser, bad names are
  *    refused with a reason, docs/captures.md embeds the current table;
@@ -24,9 +24,9 @@
 #include <unistd.h>
 #include "cli/cmds.h"
 #include "gates/gates.h"
-#include "harness/capture.h"
+#include "harness/capture/capture.h"
 #include "receipts/capture_pins.h"
-#include "harness/replay.h"
+#include "harness/capture/replay.h"
 #include "io/config.h"
 #include "io/model.h"
 #include "io/safetensors.h"

@@ -25,9 +25,9 @@
 #include <unistd.h>
 #include "cli/cmds.h"
 #include "gates/gates.h"
-#include "harness/capture.h"
-#include "harness/capture_backend.h"
-#include "harness/replay.h"
+#include "harness/capture/capture.h"
+#include "harness/capture/capture_backend.h"
+#include "harness/capture/replay.h"
 #include "io/model.h"
 #include "oracle/stages.h"
 #include "receipts/capture_pins.h"

@@ -5,7 +5,7 @@
  *  1. Format helpers: cpu-ref's bit-level E4M3 / E2M1 rounding and its
  *     power-of-two scale rule agree with the format definitions
  *     (oracle/formats.h) and the exact ceil-log2 rule on ~10^6 values.
- *  2. Per operator, on small inputs from the case builder (harness/cases.c)
+ *  2. Per operator, on small inputs from the case builder (harness/cases/cases.c)
  *     with the source profile: cpu-ref vs the oracle's f64 instance. BF16
  *     outputs: NRMS below one BF16 ulp (2^-8) and at most 4x the f32
  *     oracle's own NRMS + 2^-10; FP32 outputs: at most 16x the f32
@@ -18,11 +18,12 @@
  */
 #include "tests/testutil.h"
 
-#include "harness/backend.h"
-#include "harness/cases.h"
-#include "harness/cpuref.h"
-#include "harness/cpuref_kernels.h"
-#include "harness/oracle_exec.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
+#include "backends/cpuref/cpuref.h"
+#include "backends/cpuref/kernels.h"
+#include "harness/ops/oracle_exec.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/ops.h"

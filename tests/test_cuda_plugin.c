@@ -34,8 +34,8 @@
 #include <unistd.h>
 #include "backends/cuda/dqc_bits.h"
 #include "backends/cuda/dsv4q_cuda_debug.h"
-#include "harness/dsv4q_backend.h"
-#include "harness/oracle_exec.h"
+#include "abi/dsv4q_backend.h"
+#include "harness/ops/oracle_exec.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
 #include "oracle/ops.h"

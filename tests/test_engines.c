@@ -20,11 +20,11 @@
 #include "tests/testutil.h"
 
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/cases.h"
-#include "harness/engine_weights.h"
-#include "harness/oracle_exec.h"
-#include "harness/qualify.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
+#include "harness/backend/engine_weights.h"
+#include "harness/ops/oracle_exec.h"
+#include "harness/qualify/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/ops.h"
 

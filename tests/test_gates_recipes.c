@@ -8,7 +8,7 @@
  * cases.
  *
  * Expected properties are restated from the recipe descriptions
- * (harness/cases.c comments, docs/gates.md) and counted here
+ * (harness/cases/cases.c comments, docs/gates.md) and counted here
  * independently; the row-floored ULP expectations are hand-computed.
  */
 #include "tests/testutil.h"
@@ -16,9 +16,10 @@
 #include <math.h>
 
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/cases.h"
-#include "harness/qualify.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
+#include "harness/qualify/qualify.h"
 #include "oracle/formats.h"
 
 #define PLUG(name) DSV4Q_TEST_BUILD "/plugins/" name ".so"
@@ -280,12 +281,12 @@ static void test_seeds(void **state)
 static void test_rowfloor_ulp(void **state)
 {
     (void)state;
-    assert_true(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_SPARSE_ATTN, 0));
-    assert_true(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 0));
-    assert_false(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 1));   /* ring_out: a copy */
-    assert_true(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_ROPE, 0));
-    assert_false(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_ACT_QUANT, 0));           /* never the quantizers */
-    assert_false(dsv4q_qualify_ulp_rowfloor(DSV4Q_OP_FP4_QUANT, 0));
+    assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_SPARSE_ATTN, 0));
+    assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 0));
+    assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 1));   /* ring_out: a copy */
+    assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_ROPE, 0));
+    assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_ACT_QUANT, 0));           /* never the quantizers */
+    assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_FP4_QUANT, 0));
     enum { n = 256 };
     double b[n], lvl[n], good[n], bad1[n], bad2[n];
     for (int i = 0; i < n; i++) b[i] = 1 + i / 256.0 + 1.0 / 3000.0;   /* off the BF16 grid */
@@ -299,11 +300,11 @@ static void test_rowfloor_ulp(void **state)
         const dsv4q_gate_rule *rule = &G.op[ops[k]][DSV4Q_M_ULP_MAX];
         assert_true(rule->on);
         dsv4q_mset ml, mg, m1, m2, plain;
-        dsv4q_qualify_float_metrics(&ml, lvl, b, n, n, DSV4Q_BT_BF16, 1);
-        dsv4q_qualify_float_metrics(&mg, good, b, n, n, DSV4Q_BT_BF16, 1);
-        dsv4q_qualify_float_metrics(&m1, bad1, b, n, n, DSV4Q_BT_BF16, 1);
-        dsv4q_qualify_float_metrics(&m2, bad2, b, n, n, DSV4Q_BT_BF16, 1);
-        dsv4q_qualify_float_metrics(&plain, good, b, n, n, DSV4Q_BT_BF16, 0);
+        dsv4q_metrics_float(&ml, lvl, b, n, n, DSV4Q_BT_BF16, 1);
+        dsv4q_metrics_float(&mg, good, b, n, n, DSV4Q_BT_BF16, 1);
+        dsv4q_metrics_float(&m1, bad1, b, n, n, DSV4Q_BT_BF16, 1);
+        dsv4q_metrics_float(&m2, bad2, b, n, n, DSV4Q_BT_BF16, 1);
+        dsv4q_metrics_float(&plain, good, b, n, n, DSV4Q_BT_BF16, 0);
         double L = ml.v[DSV4Q_M_ULP_MAX];
         assert_true(L <= 0.5);
         assert_true(plain.v[DSV4Q_M_ULP_MAX] > 1e4);   /* what the plain count would say */

@@ -1,5 +1,5 @@
 /*
- * test_margins.c - the top-k boundary figures (harness/margins.c) on
+ * test_margins.c - the top-k boundary figures (harness/measure/margins.c) on
  * constructed rows with hand-computed answers, and `dsv4q margins` end to
  * end on a synthesized tiny checkpoint.
  *
@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/cmds.h"
-#include "harness/margins.h"
+#include "harness/measure/margins.h"
 #include "io/config.h"
 #include "io/synth.h"
 #include "oracle/formats.h"

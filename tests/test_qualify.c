@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/cases.h"
-#include "harness/oracle_exec.h"
-#include "harness/qualify.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
+#include "harness/ops/oracle_exec.h"
+#include "harness/qualify/qualify.h"
 
 #define PLUG(name) DSV4Q_TEST_BUILD "/plugins/" name ".so"
 
@@ -70,7 +70,7 @@ static void test_case_table(void **state)
  * document exactly the list's arity (a DOC_ row with one tensor too few
  * fails here), and the arity must match what the ABI header's comment and
  * the v1 plugins rely on (linear 2/1/2, hc_pre 4/3/3: hand-read from the
- * contract in harness/dsv4q_backend.h). */
+ * contract in abi/dsv4q_backend.h). */
 static void test_op_table_generated(void **state)
 {
     (void)state;
@@ -311,27 +311,27 @@ static void test_selection_tie_rule(void **state)
     dsv4q_mset m;
     const int32_t same[3] = {2, 0, 1};   /* order does not matter */
     dsv4q_mset_init(&m);
-    dsv4q_qualify_sel_metrics(&m, same, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, same, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] == 0 && m.tie_flips == 0 && m.v[DSV4Q_M_JACCARD_DIST] == 0);
     const int32_t tie[3] = {0, 1, 4};    /* swap inside the tie-run: legitimate */
-    dsv4q_qualify_sel_metrics(&m, tie, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, tie, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] == 0);
     assert_int_equal(m.tie_flips, 1);
     assert_true(m.v[DSV4Q_M_JACCARD_DIST] > 0);
     const int32_t out[3] = {0, 1, 5};    /* a pick below the cut: a flip */
-    dsv4q_qualify_sel_metrics(&m, out, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, out, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] == 1);
     const int32_t drop[3] = {0, 3, 4};   /* drops 7 (above the cut) for a tie member */
-    dsv4q_qualify_sel_metrics(&m, drop, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, drop, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] == 1);
     assert_int_equal(m.tie_flips, 1);
     const int32_t dup[3] = {0, 1, 1};    /* a duplicate pick */
-    dsv4q_qualify_sel_metrics(&m, dup, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, dup, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] >= 1);
     const int32_t pad[3] = {0, 1, -1};   /* a missing pick */
-    dsv4q_qualify_sel_metrics(&m, pad, ref, 1, 3, sc, 8);
+    dsv4q_metrics_sel(&m, pad, ref, 1, 3, sc, 8);
     assert_true(m.v[DSV4Q_M_FLIPS] >= 1);
-    dsv4q_qualify_sel_metrics(&m, tie, ref, 1, 3, NULL, 0);   /* no scores: every difference fails */
+    dsv4q_metrics_sel(&m, tie, ref, 1, 3, NULL, 0);   /* no scores: every difference fails */
     assert_true(m.v[DSV4Q_M_FLIPS] == 1);
 }
 

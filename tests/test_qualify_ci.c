@@ -24,7 +24,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include "cli/cmdtab.h"
-#include "harness/cases.h"
+#include "harness/cases/cases.h"
 
 static char out[1 << 20];
 static char dir[] = "/tmp/dsv4q-qci-XXXXXX", db[300], junit[300];

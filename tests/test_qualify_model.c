@@ -1,5 +1,5 @@
 /*
- * test_qualify_model.c - whole-model qualification (harness/qualify_model.h)
+ * test_qualify_model.c - whole-model qualification (harness/qualify/qualify_model.h)
  * on synthesized tiny checkpoints:
  *
  *  1. W1: the model composed from oracle-f32's operators equals dsv4q_run
@@ -32,9 +32,10 @@
 
 #include "cli/common.h"
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/isolate.h"
-#include "harness/qualify_model.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/backend/isolate.h"
+#include "harness/qualify/qualify_model.h"
 #include "io/config.h"
 #include "io/model.h"
 #include "io/synth.h"

@@ -1,7 +1,7 @@
 /*
  * test_qualify_mutants.c - the default gates separate a correct independent
  * backend from broken ones: cpu-ref passes every Flash case, and every
- * mutant (cpu-ref with one realistic defect, harness/cpuref.h) fails, each
+ * mutant (cpu-ref with one realistic defect, backends/cpuref/cpuref.h) fails, each
  * only on the operator(s) it breaks. One qualification pass runs all of
  * them (inputs and references are built once per case).
  *
@@ -13,8 +13,9 @@
 #include "tests/testutil.h"
 
 #include "gates/gates.h"
-#include "harness/backend.h"
-#include "harness/qualify.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/qualify/qualify.h"
 
 static const struct {
     const char *mutant;

@@ -24,6 +24,7 @@
 #include <sodium.h>
 #include <sqlite3.h>
 
+#include "cli/cmds.h"
 #include "receipts/receipts.h"
 #include "receipts/receipts_internal.h"
 

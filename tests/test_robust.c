@@ -18,7 +18,7 @@
 #include "base/file.h"
 #include "cli/common.h"
 #include <sys/wait.h>
-#include "harness/capture.h"
+#include "harness/capture/capture.h"
 #include "io/config.h"
 #include "io/model.h"
 #include "io/safetensors.h"

@@ -1,10 +1,10 @@
 /*
  * test_stage_ops.c - the stage table's operator column (oracle/stages.h
- * `ops`) and the links derived from it (harness/stage_ops.h):
+ * `ops`) and the links derived from it (harness/ops/stage_ops.h):
  *
  *  1. The column is what the forward pass does: THE forward pass
  *     (oracle/model.c) runs at f32 on the oracle-f32 backend through the ABI
- *     provider (harness/provider_abi.c, which counts calls per operator),
+ *     provider (harness/provider/provider_abi.c, which counts calls per operator),
  *     with a stage hook that attributes the calls since the previous stage
  *     to the stage that just finished; MTP after every call. Observed over
  *     `tiny` (prefill 42 + 2 decodes, ring wrapped, ratio-4 and ratio-128
@@ -22,11 +22,12 @@
 
 #include <omp.h>
 
-#include "harness/backend.h"
-#include "harness/cases.h"
-#include "harness/provider_abi.h"
-#include "harness/stage_ops.h"
-#include "harness/verdict.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/cases/cases.h"
+#include "harness/provider/provider_abi.h"
+#include "harness/ops/stage_ops.h"
+#include "harness/measure/verdict.h"
 #include "io/config.h"
 #include "io/model.h"
 #include "io/synth.h"

@@ -1,6 +1,6 @@
 /*
  * test_stagewise.c - the whole-model verdict stage by stage
- * (harness/stagewise.h, qualify --whole-model) on the synthesized FP8/FP4
+ * (harness/capture/stagewise.h, qualify --whole-model) on the synthesized FP8/FP4
  * `tiny`, where the logit gate alone cannot tell a defect from rounding
  * (docs/backends.md):
  *
@@ -27,7 +27,7 @@
 
 #include "cli/common.h"
 #include "gates/gates.h"
-#include "harness/qualify_model.h"
+#include "harness/qualify/qualify_model.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"

@@ -1,6 +1,6 @@
 /*
  * plugin.cu - the CUDA kernel set behind the backend ABI
- * (harness/dsv4q_backend.h): libdsv4q_cuda.so exports dsv4q_backend_entry.
+ * (abi/dsv4q_backend.h): libdsv4q_cuda.so exports dsv4q_backend_entry.
  *
  * What it owns: turning one ABI call (host tensors, decoded + raw) into
  * device buffers, one dqc_* operator, and host outputs. What it refuses:
@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "harness/dsv4q_backend.h"
+#include "abi/dsv4q_backend.h"
 #include "backends/cuda/dsv4q_cuda_debug.h"
 #include "backends/cuda/dqc.h"
 #include "backends/cuda/dqc_num.h"
@@ -85,7 +85,7 @@ const char *const op_names[DSV4Q_OP_COUNT] = {"linear", "rmsnorm", "qhead_norm",
                                               "hc_pre", "hc_post", "hc_head", "moe_gate", "expert",
                                               "window_attn_decode"};
 
-/* Expected counts of the per-operator contract (harness/backend_ops.c). */
+/* Expected counts of the per-operator contract (harness/ops/ops.c). */
 const int op_nin[DSV4Q_OP_COUNT] = {2, 2, 1, 2, 1, 1, 1, 4, 5, 3, 1, 4, 4, 4, 5, 5, 6};
 const int op_nout[DSV4Q_OP_COUNT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 2, 1, 2};
 const int op_npar[DSV4Q_OP_COUNT] = {2, 1, 1, 6, 2, 0, 0, 1, 10, 2, 1, 3, 0, 2, 3, 2, 3};
@@ -389,7 +389,7 @@ int op_sparse_attn(io &o, uint64_t bs, const double *p)
 }
 
 /* WINDOW_ATTN_DECODE: the ring update and the decode column layout
- * (harness/backend_ops.c) are bookkeeping done on the host; the attention
+ * (harness/ops/ops.c) are bookkeeping done on the host; the attention
  * itself is the SPARSE_ATTN kernel over the key rows [ring_out | cmp]. */
 int op_window_attn_decode(io &o, uint64_t bs, const double *p)
 {

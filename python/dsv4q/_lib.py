@@ -1,7 +1,7 @@
 """Loading libdsv4q.so and moving arrays across the C API (ctypes).
 
 Owns: finding the shared library, the ctypes mirror of the frozen ABI
-struct ``dsv4q_bt`` (harness/dsv4q_backend.h), and the conversion of numpy
+struct ``dsv4q_bt`` (abi/dsv4q_backend.h), and the conversion of numpy
 arrays / torch tensors to ``dsv4q_bt`` without copies when they are
 contiguous float32 / int32 CPU tensors (device tensors are copied to the
 host; BF16 / F16 inputs are widened to F32, which is exact). No numerics live here: every number comes
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-# dtype values of enum dsv4q_bt_dtype (harness/dsv4q_backend.h)
+# dtype values of enum dsv4q_bt_dtype (abi/dsv4q_backend.h)
 BT = {"none": 0, "f64": 1, "f32": 2, "f16": 3, "bf16": 4, "f8_e4m3": 5, "f8_e8m0": 6,
       "i8": 7, "e2m1": 7, "u8": 8, "i32": 9, "i64": 10}
 BT_NAME = {2: "F32", 3: "F16", 4: "BF16", 9: "I32"}

@@ -226,7 +226,7 @@ def check(op, inputs, outputs, profile="source", *, params=None, boundary=None, 
 
 
 class Case:
-    """A qualification case by key (harness/cases.h), e.g.
+    """A qualification case by key (harness/cases/cases.h), e.g.
     ``Case("sparse_attn(recipe=masked)")``: ``.key`` (canonical), ``.op``,
     ``.inputs`` (dict of numpy arrays / ``Weight``), ``.params`` (dict)."""
 

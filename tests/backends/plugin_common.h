@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "harness/dsv4q_backend.h"
+#include "harness/dsv4q_backend.h"   /* the forwarding header (old plugins), or the v1 copy (tests/backends/v1) */
 
 /* RNE float -> BF16 code (finite inputs). */
 static inline uint16_t tp_bf16(float f)

@@ -9,9 +9,9 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include "harness/dsv4q_backend.h"
+#include "abi/dsv4q_backend.h"
 #include "cli/dsv4q_capi.h"
-#include "harness/metrics.h"
+#include "harness/measure/metrics.h"
 #include "oracle/ops.h"
 
 static int fails;
@@ -31,7 +31,7 @@ int main(void)
     dsv4q_acc acc = {0};
     double a[2] = {1, 1}, b[2] = {1, 2};   /* ||a-b|| / ||b|| = 1 / sqrt(5) */
     dsv4q_acc_add(&acc, a, b, 2);
-    expect(fabs(dsv4q_acc_nrms(&acc) - 1 / sqrt(5)) < 1e-15, "dsv4q_acc_nrms (harness/metrics.h)");
+    expect(fabs(dsv4q_acc_nrms(&acc) - 1 / sqrt(5)) < 1e-15, "dsv4q_acc_nrms (harness/measure/metrics.h)");
 
     float xf[2] = {3, 4}, wf[2] = {1, 2};
     double yo[2] = {0, 0}, eps = 0;

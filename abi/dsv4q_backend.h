@@ -1,0 +1,398 @@
+/*
+ * dsv4q_backend.h - the versioned C ABI between the qualification harness
+ * and a backend under test (a kernel library: CPU, CUDA, Metal, ...).
+ *
+ * Self-contained: a backend includes only this header (it repeats the dtype
+ * values of oracle/formats.h as DSV4Q_BT_* so a plugin needs nothing else).
+ *
+ * Model. The harness calls one OPERATOR at a time on HOST memory. Every
+ * input tensor is given decoded (F32 values, weights decoded exactly with
+ * their block scales applied) and, for tensors stored in a narrow format in
+ * the checkpoint, also as the raw stored bytes (BF16 codes, F8_E4M3 codes
+ * with E8M0/F32 block scales, packed E2M1 with E8M0 scales), so a backend may
+ * run its own weight path on the bytes it would load from disk. Outputs are
+ * preallocated by the harness; the backend writes them in its storage dtype
+ * (F32, or BF16/F16 codes; see dsv4q_bt.dtype below).
+ *
+ * A backend declares (1) the operators it implements (caps, one bit per
+ * dsv4q_op) and (2) the precision profile it implements ("source" by
+ * default: every rounding point of DeepSeek's reference; "model", "qat",
+ * "exact": see docs/boundaries.md). It is judged against the FP64 oracle of
+ * that profile; the rounding level is the FP32 oracle vs the FP64 oracle of
+ * the same profile on the same case.
+ *
+ * ABI v2 (append-only; a v1 descriptor keeps working, docs/engines.md):
+ *  - DECLARED DEVIATIONS: `profile` may be a declaration
+ *        BASE[:NAME[=on|off],...]      e.g. "qat:act_q8_0,kv_f16"
+ *    a base profile plus reference-boundary overrides plus ENGINE storage
+ *    points (kv_f16, act_q8_0 replacing gemm_act_fp8, idx_score_f32
+ *    replacing idx_score_bf16, act_f16: oracle/boundary.h). The backend is
+ *    judged against oracle-f64 honouring exactly that declaration, and the
+ *    level is oracle-f32 vs oracle-f64 with the same declaration.
+ *  - PER-CASE SUPPORT: dsv4q_backend_v2.supports(call) may decline one case
+ *    of an operator in caps (a shape the engine has no kernel for); the case
+ *    is SKIPPED with the backend's reason, never an ERROR.
+ *  - TENSOR IDENTITY: dsv4q_bcall.role names the weight tensor the call
+ *    carries ("layers.3.attn.wq_b", "head", "layers.2.ffn.shared_experts",
+ *    "layers.2.ffn.experts.5", ...; NULL for weightless ops), and
+ *    in_role[i] the role of input i (NULL for activations). An EXPERT call
+ *    with role ...shared_experts has an EMPTY routing weight (ndim 0): the
+ *    shared expert's output is not scaled.
+ *
+ * Loading. A plugin is a shared object exporting
+ *     const dsv4q_backend_v1 *dsv4q_backend_entry(void);
+ * (`dsv4q qualify --backend ./libx.so`), or a built-in registered by name
+ * (harness/backend/backend.h). The harness runs every backend call in a forked child
+ * process (harness/backend/isolate.c): a crash, a hang (timeout) or a bad ABI is
+ * reported as a clear error and never takes the harness down. Consequences
+ * for a backend: init() runs in the child, once per case (a case runs the
+ * operator twice, for the determinism check); no state survives between
+ * cases; nothing may be initialised by a library constructor that cannot
+ * survive fork() (initialise CUDA/Metal in init(), not at load time).
+ *
+ * Conventions (all operators):
+ *  - Row-major, contiguous; a weight W is [out, in] and y = x W^T;
+ *    activations are [tokens, features]; hc streams are [tokens, hc, dim].
+ *  - Shapes are exact: the harness fills ndim/shape of every input AND of
+ *    every output; the backend must not read or write past them.
+ *  - Integer tensors (positions, indices, token ids) are I32 (data points to
+ *    int32_t); they have no raw form.
+ *  - Params are doubles (integers are exact in a double); their meaning per
+ *    operator and index is in the table below and in docs/backends.md.
+ *  - An "empty" optional input has ndim 0 and data NULL.
+ *
+ * Per-operator contract (generated table: harness/ops/ops.c,
+ * docs/backends.md; "oracle" is the function of oracle/ops.inc the harness
+ * runs as the reference at both widths; "reference" is DeepSeek's code):
+ *
+ * LINEAR         in  x[s,K] F32, w[N,K] (decoded F32 + raw BF16 | F8_E4M3
+ *                    with scale[ceil(N/128),ceil(K/128)] | packed E2M1 I8
+ *                    [N,K/2] with E8M0 scale[N,K/32])
+ *                par 0 ue8m0 (act_quant scale rounding), 1 bf16_out (1: the
+ *                    output is a BF16 activation (linear_bf16); 0: FP32-math
+ *                    linear)
+ *                out y[s,N]
+ *                oracle dsv4q_linear (oracle/linear.c); reference
+ *                model.py linear, kernel.py act_quant + fp8_gemm/fp4_gemm
+ *                The profile decides the FP8 activation quant of the input
+ *                (gemm_act_fp8) and the BF16 rounding of y (linear_bf16).
+ * RMSNORM        in  x[rows,d], w[d]        par 0 eps     out y[rows,d]
+ *                oracle dsv4q_rmsnorm (oracle/norm.c); model.py RMSNorm
+ * QHEAD_NORM     in  q[rows,D] (rows = tokens*heads)  par 0 eps  out q'[rows,D]
+ *                oracle dsv4q_qhead_norm; model.py Attention.forward q norm
+ * ROPE           in  x[rows,r] (the rope dims only), pos[rows] I32
+ *                par 0 base, 1 original_seq_len (0: no YaRN), 2 factor,
+ *                    3 beta_fast, 4 beta_slow, 5 inverse (0|1)
+ *                out y[rows,r]
+ *                oracle dsv4q_rope_build + dsv4q_rope_apply (oracle/rope.c);
+ *                model.py precompute_freqs_cis, apply_rotary_emb
+ * ACT_QUANT      in  x[rows,n]   par 0 block, 1 ue8m0   out y[rows,n] = q*s
+ *                oracle dsv4q_act_quant (oracle/quant.c); kernel.py
+ *                act_quant_kernel (in-place simulation mode)
+ * FP4_QUANT      in  x[rows,n]   (block 32)             out y[rows,n] = q*s
+ *                oracle dsv4q_fp4_act_quant; kernel.py fp4_quant_kernel
+ * HADAMARD       in  x[rows,n]   (n a power of two)      out y[rows,n]
+ *                oracle dsv4q_hadamard; model.py rotate_activation
+ * SPARSE_ATTN    in  q[s,H,D], kv[N,D], idx[s,ncols] I32 (-1 or >= N:
+ *                    masked), sink[H]
+ *                par 0 scale (softmax scale, D^-0.5)     out o[s,H,D]
+ *                oracle dsv4q_sparse_attn (oracle/attn.c); kernel.py
+ *                sparse_attn_kernel
+ * COMPRESSOR     prefill from position 0.
+ *                in  x[s,d], wkv[coff*Dc,d], wgate[coff*Dc,d] (F32 math;
+ *                    decoded + raw), ape[ratio,coff*Dc], norm[Dc]
+ *                    (coff = 2 if ratio == 4 (overlap) else 1)
+ *                par 0 ratio, 1 rotate (1: indexer keys, Hadamard + FP4;
+ *                    0: attention rows, ckv_fp8 on the nope dims), 2 eps,
+ *                    3 rope_dim, 4 rope base, 5 original_seq_len, 6 factor,
+ *                    7 beta_fast, 8 beta_slow, 9 ue8m0
+ *                out rows[s/ratio, Dc]
+ *                oracle dsv4q_compressor (oracle/compressor.c); model.py
+ *                Compressor.forward
+ * INDEXER_SCORE  in  q[s,Hi,Di] (processed queries), w[s,Hi] (head weights,
+ *                    already scaled), K[T,Di]
+ *                par 0 start_pos, 1 ratio                out score[s,T]
+ *                (prefill start_pos 0: t >= (i+1)/ratio is -inf)
+ *                oracle dsv4q_indexer_scores (oracle/indexer.c); model.py
+ *                Indexer.forward
+ * TOPK           in  score[rows,T]   par 0 k             out idx[rows,k] I32
+ *                (-1 pads when fewer than k finite scores). A SELECTION:
+ *                compared as sets; ties at the cut are legitimate.
+ *                oracle dsv4q_topk; model.py Indexer.forward topk
+ * HC_PRE         in  X[s,hc,d], fn[(2+hc)*hc, hc*d], scale[3],
+ *                    base[(2+hc)*hc]
+ *                par 0 norm_eps, 1 hc_eps, 2 sinkhorn iters
+ *                out y[s,d], post[s,hc], comb[s,hc,hc]
+ *                oracle dsv4q_hc_pre (oracle/hc.c); model.py Block.hc_pre,
+ *                kernel.py hc_split_sinkhorn_kernel
+ * HC_POST        in  x[s,d], X[s,hc,d], post[s,hc], comb[s,hc,hc]
+ *                out Y[s,hc,d]
+ *                oracle dsv4q_hc_post; model.py Block.hc_post
+ * HC_HEAD        in  X[s,hc,d], fn[hc, hc*d], scale[1], base[hc]
+ *                par 0 norm_eps, 1 hc_eps                out y[s,d]
+ *                oracle dsv4q_hc_head; model.py ParallelHead.hc_head
+ * MOE_GATE       in  x[s,d], W[n_exp,d], bias[n_exp] (or empty),
+ *                    tid2eid[vocab,k] I32 (or empty), ids[s] I32
+ *                par 0 k, 1 route_scale, 2 score_func (0 sqrtsoftplus,
+ *                    1 sigmoid, 2 softmax)
+ *                out weights[s,k], indices[s,k] I32 (indices: a selection,
+ *                    compared as sets)
+ *                oracle dsv4q_moe_gate (oracle/moe.c); model.py Gate.forward
+ * EXPERT         in  x[n,d], w1[I,d], w2[d,I], w3[I,d] (decoded + raw; FP4
+ *                    or FP8), weight[n] (routing weight per row)
+ *                par 0 swiglu_limit (0: none), 1 ue8m0   out y[n,d]
+ *                oracle dsv4q_expert; model.py Expert.forward
+ *
+ * Added in ABI v1 after the first sixteen (appended to enum dsv4q_op, so
+ * the values above never move; a plugin built before it simply lacks the
+ * cap bit and is never called with it):
+ * WINDOW_ATTN_DECODE  one decode step of attention that owns the window
+ *                ring update.
+ *                in  q[1,H,D] (the query at position p), kv_new[1,D] (the
+ *                    current token's processed KV row), ring[w,D] (the
+ *                    window ring BEFORE this step: slot pos % w holds
+ *                    position pos; slots of positions < 0 hold anything),
+ *                    cmp[Nc,D] (compressed rows, or empty), cidx[1,nc] I32
+ *                    (compressed columns into cmp, -1 or >= Nc masked; or
+ *                    empty), sink[H]
+ *                par 0 p (position), 1 w (window), 2 scale (D^-0.5)
+ *                out o[1,H,D], ring_out[w,D] (ring with kv_new in slot p % w)
+ *                Semantics (oracle/model.c decode): write kv_new into slot
+ *                p % w FIRST; then the columns are the window slots oldest
+ *                first (p >= w-1: slots p%w+1 .. w-1, 0 .. p%w; else 0..p
+ *                then -1 padding to w), then cidx offset by w, over the key
+ *                rows [ring_out | cmp]; then exactly SPARSE_ATTN.
+ *                oracle dsv4q_sparse_attn on the key buffer and columns built
+ *                as oracle/model.c does; model.py Attention.forward (decode:
+ *                kv_cache[:, start_pos % win] = kv, then sparse_attn)
+ */
+#ifndef DSV4Q_BACKEND_H_ABI
+#define DSV4Q_BACKEND_H_ABI
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version this header describes. A descriptor says 1 (the first
+ * release: no v2 fields) or 2; with 2, the v2 fields exist when
+ * struct_size covers them (so a v1 struct rebuilt against this header,
+ * struct_size = sizeof(dsv4q_backend_v1), still loads as v1). */
+#define DSV4Q_BACKEND_ABI_VERSION 2u
+#define DSV4Q_BACKEND_ABI_V1 1u
+/* The symbol a plugin exports. */
+#define DSV4Q_BACKEND_ENTRY_SYMBOL "dsv4q_backend_entry"
+
+/*
+ * THE operator list (append-only). One row per operator, in enum order:
+ *     X(ENUM, name, nin, nout, nparam)
+ * ENUM gives DSV4Q_OP_<ENUM>; name is the stable lower-case name (case
+ * keys, gate files, docs); nin/nout/nparam the exact arity of a call.
+ * Everything else that lists operators is generated from this row: the
+ * enum below, the contract table (harness/ops/ops.c, whose per-operator
+ * prose is keyed by name), the oracle dispatch (harness/ops/oracle_exec.inc),
+ * cpu-ref's dispatch (backends/cpuref/backend.c), the case builders and key
+ * grammar (harness/cases/cases.c) and docs/backends.md. A missing piece for a new
+ * row is a compile error there. Rows above WINDOW_ATTN_DECODE are the
+ * first ABI v1 release; values never move, new rows only go at the end.
+ * Backends are never forced to implement a new row: it is outside their
+ * caps, and the harness skips it.
+ */
+#define DSV4Q_OP_LIST(X)                        \
+    X(LINEAR, linear, 2, 1, 2)                  \
+    X(RMSNORM, rmsnorm, 2, 1, 1)                \
+    X(QHEAD_NORM, qhead_norm, 1, 1, 1)          \
+    X(ROPE, rope, 2, 1, 6)                      \
+    X(ACT_QUANT, act_quant, 1, 1, 2)            \
+    X(FP4_QUANT, fp4_quant, 1, 1, 0)            \
+    X(HADAMARD, hadamard, 1, 1, 0)              \
+    X(SPARSE_ATTN, sparse_attn, 4, 1, 1)        \
+    X(COMPRESSOR, compressor, 5, 1, 10)         \
+    X(INDEXER_SCORE, indexer_score, 3, 1, 2)    \
+    X(TOPK, topk, 1, 1, 1)                      \
+    X(HC_PRE, hc_pre, 4, 3, 3)                  \
+    X(HC_POST, hc_post, 4, 1, 0)                \
+    X(HC_HEAD, hc_head, 4, 1, 2)                \
+    X(MOE_GATE, moe_gate, 5, 2, 3)              \
+    X(EXPERT, expert, 5, 1, 2)                  \
+    /* appended after the first release */      \
+    X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3)
+
+#define DSV4Q_OP_ENUM_(E, name, nin, nout, npar) DSV4Q_OP_##E,
+enum dsv4q_op {
+    /* DSV4Q_OP_LINEAR = 0, DSV4Q_OP_RMSNORM, ... in DSV4Q_OP_LIST order */
+    DSV4Q_OP_LIST(DSV4Q_OP_ENUM_)
+    DSV4Q_OP_COUNT
+};
+#undef DSV4Q_OP_ENUM_
+#ifndef __cplusplus
+/* Frozen values: a reordered list would break every built plugin. */
+_Static_assert(DSV4Q_OP_LINEAR == 0 && DSV4Q_OP_EXPERT == 15 && DSV4Q_OP_WINDOW_ATTN_DECODE == 16,
+               "DSV4Q_OP_LIST is append-only");
+#endif
+
+#define DSV4Q_CAP(op) ((uint64_t)1 << (op))
+/* The sixteen operators of the first ABI v1 release (LINEAR .. EXPERT).
+ * FROZEN: a plugin that declares DSV4Q_CAP_ALL keeps exactly this claim when
+ * it is rebuilt against a later header, so appending an operator never makes
+ * an existing backend claim something it does not implement. A backend that
+ * implements later operators adds their bits: DSV4Q_CAP_ALL |
+ * DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) (= DSV4Q_CAP_KNOWN today). */
+#define DSV4Q_CAP_ALL (DSV4Q_CAP(DSV4Q_OP_EXPERT + 1) - 1)
+/* Every operator this header defines (what the harness accepts in caps). */
+#define DSV4Q_CAP_KNOWN (DSV4Q_CAP(DSV4Q_OP_COUNT) - 1)
+
+/* Dtype values: identical to enum dsv4q_dtype of oracle/formats.h. */
+enum dsv4q_bt_dtype {
+    DSV4Q_BT_NONE = 0,
+    DSV4Q_BT_F64 = 1,
+    DSV4Q_BT_F32 = 2,
+    DSV4Q_BT_F16 = 3,
+    DSV4Q_BT_BF16 = 4,
+    DSV4Q_BT_F8_E4M3 = 5,
+    DSV4Q_BT_F8_E8M0 = 6,
+    DSV4Q_BT_I8 = 7,      /* packed E2M1 pairs, low nibble = even element */
+    DSV4Q_BT_U8 = 8,
+    DSV4Q_BT_I32 = 9,
+    DSV4Q_BT_I64 = 10
+};
+
+/* Params of MOE_GATE score_func. */
+enum { DSV4Q_SCORE_SQRTSOFTPLUS = 0, DSV4Q_SCORE_SIGMOID = 1, DSV4Q_SCORE_SOFTMAX = 2 };
+
+/* One tensor. */
+typedef struct dsv4q_bt {
+    const char *name;       /* "x", "w", ... (the table's names) */
+    int32_t dtype;          /* of data: F32 (activations, decoded weights) or I32.
+                               Outputs: preset F32 (I32 for index outputs);
+                               the backend may change it, see below */
+    int32_t ndim;           /* 0 = empty optional input */
+    int64_t shape[6];
+    void *data;             /* inputs: read-only; outputs: preallocated */
+
+    /* Raw stored form of a weight (NULL when the tensor has none). */
+    const void *raw;
+    int32_t raw_dtype;      /* BF16 | F8_E4M3 | I8 (packed E2M1) | F32 */
+    int32_t raw_ndim;
+    int64_t raw_shape[6];   /* FP4: [out, in/2] bytes */
+    const void *raw_scale;  /* block scales, or NULL */
+    int32_t scale_dtype;    /* F8_E8M0 (ue8m0) or F32 */
+    int64_t scale_shape[2]; /* FP8: [ceil(out/128), ceil(in/128)]; FP4: [out, in/32] */
+} dsv4q_bt;
+
+/*
+ * Outputs. out[i].data is preallocated by the harness with room for the
+ * documented shape as F32 (4 bytes per element; I32 for index outputs) and
+ * out[i].dtype is preset to DSV4Q_BT_F32 (DSV4Q_BT_I32). A backend whose
+ * storage dtype is narrower either
+ *  (a) writes F32 values that are representable in its storage dtype, or
+ *  (b) sets out[i].dtype = DSV4Q_BT_BF16 (or DSV4Q_BT_F16) and writes the
+ *      uint16 codes, densely packed, at the start of the same buffer.
+ * ULP distances are counted in the dtype the backend reports (BF16/F16 when
+ * (b), else F32). Index outputs stay I32.
+ */
+typedef struct dsv4q_bcall {
+    int32_t op;             /* enum dsv4q_op */
+    int32_t nin, nout;
+    const dsv4q_bt *in;     /* [nin], in table order */
+    dsv4q_bt *out;          /* [nout] */
+    const double *param;    /* [nparam], in table order */
+    int32_t nparam;
+    /* Informational: the boundary set (bit b = rounding point b of
+     * oracle/boundary.h) of the profile the backend declared, i.e. what the
+     * FP64 reference applies for this call. A backend implementing exactly
+     * one profile may ignore it. */
+    uint64_t boundaries;
+    const char *case_key;   /* canonical case key, for the backend's logs */
+    /* ABI v2 (appended; a v1 backend never reads them). The weight role of
+     * the call ("head", "layers.L.attn.wq_b", "layers.L.ffn.shared_experts",
+     * "layers.L.ffn.experts.E", ...) or NULL when it carries no weight;
+     * in_role[i]: role of input i (NULL entries for activations), or the
+     * whole array NULL. A backend may pick its kernel by role. */
+    const char *role;
+    const char *const *in_role;
+} dsv4q_bcall;
+
+/* run() return values. */
+#define DSV4Q_BACKEND_OK 0
+#define DSV4Q_BACKEND_UNSUPPORTED 1   /* this op/shape is not implemented:
+                                         reported "unsupported", not a failure
+                                         unless the op is in caps */
+#define DSV4Q_BACKEND_ERROR (-1)      /* err holds a message; the case fails */
+
+typedef struct dsv4q_backend_v1 {
+    uint32_t abi_version;   /* DSV4Q_BACKEND_ABI_VERSION */
+    uint32_t struct_size;   /* sizeof(dsv4q_backend_v1) */
+    const char *name;       /* short, e.g. "metal" */
+    const char *version;    /* free text, recorded in the receipt */
+    const char *profile;    /* "source" (NULL = source), "model", "qat", "exact";
+                               v2 harness: a declaration "qat:act_q8_0,kv_f16" */
+    uint64_t caps;          /* DSV4Q_CAP(op) bits */
+    /* Once per case, in the child. Returns 0, or nonzero with err set. ctx
+     * may be left NULL. */
+    int (*init)(void **ctx, char *err, size_t errlen);
+    /* One operator call (DSV4Q_BACKEND_OK / UNSUPPORTED / ERROR). */
+    int (*run)(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen);
+    void (*fini)(void *ctx);   /* may be NULL */
+} dsv4q_backend_v1;
+
+/*
+ * ABI v2 engine-stored weights. A backend that keeps a weight in its own
+ * encoding returns it from load_weight(); dsv4q decodes it EXACTLY and
+ * judges the backend's kernel against the oracle run on those decoded
+ * weights (kernel error, gated), and reports the oracle on the engine's
+ * weights vs the oracle on the reference weights (format error, gated only
+ * on request). Encodings (dtype), row-major [out, in], blocks along `in`:
+ *   DSV4Q_BT_F32 | DSV4Q_BT_F16 | DSV4Q_BT_BF16     plain values / codes
+ *   DSV4Q_BT_F8_E4M3 + scale (E8M0 or F32) per block[0] x block[1]
+ *   DSV4Q_BT_I8 (packed E2M1, low nibble = even k) + scale per block
+ *   DSV4Q_BW_GGML(t): GGML block type t (ggml_type id: Q4_0 2, Q8_0 8,
+ *       Q2_K 10, Q4_K 12, Q5_K 13, Q6_K 14, IQ2_XXS 16, MXFP4 39), rows
+ *       of in/block_elems blocks, decoded as ggml's dequantize_row_*
+ */
+#define DSV4Q_BW_GGML(t) (0x100 + (t))
+typedef struct dsv4q_bweight {
+    int32_t dtype;          /* see above */
+    const void *data;       /* the engine's bytes; owned by the backend, valid until fini() */
+    const void *scale;      /* F8_E4M3 / E2M1 block scales, else NULL */
+    int32_t scale_dtype;    /* DSV4Q_BT_F8_E8M0 or DSV4Q_BT_F32 */
+    int32_t block[2];       /* scale block [rows, cols], e.g. {128,128}, {1,32} */
+} dsv4q_bweight;
+
+/*
+ * ABI v2 descriptor: the v1 descriptor first (base.abi_version =
+ * DSV4Q_BACKEND_ABI_VERSION, base.struct_size = sizeof(dsv4q_backend_v2)),
+ * then the appended hooks. The entry point returns &desc.base.
+ */
+typedef struct dsv4q_backend_v2 {
+    dsv4q_backend_v1 base;
+    /* Per-case support (may be NULL: every case of an op in caps runs).
+     * Called in the isolated child before init(), with the call the case
+     * will make (inputs filled, outputs preallocated: do not write them).
+     * Returns 1 to run the case, 0 to decline it with a one-line reason
+     * ("act_quant block 128: only block 64 kernels"); the case is then
+     * SKIPPED with that reason. Declining is the only way to refuse a case
+     * of an op in caps: run() returning UNSUPPORTED stays an ERROR. */
+    int (*supports)(const dsv4q_bcall *call, char *reason, size_t reasonlen);
+    /* Engine-stored weights (may be NULL: the reference weights are used).
+     * Called in the child after init(), ONCE per weight tensor before the
+     * calls that use it (per case for operator cases), with the weight's
+     * role and its reference form (decoded F32 + raw). Returns 1 with *enc
+     * describing the backend's own encoding (which its run() then uses), 0
+     * to use the reference weight, -1 with err set on failure. Called for
+     * LINEAR weights (this release). */
+    int (*load_weight)(void *ctx, const char *role, const dsv4q_bt *ref, dsv4q_bweight *enc, char *err,
+                       size_t errlen);
+} dsv4q_backend_v2;
+
+/* What a plugin exports (C linkage). */
+typedef const dsv4q_backend_v1 *(*dsv4q_backend_entry_fn)(void);
+const dsv4q_backend_v1 *dsv4q_backend_entry(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

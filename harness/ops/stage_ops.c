@@ -1,0 +1,136 @@
+/*
+ * stage_ops.c - operator <-> stage links from the stage table's `ops`
+ * column (see stage_ops.h). The table is small (11 rows x <= 17 names), so
+ * every query re-parses it: no cached state, nothing to initialise, safe
+ * from any thread.
+ */
+#include "harness/ops/stage_ops.h"
+
+#include <stdio.h>
+#include <string.h>
+#include "base/util.h"
+#include "harness/ops/ops.h"
+
+_Static_assert(DSV4Q_STAGE_COUNT <= 32, "dsv4q_op_stage_mask holds one bit per stage");
+
+/* Walk the ", "-separated names of ops: calls fn for each with its length.
+ * Stops early when fn returns nonzero and returns that value. */
+typedef int (*name_fn)(void *user, const char *name, size_t len);
+static int each_name(const char *ops, name_fn fn, void *user)
+{
+    for (const char *p = ops ? ops : ""; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ') e++;
+        if (e > p) {
+            int rc = fn(user, p, (size_t)(e - p));
+            if (rc) return rc;
+        }
+        p = e;
+    }
+    return 0;
+}
+
+/* The operator named by name[0..len), -1 if none. */
+static int op_of(const char *name, size_t len)
+{
+    char buf[64];
+    if (len >= sizeof buf) return -1;
+    memcpy(buf, name, len);
+    buf[len] = 0;
+    return dsv4q_op_find(buf);
+}
+
+static int add_mask(void *user, const char *name, size_t len)
+{
+    int op = op_of(name, len);
+    if (op >= 0) *(uint64_t *)user |= DSV4Q_CAP(op);
+    return 0;
+}
+
+static uint64_t row_mask(const dsv4q_stage_info *si)
+{
+    uint64_t m = 0;
+    if (si) each_name(si->ops, add_mask, &m);
+    return m;
+}
+
+uint64_t dsv4q_stage_op_mask(int stage) { return row_mask(dsv4q_stage_get(stage)); }
+
+uint32_t dsv4q_op_stage_mask(int op)
+{
+    uint32_t m = 0;
+    if (op < 0 || op >= DSV4Q_OP_COUNT) return 0;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        if (dsv4q_stage_op_mask(st) & DSV4Q_CAP(op)) m |= 1u << st;
+    return m;
+}
+
+uint32_t dsv4q_stage_mask_main(void)
+{
+    uint32_t m = 0;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+        if (!dsv4q_stage_get(st)->optional) m |= 1u << st;
+    return m;
+}
+
+const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len)
+{
+    const uint32_t m = dsv4q_op_stage_mask(op) & among;
+    size_t o = 0;
+    if (!len) return buf;
+    buf[0] = 0;
+    for (int st = 0; st < DSV4Q_STAGE_COUNT && o < len; st++)
+        if (m & (1u << st)) o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", dsv4q_stage_get(st)->name);
+    if (!m) snprintf(buf, len, "-");
+    return buf;
+}
+
+typedef struct row_check {
+    const dsv4q_stage_info *si;
+    uint64_t seen;
+    char *err;
+    size_t errlen;
+} row_check;
+
+static int check_name(void *user, const char *name, size_t len)
+{
+    row_check *c = user;
+    int op = op_of(name, len);
+    if (op < 0)
+        return dsv4q_errf(c->err, c->errlen, "stage %s: operator '%.*s' in its ops is not in DSV4Q_OP_LIST",
+                          c->si->name, (int)len, name);
+    if (c->seen & DSV4Q_CAP(op))
+        return dsv4q_errf(c->err, c->errlen, "stage %s: operator '%.*s' is named twice in its ops", c->si->name,
+                          (int)len, name);
+    c->seen |= DSV4Q_CAP(op);
+    return 0;
+}
+
+int dsv4q_stage_ops_check_rows(const dsv4q_stage_info *const *rows, int n, char *err, size_t errlen)
+{
+    uint64_t used = 0;
+    for (int i = 0; i < n; i++) {
+        const dsv4q_stage_info *si = rows[i];
+        if (!si->ops) return dsv4q_errf(err, errlen, "stage %s: no ops list (\"\" when it calls none)", si->name);
+        row_check c = {si, 0, err, errlen};
+        if (each_name(si->ops, check_name, &c)) return -1;
+        const int gate = si->gate_op ? dsv4q_op_find(si->gate_op) : -1;
+        if (c.seen && (gate < 0 || !(c.seen & DSV4Q_CAP(gate))))
+            return dsv4q_errf(err, errlen, "stage %s: its gate operator '%s' is not one of the operators it calls (%s)",
+                              si->name, si->gate_op ? si->gate_op : "(none)", si->ops);
+        used |= c.seen;
+    }
+    for (int op = 0; op < DSV4Q_OP_COUNT; op++)
+        if (!(used & DSV4Q_CAP(op)))
+            return dsv4q_errf(err, errlen, "operator %s is called by no stage of the stage table (add it to the ops of "
+                              "the stages that call it, oracle/stages.c)", dsv4q_op_get(op)->name);
+    return 0;
+}
+
+int dsv4q_stage_ops_check(char *err, size_t errlen)
+{
+    const dsv4q_stage_info *rows[DSV4Q_STAGE_COUNT];
+    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) rows[i] = dsv4q_stage_get(i);
+    return dsv4q_stage_ops_check_rows(rows, DSV4Q_STAGE_COUNT, err, errlen);
+}
