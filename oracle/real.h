@@ -2,10 +2,12 @@
  * real.h - the one switch between the two oracle instances.
  *
  * Every width-dependent oracle source includes this header and is compiled
- * twice (-DDSV4Q_WIDTH=32 and =64, see Makefile). `real` is the working
- * type and X(name) mangles a symbol to name_f32 / name_f64, so both
- * instances link into one binary and cannot drift: there is one source.
- * (The FFTW precision-build pattern.) Constants are written as double
+ * twice (-DDSV4Q_WIDTH=32 and =64, see Makefile). The vocabulary is
+ * oracle/width.h's: `real` is the working type and X(name) mangles a
+ * symbol to name_f32 / name_f64, so both instances link into one binary
+ * and cannot drift: there is one source. This header adds what only
+ * width-compiled code needs (the libm choice, BF16/F16 rounding helpers,
+ * the fixed-order dot products). Constants are written as double
  * literals and converted once with RC(), so the f32 instance rounds a
  * constant exactly as a float literal would.
  */
@@ -18,24 +20,21 @@
 #include "oracle/dmath.h"
 #include "oracle/boundary.h"
 
-#if !defined(DSV4Q_WIDTH)
+#if !defined(DSV4Q_WIDTH) || (DSV4Q_WIDTH != 32 && DSV4Q_WIDTH != 64)
 #error "DSV4Q_WIDTH must be 32 or 64 (set by the Makefile)"
-#elif DSV4Q_WIDTH == 32
-typedef float real;
-#define X(name) name##_f32
+#endif
+#undef DSV4Q_W
+#define DSV4Q_W DSV4Q_WIDTH
+#include "oracle/width.h"   /* real, X(name), R_NAME */
+
+#if DSV4Q_WIDTH == 32
 #define R_EXP(v) dsv4q_expf(v)
 #define R_LOG1P(v) dsv4q_log1pf(v)
 #define R_SQRT(v) sqrtf(v)
-#define R_NAME "f32"
-#elif DSV4Q_WIDTH == 64
-typedef double real;
-#define X(name) name##_f64
+#else
 #define R_EXP(v) dsv4q_exp(v)
 #define R_LOG1P(v) dsv4q_log1p(v)
 #define R_SQRT(v) sqrt(v)
-#define R_NAME "f64"
-#else
-#error "DSV4Q_WIDTH must be 32 or 64"
 #endif
 
 #define RC(c) ((real)(c))
