@@ -2,8 +2,9 @@
 # one cmocka binary per tests/test_*.c.
 #
 # The oracle is compiled twice from the same sources: every oracle/*.c that
-# is not width-independent is built with -DDSV4Q_WIDTH=32 and =64 into
-# build/f32 and build/f64; symbols carry the _f32/_f64 suffix (oracle/real.h).
+# is not width-independent (and every operator descriptor, harness/ops/) is
+# built with -DDSV4Q_WIDTH=32 and =64 into build/f32 and build/f64; symbols
+# carry the _f32/_f64 suffix (oracle/width.h).
 
 CC      ?= cc
 BUILD   := build
@@ -39,10 +40,16 @@ LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl $(SAN
 
 ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
-COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*/*.c backends/cpuref/*.c gates/*.c goldens/*.c) \
+# The operator descriptors (harness/ops/<name>.c) are compiled at both widths
+# too: their oracle adapters are width code (harness/ops/op.h).
+OPS_COMMON    := harness/ops/ops.c harness/ops/case_build.c harness/ops/stage_ops.c
+OPS_WIDTH     := $(filter-out $(OPS_COMMON),$(wildcard harness/ops/*.c))
+WIDTH_SRCS    := $(ORACLE_WIDTH) $(OPS_WIDTH)
+COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) \
+                 $(filter-out $(OPS_WIDTH),$(wildcard io/*.c receipts/*.c harness/*/*.c backends/cpuref/*.c gates/*.c goldens/*.c)) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
 
-OBJS := $(ORACLE_WIDTH:%.c=$(BUILD)/f32/%.o) $(ORACLE_WIDTH:%.c=$(BUILD)/f64/%.o) \
+OBJS := $(WIDTH_SRCS:%.c=$(BUILD)/f32/%.o) $(WIDTH_SRCS:%.c=$(BUILD)/f64/%.o) \
         $(COMMON_SRCS:%.c=$(BUILD)/common/%.o)
 LIB  := $(BUILD)/libdsv4q.a
 # The same objects (all -fPIC) as a shared library: soname libdsv4q.so.1
@@ -109,6 +116,7 @@ PY_TESTS := tests/install_check.sh tests/pytest_check.sh
 endif
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh
+	@sh scripts/gen-ops.sh --check
 	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS) $(PY_TESTS)
 
 demo: $(BIN)

@@ -58,113 +58,18 @@
  *  - Integer tensors (positions, indices, token ids) are I32 (data points to
  *    int32_t); they have no raw form.
  *  - Params are doubles (integers are exact in a double); their meaning per
- *    operator and index is in the table below and in docs/backends.md.
+ *    operator and index is in the summary below and in docs/backends.md.
  *  - An "empty" optional input has ndim 0 and data NULL.
+ *  - The case key a call carries (case_key) is for logs: pick a kernel by
+ *    the call's op, shapes and role, never by parsing the key (its grammar
+ *    is versioned by the harness, harness/cases/key.h).
  *
- * Per-operator contract (generated table: harness/ops/ops.c,
- * docs/backends.md; "oracle" is the function of oracle/ops.inc the harness
- * runs as the reference at both widths; "reference" is DeepSeek's code):
+ * Each operator is defined in one file of the harness, harness/ops/<name>.c
+ * (its contract, cases and oracle adapter); docs/backends.md has its full
+ * contract, and the summary below is generated from the same files.
  *
- * LINEAR         in  x[s,K] F32, w[N,K] (decoded F32 + raw BF16 | F8_E4M3
- *                    with scale[ceil(N/128),ceil(K/128)] | packed E2M1 I8
- *                    [N,K/2] with E8M0 scale[N,K/32])
- *                par 0 ue8m0 (act_quant scale rounding), 1 bf16_out (1: the
- *                    output is a BF16 activation (linear_bf16); 0: FP32-math
- *                    linear)
- *                out y[s,N]
- *                oracle dsv4q_linear (oracle/linear.c); reference
- *                model.py linear, kernel.py act_quant + fp8_gemm/fp4_gemm
- *                The profile decides the FP8 activation quant of the input
- *                (gemm_act_fp8) and the BF16 rounding of y (linear_bf16).
- * RMSNORM        in  x[rows,d], w[d]        par 0 eps     out y[rows,d]
- *                oracle dsv4q_rmsnorm (oracle/norm.c); model.py RMSNorm
- * QHEAD_NORM     in  q[rows,D] (rows = tokens*heads)  par 0 eps  out q'[rows,D]
- *                oracle dsv4q_qhead_norm; model.py Attention.forward q norm
- * ROPE           in  x[rows,r] (the rope dims only), pos[rows] I32
- *                par 0 base, 1 original_seq_len (0: no YaRN), 2 factor,
- *                    3 beta_fast, 4 beta_slow, 5 inverse (0|1)
- *                out y[rows,r]
- *                oracle dsv4q_rope_build + dsv4q_rope_apply (oracle/rope.c);
- *                model.py precompute_freqs_cis, apply_rotary_emb
- * ACT_QUANT      in  x[rows,n]   par 0 block, 1 ue8m0   out y[rows,n] = q*s
- *                oracle dsv4q_act_quant (oracle/quant.c); kernel.py
- *                act_quant_kernel (in-place simulation mode)
- * FP4_QUANT      in  x[rows,n]   (block 32)             out y[rows,n] = q*s
- *                oracle dsv4q_fp4_act_quant; kernel.py fp4_quant_kernel
- * HADAMARD       in  x[rows,n]   (n a power of two)      out y[rows,n]
- *                oracle dsv4q_hadamard; model.py rotate_activation
- * SPARSE_ATTN    in  q[s,H,D], kv[N,D], idx[s,ncols] I32 (-1 or >= N:
- *                    masked), sink[H]
- *                par 0 scale (softmax scale, D^-0.5)     out o[s,H,D]
- *                oracle dsv4q_sparse_attn (oracle/attn.c); kernel.py
- *                sparse_attn_kernel
- * COMPRESSOR     prefill from position 0.
- *                in  x[s,d], wkv[coff*Dc,d], wgate[coff*Dc,d] (F32 math;
- *                    decoded + raw), ape[ratio,coff*Dc], norm[Dc]
- *                    (coff = 2 if ratio == 4 (overlap) else 1)
- *                par 0 ratio, 1 rotate (1: indexer keys, Hadamard + FP4;
- *                    0: attention rows, ckv_fp8 on the nope dims), 2 eps,
- *                    3 rope_dim, 4 rope base, 5 original_seq_len, 6 factor,
- *                    7 beta_fast, 8 beta_slow, 9 ue8m0
- *                out rows[s/ratio, Dc]
- *                oracle dsv4q_compressor (oracle/compressor.c); model.py
- *                Compressor.forward
- * INDEXER_SCORE  in  q[s,Hi,Di] (processed queries), w[s,Hi] (head weights,
- *                    already scaled), K[T,Di]
- *                par 0 start_pos, 1 ratio                out score[s,T]
- *                (prefill start_pos 0: t >= (i+1)/ratio is -inf)
- *                oracle dsv4q_indexer_scores (oracle/indexer.c); model.py
- *                Indexer.forward
- * TOPK           in  score[rows,T]   par 0 k             out idx[rows,k] I32
- *                (-1 pads when fewer than k finite scores). A SELECTION:
- *                compared as sets; ties at the cut are legitimate.
- *                oracle dsv4q_topk; model.py Indexer.forward topk
- * HC_PRE         in  X[s,hc,d], fn[(2+hc)*hc, hc*d], scale[3],
- *                    base[(2+hc)*hc]
- *                par 0 norm_eps, 1 hc_eps, 2 sinkhorn iters
- *                out y[s,d], post[s,hc], comb[s,hc,hc]
- *                oracle dsv4q_hc_pre (oracle/hc.c); model.py Block.hc_pre,
- *                kernel.py hc_split_sinkhorn_kernel
- * HC_POST        in  x[s,d], X[s,hc,d], post[s,hc], comb[s,hc,hc]
- *                out Y[s,hc,d]
- *                oracle dsv4q_hc_post; model.py Block.hc_post
- * HC_HEAD        in  X[s,hc,d], fn[hc, hc*d], scale[1], base[hc]
- *                par 0 norm_eps, 1 hc_eps                out y[s,d]
- *                oracle dsv4q_hc_head; model.py ParallelHead.hc_head
- * MOE_GATE       in  x[s,d], W[n_exp,d], bias[n_exp] (or empty),
- *                    tid2eid[vocab,k] I32 (or empty), ids[s] I32
- *                par 0 k, 1 route_scale, 2 score_func (0 sqrtsoftplus,
- *                    1 sigmoid, 2 softmax)
- *                out weights[s,k], indices[s,k] I32 (indices: a selection,
- *                    compared as sets)
- *                oracle dsv4q_moe_gate (oracle/moe.c); model.py Gate.forward
- * EXPERT         in  x[n,d], w1[I,d], w2[d,I], w3[I,d] (decoded + raw; FP4
- *                    or FP8), weight[n] (routing weight per row)
- *                par 0 swiglu_limit (0: none), 1 ue8m0   out y[n,d]
- *                oracle dsv4q_expert; model.py Expert.forward
- *
- * Added in ABI v1 after the first sixteen (appended to enum dsv4q_op, so
- * the values above never move; a plugin built before it simply lacks the
- * cap bit and is never called with it):
- * WINDOW_ATTN_DECODE  one decode step of attention that owns the window
- *                ring update.
- *                in  q[1,H,D] (the query at position p), kv_new[1,D] (the
- *                    current token's processed KV row), ring[w,D] (the
- *                    window ring BEFORE this step: slot pos % w holds
- *                    position pos; slots of positions < 0 hold anything),
- *                    cmp[Nc,D] (compressed rows, or empty), cidx[1,nc] I32
- *                    (compressed columns into cmp, -1 or >= Nc masked; or
- *                    empty), sink[H]
- *                par 0 p (position), 1 w (window), 2 scale (D^-0.5)
- *                out o[1,H,D], ring_out[w,D] (ring with kv_new in slot p % w)
- *                Semantics (oracle/model.c decode): write kv_new into slot
- *                p % w FIRST; then the columns are the window slots oldest
- *                first (p >= w-1: slots p%w+1 .. w-1, 0 .. p%w; else 0..p
- *                then -1 padding to w), then cidx offset by w, over the key
- *                rows [ring_out | cmp]; then exactly SPARSE_ATTN.
- *                oracle dsv4q_sparse_attn on the key buffer and columns built
- *                as oracle/model.c does; model.py Attention.forward (decode:
- *                kv_cache[:, start_pos % win] = kv, then sparse_attn)
+ * <!-- generated: dsv4q qualify --list-ops --header (make docs) -->
+ * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
 #define DSV4Q_BACKEND_H_ABI
@@ -189,36 +94,35 @@ extern "C" {
  * THE operator list (append-only). One row per operator, in enum order:
  *     X(ENUM, name, nin, nout, nparam)
  * ENUM gives DSV4Q_OP_<ENUM>; name is the stable lower-case name (case
- * keys, gate files, docs); nin/nout/nparam the exact arity of a call.
- * Everything else that lists operators is generated from this row: the
- * enum below, the contract table (harness/ops/ops.c, whose per-operator
- * prose is keyed by name), the oracle dispatch (harness/ops/oracle_exec.inc),
- * cpu-ref's dispatch (backends/cpuref/backend.c), the case builders and key
- * grammar (harness/cases/cases.c) and docs/backends.md. A missing piece for a new
- * row is a compile error there. Rows above WINDOW_ATTN_DECODE are the
- * first ABI v1 release; values never move, new rows only go at the end.
- * Backends are never forced to implement a new row: it is outside their
- * caps, and the harness skips it.
+ * keys, gate files, docs); nin/nout/nparam the exact arity of a call. The
+ * rows are written by scripts/gen-ops.sh from the operator descriptors
+ * (harness/ops/<name>.c, one DSV4Q_OP_ROW line each); everything else that
+ * lists operators is generated from this list. Rows above
+ * WINDOW_ATTN_DECODE are the first ABI v1 release; values never move, new
+ * rows only go at the end. Backends are never forced to implement a new
+ * row: it is outside their caps, and the harness skips it.
  */
-#define DSV4Q_OP_LIST(X)                        \
-    X(LINEAR, linear, 2, 1, 2)                  \
-    X(RMSNORM, rmsnorm, 2, 1, 1)                \
-    X(QHEAD_NORM, qhead_norm, 1, 1, 1)          \
-    X(ROPE, rope, 2, 1, 6)                      \
-    X(ACT_QUANT, act_quant, 1, 1, 2)            \
-    X(FP4_QUANT, fp4_quant, 1, 1, 0)            \
-    X(HADAMARD, hadamard, 1, 1, 0)              \
-    X(SPARSE_ATTN, sparse_attn, 4, 1, 1)        \
-    X(COMPRESSOR, compressor, 5, 1, 10)         \
-    X(INDEXER_SCORE, indexer_score, 3, 1, 2)    \
-    X(TOPK, topk, 1, 1, 1)                      \
-    X(HC_PRE, hc_pre, 4, 3, 3)                  \
-    X(HC_POST, hc_post, 4, 1, 0)                \
-    X(HC_HEAD, hc_head, 4, 1, 2)                \
-    X(MOE_GATE, moe_gate, 5, 2, 3)              \
-    X(EXPERT, expert, 5, 1, 2)                  \
-    /* appended after the first release */      \
-    X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3)
+/* generated by scripts/gen-ops.sh from the DSV4Q_OP_ROW lines of harness/ops: do not edit */
+#define DSV4Q_OP_LIST(X) \
+    X(LINEAR, linear, 2, 1, 2) \
+    X(RMSNORM, rmsnorm, 2, 1, 1) \
+    X(QHEAD_NORM, qhead_norm, 1, 1, 1) \
+    X(ROPE, rope, 2, 1, 6) \
+    X(ACT_QUANT, act_quant, 1, 1, 2) \
+    X(FP4_QUANT, fp4_quant, 1, 1, 0) \
+    X(HADAMARD, hadamard, 1, 1, 0) \
+    X(SPARSE_ATTN, sparse_attn, 4, 1, 1) \
+    X(COMPRESSOR, compressor, 5, 1, 10) \
+    X(INDEXER_SCORE, indexer_score, 3, 1, 2) \
+    X(TOPK, topk, 1, 1, 1) \
+    X(HC_PRE, hc_pre, 4, 3, 3) \
+    X(HC_POST, hc_post, 4, 1, 0) \
+    X(HC_HEAD, hc_head, 4, 1, 2) \
+    X(MOE_GATE, moe_gate, 5, 2, 3) \
+    X(EXPERT, expert, 5, 1, 2) \
+    X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3) \
+    /* end of the list */
+/* end generated */
 
 #define DSV4Q_OP_ENUM_(E, name, nin, nout, npar) DSV4Q_OP_##E,
 enum dsv4q_op {

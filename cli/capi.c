@@ -23,7 +23,7 @@
 #include "harness/cases/cases.h"
 #include "cli/dsv4q_capi.h"
 #include "harness/backend/isolate.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 #include "harness/qualify/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -68,7 +68,7 @@ char *dsv4q_capi_ops_json(void)
         json_object_set_new(j, "params", ps);
         json_object_set_new(j, "oracle", json_string(o->oracle ? o->oracle : ""));
         json_object_set_new(j, "reference", json_string(o->reference ? o->reference : ""));
-        json_object_set_new(j, "selection", json_boolean(o->selection));
+        json_object_set_new(j, "selection", json_boolean(o->sel != 0));
         json_array_append_new(a, j);
     }
     char *s = json_dumps(a, JSON_COMPACT);
@@ -247,7 +247,11 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
         if (!isfinite(param[i])) { snprintf(err, errlen, "%s: param %s is not finite", o->name, nm); return -1; }
         if (param[i] == floor(param[i]) && fabs(param[i]) < 1e15) env_set(&e, nm, (long long)param[i]);
     }
-    if (op == DSV4Q_OP_COMPRESSOR) env_set(&e, "coff", param[0] == 4 ? 2 : 1);
+    if (o->shape_names) {   /* names the shapes use beyond the tensors' own dims (compressor: coff) */
+        const char *nm[4];
+        long long v[4];
+        for (int i = 0, n = o->shape_names(param, nm, v); i < n; i++) env_set(&e, nm[i], v[i]);
+    }
     /* pass 1: ndim, dtype, and bind the plain names */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < nin; i++) {
@@ -291,29 +295,10 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
             }
             if (pass == 1 && check_raw(o, t, err, errlen)) return -1;
         }
-    /* value constraints the oracle relies on */
-    long long *n = env_get(&e, "n");
-    if (op == DSV4Q_OP_HADAMARD && n && (*n <= 0 || (*n & (*n - 1)))) {
-        snprintf(err, errlen, "hadamard: n = %lld must be a power of two", *n);
-        return -1;
-    }
-    if (op == DSV4Q_OP_FP4_QUANT && n && *n % 32) {
-        snprintf(err, errlen, "fp4_quant: n = %lld must be a multiple of 32 (the block)", *n);
-        return -1;
-    }
-    if (op == DSV4Q_OP_ACT_QUANT && n && (param[0] <= 0 || *n % (long long)param[0])) {
-        snprintf(err, errlen, "act_quant: n = %lld must be a multiple of block = %g", *n, param[0]);
-        return -1;
-    }
-    long long *r = env_get(&e, "r");
-    if (op == DSV4Q_OP_ROPE && r && *r % 2) { snprintf(err, errlen, "rope: r = %lld must be even (pairs)", *r); return -1; }
-    if (op == DSV4Q_OP_COMPRESSOR && param[0] != 4 && param[0] != 128 && param[0] <= 0) {
-        snprintf(err, errlen, "compressor: ratio = %g must be positive", param[0]);
-        return -1;
-    }
-    if ((op == DSV4Q_OP_TOPK || op == DSV4Q_OP_MOE_GATE) && !(param[0] >= 1)) {
-        snprintf(err, errlen, "%s: k = %g must be >= 1", o->name, param[0]);
-        return -1;
+    /* value constraints the oracle relies on (the operator's own check) */
+    if (o->check) {
+        dsv4q_bcall call = {.op = op, .nin = nin, .in = in, .param = param, .nparam = nparam};
+        if (o->check(&call, err, errlen)) return -1;
     }
     for (int i = 0; i < nout; i++) {
         char d[6][40];
@@ -395,7 +380,7 @@ int dsv4q_capi_oracle(int op, int width, const char *profile, const char *bounda
     dsv4q_bcall call = {op, nin, nout, in, tmpl, param, nparam, bs, "capi", NULL, NULL};
     void *dst[DSV4Q_OPS_MAX_T];
     for (int i = 0; i < nout; i++) dst[i] = out[i].data;
-    return width == 64 ? dsv4q_oracle_exec_f64(bs, &call, dst, err, errlen) : dsv4q_oracle_exec_f32(bs, &call, dst, err, errlen);
+    return width == 64 ? dsv4q_oracle_exec(64, bs, &call, dst, err, errlen) : dsv4q_oracle_exec(32, bs, &call, dst, err, errlen);
 }
 
 /* ---- check -------------------------------------------------------------- */
@@ -579,18 +564,12 @@ char *dsv4q_capi_check(int op, const char *profile, const char *boundary, const 
     c->nparam = nparam;
     for (int i = 0; i < nin; i++) c->in[i] = in[i];
     for (int i = 0; i < nparam; i++) c->param[i] = param[i];
-    if (op == DSV4Q_OP_TOPK) {   /* the selection is made from the input scores (as cases.c) */
-        long n = (long)dsv4q_bt_numel(&in[0]);
-        c->sel_scores = malloc(sizeof(double) * (size_t)(n ? n : 1));
-        if (!c->sel_scores) { snprintf(err, errlen, "out of memory"); goto out; }
-        for (long i = 0; i < n; i++) c->sel_scores[i] = ((const float *)in[0].data)[i];
-        c->sel_rows = (long)in[0].shape[0];
-        c->sel_T = (long)in[0].shape[1];
-        c->sel_out = 0;
-    }
+    /* what the operator derives from its inputs after a build (topk: the
+     * selection scores, made from the input scores, as for its cases) */
+    if (o->post && o->post(c, err, errlen)) goto out;
     s = check_core(c, profile, boundary, gates_path, cand, cand2, nout, err, errlen);
 out:
-    free(c->sel_scores);
+    dsv4q_case_free(c);
     free(c);
     return s;
 }

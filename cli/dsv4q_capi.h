@@ -7,7 +7,7 @@
  * (ints, doubles, char pointers, the frozen ABI struct dsv4q_bt of
  * abi/dsv4q_backend.h) and JSON text, so a binding never mirrors an
  * internal struct. Every function is a thin wrapper over the functions the
- * CLI uses: dsv4q_oracle_exec_f32/_f64 (the oracle behind `qualify`),
+ * CLI uses: dsv4q_oracle_exec (the oracle behind `qualify`),
  * dsv4q_case_build (the case keys), dsv4q_iso_run (the isolated backend
  * runs) and dsv4q_qualify_measure (the metric set and gate verdicts of
  * `qualify`, harness/qualify/qualify.h).

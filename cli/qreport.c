@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "harness/ops/ops.h"
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "harness/measure/metrics.h"

@@ -5,11 +5,14 @@
 # include headers of its own room or of a lower one, never of a higher one.
 # A room is a top-level folder, or a subfolder of harness/ and backends/:
 #     abi -> base -> oracle -> io -> goldens -> backends/cpuref
-#         -> harness/ops -> harness/measure -> harness/cases -> harness/backend
+#         -> harness/cases -> harness/ops -> harness/measure -> harness/backend
 #         -> harness/provider -> harness/capture -> harness/qualify
 #         -> gates -> receipts -> cli
 # abi/ is the backend ABI, self-contained (it includes nothing of ours);
-# goldens/ needs only oracle + io. backends/cpuref is a built-in backend: the
+# goldens/ needs only oracle + io. harness/cases is the mechanism of a
+# qualification case (the object, the key grammar, the input generators);
+# harness/ops, the operators' descriptors, builds cases with it.
+# backends/cpuref is a built-in backend: the
 # ABI plus the number-format definitions of oracle/formats.h, nothing of the
 # harness. Plugins (backends/cuda/, any other backends/ folder) may include
 # only the ABI (abi/dsv4q_backend.h, or its old path harness/dsv4q_backend.h)
@@ -17,7 +20,7 @@
 # Prints every violation as FILE:LINE: ROOM includes HEADER (ROOM); exit 1
 # if there is one, 0 otherwise. Run by `make test`.
 cd "$(dirname "$0")/.." || exit 2
-ORDER="abi base oracle io goldens backends/cpuref harness/ops harness/measure harness/cases harness/backend
+ORDER="abi base oracle io goldens backends/cpuref harness/cases harness/ops harness/measure harness/backend
        harness/provider harness/capture harness/qualify gates receipts cli"
 rank() {
     i=0

@@ -23,7 +23,7 @@
 #include "harness/ops/ops.h"
 #include "harness/cases/cases.h"
 #include "harness/backend/engine_weights.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 #include "harness/qualify/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/ops.h"
@@ -200,9 +200,9 @@ static void test_linear_act_q8_0_independent(void **state)
     double y[8], y8[8];
     void *o1[1] = {y}, *o2[1] = {y8};
     dsv4q_case_call(&c, out, bs, &call);
-    assert_int_equal(dsv4q_oracle_exec_f64(bs, &call, o1, err, sizeof err), 0);
+    assert_int_equal(dsv4q_oracle_exec(64, bs, &call, o1, err, sizeof err), 0);
     dsv4q_case_call(&c, out, BIT(DSV4Q_B_GEMM_ACT_FP8), &call);
-    assert_int_equal(dsv4q_oracle_exec_f64(BIT(DSV4Q_B_GEMM_ACT_FP8), &call, o2, err, sizeof err), 0);
+    assert_int_equal(dsv4q_oracle_exec(64, BIT(DSV4Q_B_GEMM_ACT_FP8), &call, o2, err, sizeof err), 0);
     const float *x = c.in[0].data, *w = c.in[1].data;
     double xq[256];
     for (int b0 = 0; b0 < 256; b0 += 32) {
@@ -247,10 +247,10 @@ static void test_roles_and_shared_expert(void **state)
     /* both widths run it, and it is the routed form with weight 1 */
     double ys[2 * 256], yr[2 * 256];
     void *os[1] = {ys}, *orr[1] = {yr};
-    assert_int_equal(dsv4q_oracle_exec_f64(0, &call, os, err, sizeof err), 0);
+    assert_int_equal(dsv4q_oracle_exec(64, 0, &call, os, err, sizeof err), 0);
     float yf[2 * 256];
     void *of[1] = {yf};
-    assert_int_equal(dsv4q_oracle_exec_f32(0, &call, of, err, sizeof err), 0);
+    assert_int_equal(dsv4q_oracle_exec(32, 0, &call, of, err, sizeof err), 0);
     float ones[2] = {1, 1};
     dsv4q_bt in2[DSV4Q_OPS_MAX_T];
     memcpy(in2, c.in, sizeof in2);
@@ -258,7 +258,7 @@ static void test_roles_and_shared_expert(void **state)
     in2[4].shape[0] = 2;
     in2[4].data = ones;
     call.in = in2;
-    assert_int_equal(dsv4q_oracle_exec_f64(0, &call, orr, err, sizeof err), 0);
+    assert_int_equal(dsv4q_oracle_exec(64, 0, &call, orr, err, sizeof err), 0);
     assert_memory_equal(ys, yr, sizeof ys);
     dsv4q_case_free(&c);
     /* roles by tensor */

@@ -21,6 +21,7 @@
  * only enters attention), not from a previous run.
  */
 #include "tests/testutil.h"
+#include "harness/ops/ops.h"
 #include <fcntl.h>
 #include <unistd.h>
 #include "cli/cmdtab.h"

@@ -118,28 +118,21 @@ static void pack_bf16(dsv4q_bt *o)
     o->dtype = DSV4Q_BT_BF16;
 }
 
-static int check_counts(const dsv4q_bcall *c, int nin, int nout, int npar, const char *op, char *err, size_t errlen)
-{
-    if (c->nin < nin || c->nout < nout || c->nparam < npar || !c->in || !c->out || (npar && !c->param))
-        return fail(err, errlen, "cpu-ref %s: got %d inputs / %d outputs / %d params, want %d / %d / %d", op,
-                    (int)c->nin, (int)c->nout, (int)c->nparam, nin, nout, npar);
-    return 0;
-}
+/* The arguments of every r_<name>: the call, its tensors and params (the
+ * counts already checked against the operator's arity), the operator's
+ * name for messages, the mutant id. Not every kernel reads every one. */
+#define UNUSED __attribute__((unused))
+#define R_ARGS                                                                                                  \
+    int mut UNUSED, const dsv4q_bcall *c UNUSED, const dsv4q_bt *in UNUSED, dsv4q_bt *out UNUSED,               \
+        const double *p UNUSED, const char *op UNUSED, char *err, size_t errlen
 
 #define CHECK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 #define OOM(x) do { if (x) return fail(err, errlen, "cpu-ref %s: out of memory", op); } while (0)
 
 /* ---- one function per operator (r_<name>, after DSV4Q_OP_LIST) -------- */
 
-static int r_linear(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_linear(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "linear";
-    CHECK(check_counts(c, 2, 1, 2, op, err, errlen));
     cpuref_w w;
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     CHECK(wview(&in[1], &w, op, err, errlen));
@@ -151,15 +144,8 @@ static int r_linear(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_rmsnorm(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_rmsnorm(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "rmsnorm";
-    CHECK(check_counts(c, 2, 1, 1, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     const float *w = NULL;
     if (in[1].ndim) {
@@ -172,30 +158,16 @@ static int r_rmsnorm(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_qhead_norm(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_qhead_norm(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "qhead_norm";
-    CHECK(check_counts(c, 1, 1, 1, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     cpuref_qhead_norm(in[0].data, (long)in[0].shape[0], (long)in[0].shape[1], (float)p[0], out[0].data);
     pack_bf16(&out[0]);
     return 0;
 }
 
-static int r_rope(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_rope(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "rope";
-    CHECK(check_counts(c, 2, 1, 6, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     CHECK(want(&in[1], 1, 1, op, err, errlen));
     const long rows = (long)in[0].shape[0], r = (long)in[0].shape[1];
@@ -213,16 +185,8 @@ static int r_rope(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_quant(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_quant(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    const int np = c->op == DSV4Q_OP_ACT_QUANT ? 2 : 0;
-    op = c->op == DSV4Q_OP_ACT_QUANT ? "act_quant" : c->op == DSV4Q_OP_FP4_QUANT ? "fp4_quant" : "hadamard";
-    CHECK(check_counts(c, 1, 1, np, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     const long rows = (long)in[0].shape[0], n = (long)in[0].shape[1];
     float *y = out[0].data;
@@ -240,15 +204,8 @@ static int r_quant(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_sparse_attn(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_sparse_attn(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "sparse_attn";
-    CHECK(check_counts(c, 4, 1, 1, op, err, errlen));
     CHECK(want(&in[0], 3, 0, op, err, errlen));
     CHECK(want(&in[1], 2, 0, op, err, errlen));
     CHECK(want(&in[2], 2, 1, op, err, errlen));
@@ -263,15 +220,8 @@ static int r_sparse_attn(int mut, const dsv4q_bcall *c, char *err, size_t errlen
     return 0;
 }
 
-static int r_compressor(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_compressor(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "compressor";
-    CHECK(check_counts(c, 5, 1, 10, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     CHECK(want(&in[3], 2, 0, op, err, errlen));
     CHECK(want(&in[4], 1, 0, op, err, errlen));
@@ -305,15 +255,8 @@ static int r_compressor(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_indexer_score(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_indexer_score(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "indexer_score";
-    CHECK(check_counts(c, 3, 1, 2, op, err, errlen));
     CHECK(want(&in[0], 3, 0, op, err, errlen));
     CHECK(want(&in[1], 2, 0, op, err, errlen));
     CHECK(want(&in[2], 2, 0, op, err, errlen));
@@ -326,15 +269,8 @@ static int r_indexer_score(int mut, const dsv4q_bcall *c, char *err, size_t errl
     return 0;
 }
 
-static int r_topk(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_topk(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "topk";
-    CHECK(check_counts(c, 1, 1, 1, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     if (p[0] < 0 || numel(&out[0]) != in[0].shape[0] * (int64_t)p[0])
         return fail(err, errlen, "cpu-ref topk: k=%g does not match the output", p[0]);
@@ -342,16 +278,9 @@ static int r_topk(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_hc_pre_head(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_hc_pre_head(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
     const int pre = c->op == DSV4Q_OP_HC_PRE;
-    op = pre ? "hc_pre" : "hc_head";
-    CHECK(check_counts(c, 4, pre ? 3 : 1, pre ? 3 : 2, op, err, errlen));
     CHECK(want(&in[0], 3, 0, op, err, errlen));
     CHECK(want(&in[1], 2, 0, op, err, errlen));
     CHECK(want(&in[2], 1, 0, op, err, errlen));
@@ -370,15 +299,8 @@ static int r_hc_pre_head(int mut, const dsv4q_bcall *c, char *err, size_t errlen
     return 0;
 }
 
-static int r_hc_post(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_hc_post(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "hc_post";
-    CHECK(check_counts(c, 4, 1, 0, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     CHECK(want(&in[1], 3, 0, op, err, errlen));
     CHECK(want(&in[2], 2, 0, op, err, errlen));
@@ -393,15 +315,8 @@ static int r_hc_post(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_moe_gate(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_moe_gate(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "moe_gate";
-    CHECK(check_counts(c, 5, 2, 3, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     cpuref_w W;
     CHECK(wview(&in[1], &W, op, err, errlen));
@@ -428,15 +343,8 @@ static int r_moe_gate(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_expert(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_expert(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "expert";
-    CHECK(check_counts(c, 5, 1, 2, op, err, errlen));
     CHECK(want(&in[0], 2, 0, op, err, errlen));
     cpuref_w w1, w2, w3;
     CHECK(wview(&in[1], &w1, op, err, errlen));
@@ -453,15 +361,8 @@ static int r_expert(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
     return 0;
 }
 
-static int r_window_attn_decode(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
+static int r_window_attn_decode(R_ARGS)
 {
-    const dsv4q_bt *in = c->in;
-    dsv4q_bt *out = c->out;
-    const double *p = c->param;
-    const char *op = "?";
-    (void)mut; (void)out; (void)p; (void)op;
-    op = "window_attn_decode";
-    CHECK(check_counts(c, 6, 2, 3, op, err, errlen));
     CHECK(want(&in[0], 3, 0, op, err, errlen));
     CHECK(want(&in[1], 2, 0, op, err, errlen));
     CHECK(want(&in[2], 2, 0, op, err, errlen));
@@ -483,24 +384,39 @@ static int r_window_attn_decode(int mut, const dsv4q_bcall *c, char *err, size_t
 }
 
 /* Operators that share a body. */
-static int r_act_quant(int mut, const dsv4q_bcall *c, char *err, size_t errlen) { return r_quant(mut, c, err, errlen); }
-static int r_fp4_quant(int mut, const dsv4q_bcall *c, char *err, size_t errlen) { return r_quant(mut, c, err, errlen); }
-static int r_hadamard(int mut, const dsv4q_bcall *c, char *err, size_t errlen) { return r_quant(mut, c, err, errlen); }
-static int r_hc_pre(int mut, const dsv4q_bcall *c, char *err, size_t errlen) { return r_hc_pre_head(mut, c, err, errlen); }
-static int r_hc_head(int mut, const dsv4q_bcall *c, char *err, size_t errlen) { return r_hc_pre_head(mut, c, err, errlen); }
 
-/* The dispatch, generated from DSV4Q_OP_LIST: a new row without its
- * r_<name> above does not compile (an operator cpu-ref should not run
- * gets an r_<name> that returns DSV4Q_BACKEND_UNSUPPORTED). */
-typedef int (*run_fn)(int, const dsv4q_bcall *, char *, size_t);
-#define R_ROW(E, nm, ni, no, np) [DSV4Q_OP_##E] = r_##nm,
-static const run_fn run_table[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(R_ROW)};
+/* THE operators cpu-ref implements (its caps), each with its kernel: an
+ * operator the ABI gains is not cpu-ref's until it has a kernel and a row
+ * here (its cases are skipped for cpu-ref meanwhile).
+ *     X(ENUM, kernel) */
+#define CPUREF_OPS(X)                                                                                           \
+    X(LINEAR, r_linear) X(RMSNORM, r_rmsnorm) X(QHEAD_NORM, r_qhead_norm) X(ROPE, r_rope)                      \
+    X(ACT_QUANT, r_quant) X(FP4_QUANT, r_quant) X(HADAMARD, r_quant) X(SPARSE_ATTN, r_sparse_attn)             \
+    X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
+    X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
+    X(WINDOW_ATTN_DECODE, r_window_attn_decode)
+
+typedef int (*run_fn)(R_ARGS);
+#define R_ROW(E, fn) [DSV4Q_OP_##E] = fn,
+static const run_fn run_table[DSV4Q_OP_COUNT] = {CPUREF_OPS(R_ROW)};
 #undef R_ROW
+#define R_CAP(E, fn) | DSV4Q_CAP(DSV4Q_OP_##E)
+#define CPUREF_CAPS (0 CPUREF_OPS(R_CAP))
+
+/* Name and arity of every ABI operator, from its list. */
+#define A_ROW(E, nm, ni, no, np) [DSV4Q_OP_##E] = {#nm, ni, no, np},
+static const struct { const char *name; int nin, nout, npar; } arity[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(A_ROW)};
+#undef A_ROW
 
 static int run_op(int mut, const dsv4q_bcall *c, char *err, size_t errlen)
 {
-    if (c->op < 0 || c->op >= DSV4Q_OP_COUNT) return DSV4Q_BACKEND_UNSUPPORTED;
-    return run_table[c->op](mut, c, err, errlen);
+    if (c->op < 0 || c->op >= DSV4Q_OP_COUNT || !run_table[c->op]) return DSV4Q_BACKEND_UNSUPPORTED;
+    const char *op = arity[c->op].name;
+    const int nin = arity[c->op].nin, nout = arity[c->op].nout, npar = arity[c->op].npar;
+    if (c->nin < nin || c->nout < nout || c->nparam < npar || !c->in || !c->out || (npar && !c->param))
+        return fail(err, errlen, "cpu-ref %s: got %d inputs / %d outputs / %d params, want %d / %d / %d", op,
+                    (int)c->nin, (int)c->nout, (int)c->nparam, nin, nout, npar);
+    return run_table[c->op](mut, c, c->in, c->out, c->param, op, err, errlen);
 }
 
 /* ---- descriptors -------------------------------------------------------- */
@@ -533,7 +449,7 @@ CPUREF_MUTANT_LIST(M_INIT)
 
 #define DESC(E, nm)                                                                              \
     [E] = { DSV4Q_BACKEND_ABI_VERSION, sizeof(dsv4q_backend_v1), nm,                             \
-      "cpu-ref 1 (FP32, BF16 storage at the source boundaries)", "source", DSV4Q_CAP_KNOWN,        \
+      "cpu-ref 1 (FP32, BF16 storage at the source boundaries)", "source", CPUREF_CAPS,        \
       init_##E, run, NULL },
 #define M_DESC(E, nm, ops, doc) DESC(CPUREF_M_##E, "mutant:" #nm)
 static const dsv4q_backend_v1 descs[CPUREF_M_COUNT] = {

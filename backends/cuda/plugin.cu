@@ -80,15 +80,16 @@ int cuda_bad(io &o)
     return -1;
 }
 
-const char *const op_names[DSV4Q_OP_COUNT] = {"linear", "rmsnorm", "qhead_norm", "rope", "act_quant", "fp4_quant",
-                                              "hadamard", "sparse_attn", "compressor", "indexer_score", "topk",
-                                              "hc_pre", "hc_post", "hc_head", "moe_gate", "expert",
-                                              "window_attn_decode"};
-
-/* Expected counts of the per-operator contract (harness/ops/ops.c). */
-const int op_nin[DSV4Q_OP_COUNT] = {2, 2, 1, 2, 1, 1, 1, 4, 5, 3, 1, 4, 4, 4, 5, 5, 6};
-const int op_nout[DSV4Q_OP_COUNT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 2, 1, 2};
-const int op_npar[DSV4Q_OP_COUNT] = {2, 1, 1, 6, 2, 0, 0, 1, 10, 2, 1, 3, 0, 2, 3, 2, 3};
+/* Name and arity of every operator, from the ABI's list (in enum order, so
+ * positional initialisers are right by construction). */
+#define OP_NAME_(E, nm, ni, no, np) #nm,
+#define OP_NIN_(E, nm, ni, no, np) ni,
+#define OP_NOUT_(E, nm, ni, no, np) no,
+#define OP_NPAR_(E, nm, ni, no, np) np,
+const char *const op_names[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(OP_NAME_)};
+const int op_nin[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(OP_NIN_)};
+const int op_nout[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(OP_NOUT_)};
+const int op_npar[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(OP_NPAR_)};
 
 int64_t numel(const dsv4q_bt *t)
 {

@@ -30,7 +30,7 @@
 #include "harness/backend/backend.h"
 #include "harness/backend/engine_weights.h"
 #include "harness/backend/isolate.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 #include "base/util.h"
 #define now_s dsv4q_now_s   /* base/util.h */
 
@@ -150,16 +150,17 @@ static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job
         h->status = DSV4Q_ISO_INIT_ERROR;
         return;
     }
-    if (c && c->op == DSV4Q_OP_LINEAR && h->has_load_weight && c->in_role[1]) {
+    const int wi = c ? dsv4q_op_weight_slot(c->op) : -1;   /* the input an engine may store (LINEAR: w) */
+    if (wi >= 0 && h->has_load_weight && c->in_role[wi]) {
         /* engine-stored weight: the backend's own encoding, decoded exactly
          * into the region after the outputs (engine_weights.h) */
         h->stage = ST_LOADW;
         dsv4q_bweight enc;
         memset(&enc, 0, sizeof enc);
         err[0] = 0;
-        int lw = b2->load_weight(ctx, c->in_role[1], &c->in[1], &enc, err, sizeof err);
+        int lw = b2->load_weight(ctx, c->in_role[wi], &c->in[wi], &enc, err, sizeof err);
         if (lw < 0) {
-            snprintf(h->msg, sizeof h->msg, "backend %s: load_weight(%s) failed: %s", spec, c->in_role[1],
+            snprintf(h->msg, sizeof h->msg, "backend %s: load_weight(%s) failed: %s", spec, c->in_role[wi],
                      err[0] ? err : "(no message)");
             h->status = DSV4Q_ISO_BACKEND_ERROR;
             h->stage = ST_FINI;
@@ -170,7 +171,7 @@ static void child_main(const char *spec, const dsv4q_case *c, const iso_job *job
             size_t at = 0;
             for (int r = 0; r < nruns; r++)
                 for (int i = 0; i < c->nout; i++) at += dsv4q_case_out_bytes(c, i) + GUARD;
-            if (dsv4q_bweight_decode(&enc, c->in_role[1], c->in[1].shape[0], c->in[1].shape[1], (float *)(void *)(outs + at),
+            if (dsv4q_bweight_decode(&enc, c->in_role[wi], c->in[wi].shape[0], c->in[wi].shape[1], (float *)(void *)(outs + at),
                                      err, sizeof err)) {
                 snprintf(h->msg, sizeof h->msg, "backend %s: %s", spec, err);
                 h->status = DSV4Q_ISO_BACKEND_ERROR;
@@ -252,7 +253,8 @@ static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
     if (c)
         for (int r = 0; r < nruns; r++)
             for (int i = 0; i < c->nout; i++) n += dsv4q_case_out_bytes(c, i) + GUARD;
-    if (c && c->op == DSV4Q_OP_LINEAR) n += 4 * (size_t)dsv4q_bt_numel(&c->in[1]);   /* an engine-stored weight */
+    const int wi = c ? dsv4q_op_weight_slot(c->op) : -1;
+    if (wi >= 0) n += 4 * (size_t)dsv4q_bt_numel(&c->in[wi]);   /* an engine-stored weight */
     return n;
 }
 
@@ -398,7 +400,7 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
         size_t at = 0;
         for (int r = 0; r < nruns; r++)
             for (int i = 0; i < c->nout; i++) at += dsv4q_case_out_bytes(c, i) + GUARD;
-        memcpy(g_ewdst, outs + at, 4 * (size_t)dsv4q_bt_numel(&c->in[1]));
+        memcpy(g_ewdst, outs + at, 4 * (size_t)dsv4q_bt_numel(&c->in[dsv4q_op_weight_slot(c->op)]));
     }
     if (hout) *hout = *h;
     munmap(reg, bytes);

@@ -14,7 +14,7 @@
 #include <string.h>
 #include "harness/backend/backend.h"
 #include "harness/ops/ops.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 
 static int o_init(void **ctx, char *err, size_t errlen)
 {
@@ -29,7 +29,7 @@ static int o_run(void *ctx, const dsv4q_bcall *call, char *err, size_t errlen)
     (void)ctx;
     void *out[DSV4Q_OPS_MAX_T];
     for (int i = 0; i < call->nout && i < DSV4Q_OPS_MAX_T; i++) out[i] = call->out[i].data;
-    return dsv4q_oracle_exec_f32(call->boundaries, call, out, err, errlen) ? DSV4Q_BACKEND_ERROR : DSV4Q_BACKEND_OK;
+    return dsv4q_oracle_exec(32, call->boundaries, call, out, err, errlen) ? DSV4Q_BACKEND_ERROR : DSV4Q_BACKEND_OK;
 }
 
 static void o_fini(void *ctx) { (void)ctx; }

@@ -1,15 +1,15 @@
 /*
- * cases.h - qualification cases: operator x shape x input recipe x seed.
- *
- * A case is named by ONE canonical key, e.g.
+ * cases.h - the case object of operator qualification: one operator call
+ * with its inputs, output templates and params, named by ONE canonical key,
+ * e.g.
  *     sparse_attn(s=2,H=64,D=512,win=128,sel=512,recipe=masked,seed=1)
- * and the key is all there is: the table (harness/cases/cases.c) is a list of
- * keys, dsv4q_case_build() parses a key and makes the inputs, and every
- * input value is drawn from a generator seeded with a hash of the canonical
- * key (FNV-1a 64 -> splitmix64; no OS entropy, no libm transcendental), so
- * a key names the same bytes on every machine. Partial keys are accepted
- * and canonicalised (missing parameters take the op's defaults, which are
- * the Flash shapes), so `dsv4q qualify --case 'topk(recipe=ties)'` works.
+ *
+ * This room (harness/cases/) owns the mechanism only: the case object
+ * (here), the key grammar (key.h) and the deterministic input generators
+ * (gen.h). What a key means for an operator - its parameters, defaults,
+ * recipes and builder - lives in that operator's descriptor
+ * (harness/ops/<op>.c), and the room above (harness/ops/ops.h
+ * dsv4q_case_build) puts the two together.
  *
  * Recipes: normal; extreme (magnitudes over 2^+-24, outliers, the ue8m0
  * scale trap amax = 448*2^k and just above); nearzero (zero and denormal-
@@ -21,9 +21,12 @@
  *
  * Invariants:
  *  K1. dsv4q_case_canon(key) is a fixed point: canon(canon(k)) == canon(k);
- *      every table entry is canonical (tests/test_qualify.c).
- *  K2. Inputs depend only on the canonical key (not on the table order,
- *      the set, the backend or the thread count).
+ *      every case an operator lists is canonical (tests/test_qualify.c).
+ *  K2. Inputs depend only on the canonical key (not on the case list's
+ *      order, the set, the backend or the thread count): the generator is
+ *      seeded with a hash of the canonical key (FNV-1a 64 -> splitmix64;
+ *      no OS entropy, no libm transcendental), so a key names the same
+ *      bytes on every machine.
  *  K3. Activation inputs are BF16-representable (what the reference stores
  *      between ops); weights are given decoded (exact) and raw.
  */
@@ -32,7 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "harness/ops/ops.h"
+#include "abi/dsv4q_backend.h"
 
 #define DSV4Q_CASE_KEY_MAX 256
 #define DSV4Q_CASE_SET_FLASH 1u
@@ -40,6 +43,10 @@
 /* Opt-in (`qualify --shapes long`, never in CI): 1M-context KV and indexer
  * sizes and a KV tensor past 2^31 bytes (docs/gates.md: memory and time). */
 #define DSV4Q_CASE_SET_LONG 4u
+
+/* Most tensors / params an operator call has (the ABI's arity bound). */
+#define DSV4Q_OPS_MAX_T 8
+#define DSV4Q_OPS_MAX_P 12
 
 typedef struct dsv4q_case {
     char key[DSV4Q_CASE_KEY_MAX];    /* canonical */
@@ -65,25 +72,43 @@ typedef struct dsv4q_case {
     const char *in_role[DSV4Q_OPS_MAX_T];
 } dsv4q_case;
 
+/* One case an operator lists: its key and the shape sets it belongs to. */
 typedef struct dsv4q_case_entry {
     const char *key;
     unsigned sets;                   /* DSV4Q_CASE_SET_* */
 } dsv4q_case_entry;
 
-/* The case table. */
-int dsv4q_case_count(void);
-const dsv4q_case_entry *dsv4q_case_at(int i);
+/* Number of elements of a tensor (product of its shape; 0 if ndim 0). The
+ * one copy the harness uses (cpu-ref, reading only the ABI, counts for
+ * itself). */
+int64_t dsv4q_bt_numel(const dsv4q_bt *t);
 
-/* Canonical form of a (possibly partial) key into out. 0 or -1 + message. */
-int dsv4q_case_canon(const char *key, char *out, size_t outlen, char *err, size_t errlen);
-/* Parse key, make inputs and output templates. 0 or -1 + message. */
-int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen);
+/* Free what the case owns (its buffers) and forget the selection scores. */
 void dsv4q_case_free(dsv4q_case *c);
-
 /* Bytes of output i as the harness allocates it (4 per element). */
 size_t dsv4q_case_out_bytes(const dsv4q_case *c, int i);
 /* A call over c's inputs writing into out[] (templates copied, data set by
  * the caller). */
 void dsv4q_case_call(const dsv4q_case *c, dsv4q_bt *out, uint64_t boundaries, dsv4q_bcall *call);
+
+/* ---- for builders (harness/ops/<op>.c) -------------------------------- */
+
+/* A zeroed buffer of `bytes` owned by the case (freed by dsv4q_case_free);
+ * NULL when out of memory or out of buffer slots. */
+void *dsv4q_case_alloc(dsv4q_case *c, size_t bytes);
+/* Input `slot`: dtype, a shape of ndim <= 3 dims, and owned zeroed data of
+ * 4 bytes per element (returned; NULL for ndim 0, an empty optional input,
+ * or out of memory). The tensor's name comes from the operator's contract
+ * once the builder returns (harness/ops dsv4q_case_build). */
+void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);
+/* Output template `slot` (dtype, shape; no data). */
+void dsv4q_case_output(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);
+/* 0 when c->recipe is one of ok[] (NULL-terminated), else -1 with
+ * "KEY: recipe 'R' is not defined for OP (list)". */
+int dsv4q_case_recipe(const dsv4q_case *c, const char *opname, const char *const *ok, char *err, size_t errlen);
+/* The case's weight role and its inputs' roles: in_role[i] = role +
+ * suffix[i] (NULL suffix: an activation, no role). suffix has c->nin
+ * entries. */
+void dsv4q_case_set_role(dsv4q_case *c, const char *role, const char *const *suffix);
 
 #endif

@@ -10,8 +10,8 @@
  * operator - hence every qualification case of it (harness/cases/cases.h, a case
  * tests exactly one operator) - take part in (docs/backends.md, generated).
  * Nothing here keeps its own list: a new stage or operator changes only the
- * table and DSV4Q_OP_LIST, and the check below refuses a table the two
- * disagree on.
+ * table and the operator's descriptor, and the check below refuses a table
+ * that names an operator the list does not have.
  */
 #ifndef DSV4Q_STAGE_OPS_H
 #define DSV4Q_STAGE_OPS_H
@@ -42,10 +42,10 @@ const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len);
 /* Check rows[0..n) (the table: dsv4q_stage_get(0..DSV4Q_STAGE_COUNT)) the
  * way dsv4q_stage_gates_check does the gate links: every name in a row's
  * ops is an operator of DSV4Q_OP_LIST, named once; a row that calls
- * operators is gated by one of them (gate_op in ops); every operator is
- * called by some stage (an operator no stage calls has no place in the
- * forward pass, so its fallbacks and cases would be linked to nothing).
- * 0, or -1 with a message naming the row and the operator. */
+ * operators is gated by one of them (gate_op in ops). An operator no stage
+ * calls is allowed: it is qualified by its own cases only (docs/backends.md
+ * lists its stages as "-"), and a whole-model run never needs it. 0, or -1
+ * with a message naming the row and the operator. */
 int dsv4q_stage_ops_check_rows(const dsv4q_stage_info *const *rows, int n, char *err, size_t errlen);
 /* The same over the stage table. */
 int dsv4q_stage_ops_check(char *err, size_t errlen);

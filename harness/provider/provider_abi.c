@@ -22,7 +22,7 @@
 #include <string.h>
 #include "harness/backend/backend.h"
 #include "harness/ops/ops.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 #include "harness/provider/provider_abi.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -243,7 +243,7 @@ static int call(wm *w, int op, const dsv4q_bt *in, const double *par, int nout, 
         void *o[DSV4Q_OPS_MAX_T];
         for (int i = 0; i < nout; i++) o[i] = buf[i];
         char oe[512];
-        if (dsv4q_oracle_exec_f32(w->bs, &c, o, oe, sizeof oe)) {
+        if (dsv4q_oracle_exec(32, w->bs, &c, o, oe, sizeof oe)) {
             fail(w, DSV4Q_BACKEND_ERROR, oi->name, "oracle-f32 fallback failed: %s", oe);
             goto out;
         }
@@ -451,6 +451,32 @@ static int expert(wm *w, const dsv4q_expert_w *E, const float *x, long n, const 
     return rc;
 }
 
+/* DSV4Q_SCORE_* code of a config score_func name (sqrtsoftplus default). */
+static int score_func_code(const char *f)
+{
+    return !strcmp(f, "sigmoid") ? DSV4Q_SCORE_SIGMOID : !strcmp(f, "softmax") ? DSV4Q_SCORE_SOFTMAX
+                                                                           : DSV4Q_SCORE_SQRTSOFTPLUS;
+}
+
+/* Gather the rows routed to expert e: for token t and pick j with
+ * ix[t*k+j] == e (t ascending), rows[n] = t, we[n] = wts[t*k+j] and
+ * xe[n] = x[t] ([d] floats). Returns n. Shapes: ix, wts [s,k]; x [s,d];
+ * rows, we [>= s*k]; xe [>= s*k, d]. Mirrors oracle/moe.c dsv4q_moe. */
+static long moe_gather(const int32_t *ix, const float *wts, const float *x, long s, int k, long d, int e,
+                      long *rows, float *we, float *xe)
+{
+    long n = 0;
+    for (long t = 0; t < s; t++)
+        for (int j = 0; j < k; j++)
+            if (ix[t * k + j] == e) {
+                rows[n] = t;
+                we[n] = wts[t * k + j];
+                memcpy(xe + n * d, x + t * d, sizeof(float) * (size_t)d);
+                n++;
+            }
+    return n;
+}
+
 /* MoE (oracle/model.c st_moe + oracle/moe.c dsv4q_moe): the gate, each
  * routed expert on its rows in ascending expert id, their sum, + shared. */
 static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float *wts, int32_t *ix, float *out)
@@ -470,7 +496,7 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
         in[2] = L->hash ? bt_f32("bias", NULL, 0, 0, 0, 0) : bt_vec("bias", &L->gate_bias);
         in[3] = L->hash ? bt_i32("tid2eid", L->tid2eid, 2, g->vocab_size, k) : bt_i32("tid2eid", NULL, 0, 0, 0);
         in[4] = bt_i32("ids", ids, 1, s, 0);
-        const double par[3] = {k, g->route_scale, dsv4q_score_func_code(g->score_func)};
+        const double par[3] = {k, g->route_scale, score_func_code(g->score_func)};
         const wout o[2] = {WO("weights", wts, 2, s, k, 0), WOI("indices", ix, 2, s, k)};
         set_role(w, L->gate.name, ".weight");
         int grc = call(w, DSV4Q_OP_MOE_GATE, in, par, 2, o);
@@ -484,7 +510,7 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
     AL(rows, s * k);
     memset(acc, 0, sizeof(float) * (size_t)(s * d));
     for (int e = 0; e < E; e++) {   /* ascending expert id: the sum order */
-        long n = dsv4q_moe_gather(ix, wts, x, s, k, d, e, rows, we, xe);
+        long n = moe_gather(ix, wts, x, s, k, d, e, rows, we, xe);
         if (!n) continue;
         if (expert(w, &L->experts[e], xe, n, we, ye)) goto out;
         for (long r = 0; r < n; r++)

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include "harness/measure/metrics.h"
-#include "harness/ops/oracle_exec.h"
+#include "harness/ops/ops.h"
 #include "harness/qualify/qualify.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
@@ -110,7 +110,7 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
     dsv4q_bt out[DSV4Q_OPS_MAX_T];
     dsv4q_bcall call;
     dsv4q_case_call(c, out, bs, &call);
-    if (dsv4q_oracle_exec_f64(bs, &call, r->f64, err, errlen) || dsv4q_oracle_exec_f32(bs, &call, r->f32, err, errlen)) {
+    if (dsv4q_oracle_exec(64, bs, &call, r->f64, err, errlen) || dsv4q_oracle_exec(32, bs, &call, r->f32, err, errlen)) {
         refs_free(r);
         return -1;
     }
@@ -202,6 +202,15 @@ static void align_weights(double *w, const int32_t *idx, const int32_t *ref_idx,
     }
 }
 
+/* The selection output among outs[] when the operator has outputs in the
+ * order of its picks (moe_gate: indices, whose order the weights follow),
+ * else NULL. */
+static const int32_t *per_pick_sel(const dsv4q_case *c, void *const *outs)
+{
+    const int si = dsv4q_op_sel_slot(c->op);
+    return dsv4q_op_get(c->op)->per_pick && si >= 0 ? outs[si] : NULL;
+}
+
 /* Metrics of output i for a candidate (buf, dt) against ref->f64. cand_idx
  * and ref_idx: the selection outputs of the same call (moe_gate weights). */
 static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void *buf, int32_t dt, const refs *ref,
@@ -230,7 +239,9 @@ static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void 
         snprintf(err, errlen, "output %s: dtype %d is not allowed (F32, BF16 or F16)", t->name, dt);
         return -1;
     }
-    if (c->op == DSV4Q_OP_MOE_GATE && i == 0 && cand_sel) align_weights(a, cand_sel, ref->f64[1], n / last, last);
+    const int si = dsv4q_op_sel_slot(c->op);
+    if (((dsv4q_op_get(c->op)->per_pick >> i) & 1u) && cand_sel && si >= 0)   /* moe_gate weights */
+        align_weights(a, cand_sel, ref->f64[si], n / last, last);
     dsv4q_metrics_float(m, a, ref->f64[i], n, last, dt, dsv4q_op_ulp_rowfloor(c->op, i));
     free(a);
     return 0;
@@ -287,11 +298,10 @@ static void level_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, int32_t dt,
         if (!h) { dsv4q_mset_init(m); return; }
         const float *f = ref->f32[i];
         for (long k = 0; k < n; k++) h[k] = dt == DSV4Q_BT_BF16 ? dsv4q_bf16_from_f32(f[k]) : dsv4q_f16_encode(f[k]);
-        output_metrics(m, c, i, h, dt, ref, c->op == DSV4Q_OP_MOE_GATE ? ref->f32[1] : NULL, err, sizeof err);
+        output_metrics(m, c, i, h, dt, ref, per_pick_sel(c, ref->f32), err, sizeof err);
         free(h);
     } else {
-        output_metrics(m, c, i, ref->f32[i], DSV4Q_BT_F32, ref, c->op == DSV4Q_OP_MOE_GATE ? ref->f32[1] : NULL, err,
-                       sizeof err);
+        output_metrics(m, c, i, ref->f32[i], DSV4Q_BT_F32, ref, per_pick_sel(c, ref->f32), err, sizeof err);
     }
     m->v[DSV4Q_M_RERUN] = 0;   /* the oracle is deterministic */
 }
@@ -326,7 +336,7 @@ static void eval_backend(dsv4q_qcase *r, const dsv4q_case *c, const refs *ref, v
                          int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g)
 {
     char err[512];
-    const int32_t *cand_sel = c->op == DSV4Q_OP_MOE_GATE ? out[0][1] : NULL;
+    const int32_t *cand_sel = per_pick_sel(c, out[0]);
     for (int i = 0; i < c->nout; i++) {
         r->dtype[i] = dt[0][i];
         if (output_metrics(&r->m[i], c, i, out[0][i], dt[0][i], ref, cand_sel, err, sizeof err)) {
@@ -473,8 +483,9 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
             int32_t dt[2][DSV4Q_OPS_MAX_T];
             double t0 = now_s();
             float *ew = NULL;
-            if (c.op == DSV4Q_OP_LINEAR && q[b].desc.has_load_weight &&
-                !(ew = malloc(sizeof(float) * (size_t)dsv4q_bt_numel(&c.in[1])))) {
+            const int wi = dsv4q_op_weight_slot(c.op);   /* LINEAR: w (kernel_refs_make) */
+            if (wi >= 0 && q[b].desc.has_load_weight &&
+                !(ew = malloc(sizeof(float) * (size_t)dsv4q_bt_numel(&c.in[wi])))) {
                 snprintf(err, errlen, "out of memory");
                 goto case_fail;
             }
