@@ -110,9 +110,11 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # Runs every test binary; each prints cmocka's summary. The last line is the
 # plain "N passed, N failed" total that CI reads.
 # The install and Python checks load the plain shared library into pkg-config
-# consumers and CPython: not in the sanitizer or fuzz builds.
+# consumers and CPython, and the recipe check (scripts/recipe-check.sh) adds
+# an operator to a scratch copy of the tree and builds it: not in the
+# sanitizer or fuzz builds.
 ifeq ($(SAN)$(FUZZ),)
-PY_TESTS := tests/install_check.sh tests/pytest_check.sh
+PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh
 endif
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh
