@@ -127,7 +127,7 @@ static const dsv4q_optpair STAGES_CONFLICTS[] = {{"--model", "--config"}, {"--ma
     (const dsv4q_optspec[]){{STR("--ops", "CASE,...", GOLD, ops), DOC("all"), HELP("only these golden cases")},  \
                             {STR("--dir", "DIR", GOLD, dir), DOC("goldens"), HELP("golden directory")},          \
                             {INT("--threads", "N", GOLD, c.threads, 1, LONG_MAX), DFLT("1"),                     \
-                             SET(GOLD, threads_set),                                                             \
+                             DOC(", or OMP_NUM_THREADS when set"), SET(GOLD, threads_set),                      \
                              HELP("OpenMP threads (results do not depend on it)")},                              \
                             O_END}
 #define R_DB {STR("--db", "FILE", CLI, db), DOC("$DSV4Q_DB, else ./dsv4q.db"), HELP("receipts database")}
@@ -259,7 +259,7 @@ static const dsv4q_mode MODES[] = {
           "the stage table: what an engine capture holds (tensor names, shapes, boundaries)", "docs/captures.md"),
      .opts = (const dsv4q_optspec[]){
          {STR("--model", "DIR", CLI, model), HELP("shapes of this checkpoint")},
-         {STR("--config", "NAME|FILE", dsv4q_stages_args, config), DOC("tiny"),
+         {STR("--config", "NAME|FILE", dsv4q_stages_args, config), DOC("symbolic shapes"),
           HELP("shapes of a built-in or JSON config")},
          O_MD(dsv4q_stages_args),
          {FLAG("--names", dsv4q_stages_args, names), HELP("print the tensor names only")},
