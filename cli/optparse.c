@@ -13,6 +13,7 @@
  * relies on: each row's field lies inside its mode's struct, each default
  * parses, each ENUM has one value per word.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -211,6 +212,7 @@ static int read_words(const dsv4q_mode *m, int argc, char **argv, given *g, int 
                 fprintf(stderr, "dsv4q %s: unknown option '%s' for %s (see dsv4q help %s)\n", cmd, a, cmd, cmd);
             return -1;
         }
+        assert(o - m->opts < MAX_ROWS);   /* dsv4q_cli_table_check */
         if (seen[o - m->opts]++ && !dsv4q_opt_repeatable(o)) {
             fprintf(stderr, "dsv4q %s: option %s given twice (it takes one value)\n", cmd, o->name);
             return -1;
