@@ -15,8 +15,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/cmdtab.h"
 #include "harness/measure/metrics.h"
 #include "io/model.h"
 #include "oracle/boundary.h"
@@ -110,36 +111,23 @@ static int write_svg(const char *path, const toggle *tg, int n, double floor_nrm
     return 0;
 }
 
-static int extra(void *ctx, int argc, char **argv, int i)
-{
-    const char **o = ctx;
-    if (!strcmp(argv[i], "--base") || !strcmp(argv[i], "--svg")) {
-        if (i + 1 >= argc) { fprintf(stderr, "dsv4q ablate: %s needs a value\n", argv[i]); return -1; }
-        o[!strcmp(argv[i], "--svg")] = argv[i + 1];
-        if (!strcmp(argv[i], "--svg") && dsv4q_cli_check_out(argv[i], argv[i + 1])) return -1;
-        return 2;
-    }
-    return 0;
-}
-
 int dsv4q_cmd_ablate(int argc, char **argv)
 {
-    dsv4q_cli_opts o;
-    const char *ex[2] = {NULL, NULL};   /* --base, --svg */
+    dsv4q_ablate_args a;
+    const dsv4q_cli_opts *o = &a.c;   /* --base is o->profile */
     char err[1024], dir[4096];
-    if (dsv4q_cli_parse(&o, argc, argv, extra, ex)) return 2;
-    if (dsv4q_cli_db_check(&o, "ablate")) return 2;   /* before any work */
-    if (ex[0]) o.profile = ex[0];
-    if (!o.width) o.width = 64;
-    dsv4q_cli_threads(&o);
+    int prc = dsv4q_cli_parse(argc, argv, &a, sizeof a);
+    if (prc >= 0) return prc;
+    if (dsv4q_cli_db_check(o, "ablate")) return 2;   /* before any work */
+    dsv4q_cli_threads(o);
     uint64_t base;
-    if (dsv4q_cli_bset(&o, &base, err, sizeof err)) {
+    if (dsv4q_cli_bset(o, &base, err, sizeof err)) {
         fprintf(stderr, "dsv4q ablate: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
     dsv4q_tokens t;
-    if (dsv4q_cli_start("ablate", &o, dir, sizeof dir, &m, &t)) return 2;
+    if (dsv4q_cli_start("ablate", o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
     double *ref = malloc(sizeof(double) * (size_t)(rows * V)), *cur = malloc(sizeof(double) * (size_t)(rows * V));
     toggle tg[DSV4Q_B_COUNT + 4];
@@ -151,13 +139,13 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     dsv4q_acc facc = {0};
     dsv4q_acc_add(&facc, cur, ref, rows * V);
     double floor_nrms = dsv4q_acc_nrms(&facc);
-    if (o.width == 32 && run_logits(m, 32, base, &t, ref, err, sizeof err)) goto fail;
+    if (o->width == 32 && run_logits(m, 32, base, &t, ref, err, sizeof err)) goto fail;
     for (int i = 0; i < n; i++) {
         uint64_t bs = base ^ tg[i].mask;
         if ((base & tg[i].mask) && (base & tg[i].mask) != tg[i].mask) bs = base & ~tg[i].mask;   /* mixed: all off */
         tg[i].on_after = (bs & tg[i].mask) != 0;
-        if (!o.quiet) fprintf(stderr, "[ablate] %d/%d %s -> %s\n", i + 1, n, tg[i].name, tg[i].on_after ? "on" : "off");
-        if (run_logits(m, o.width, bs, &t, cur, err, sizeof err)) goto fail;
+        if (!o->quiet) fprintf(stderr, "[ablate] %d/%d %s -> %s\n", i + 1, n, tg[i].name, tg[i].on_after ? "on" : "off");
+        if (run_logits(m, o->width, bs, &t, cur, err, sizeof err)) goto fail;
         dsv4q_acc a = {0};
         dsv4q_acc_add(&a, cur, ref, rows * V);
         tg[i].nrms = dsv4q_acc_nrms(&a);
@@ -166,7 +154,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     }
     qsort(tg, (size_t)n, sizeof *tg, cmp_toggle);
 
-    printf("dsv4q ablate: toggle each boundary against base profile '%s', width f%d\n", o.profile, o.width);
+    printf("dsv4q ablate: toggle each boundary against base profile '%s', width f%d\n", o->profile, o->width);
     printf("  model   %s (%s)\n  tokens  %s (prompt %ld, decode %ld)\n", dir, m->cfg.name, t.source, t.nprompt, t.nteacher);
     printf("  fp32-vs-fp64 floor of the base profile: logit NRMS %.4e\n\n", floor_nrms);
     printf("  %-28s %-4s %12s %12s %8s %10s\n", "boundary", "to", "logit NRMS", "max abs", "greedy", "x floor");
@@ -185,28 +173,28 @@ int dsv4q_cmd_ablate(int argc, char **argv)
         json_array_append_new(arr, j);
     }
     json_t *jm = json_object();
-    json_object_set_new(jm, "base_profile", json_string(o.profile));
-    json_object_set_new(jm, "width", json_string(o.width == 64 ? "f64" : "f32"));
+    json_object_set_new(jm, "base_profile", json_string(o->profile));
+    json_object_set_new(jm, "width", json_string(o->width == 64 ? "f64" : "f32"));
     json_object_set_new(jm, "floor_nrms", json_real(floor_nrms));
     json_object_set_new(jm, "rows", json_integer(rows));
     json_object_set_new(jm, "toggles", arr);
     char *metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);
-    if (o.json) {
-        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+    if (o->json) {
+        FILE *f = dsv4q_out_open(o->json, NULL, 0);
         if (!f || fputs(metrics, f) < 0 || dsv4q_out_close(f, NULL, 0)) {
             dsv4q_out_discard(f);   /* no-op once closed */
-            fprintf(stderr, "dsv4q ablate: cannot write %s\n", o.json);
+            fprintf(stderr, "dsv4q ablate: cannot write %s\n", o->json);
             free(metrics);
             json_decref(jm);
             goto out;   /* rc 2, no receipt for a run whose output failed */
         }
     }
-    if (ex[1] && write_svg(ex[1], tg, n, floor_nrms)) {
+    if (a.svg && write_svg(a.svg, tg, n, floor_nrms)) {
         free(metrics);
         json_decref(jm);
         goto out;
     }
-    int rrc = dsv4q_cli_receipt(&o, "ablate", argc, argv, dir, &m->cfg, &t, o.width == 64 ? "f64" : "f32", metrics,
+    int rrc = dsv4q_cli_receipt(o, "ablate", argc, argv, dir, &m->cfg, &t, o->width == 64 ? "f64" : "f32", metrics,
                                 "info");
     free(metrics);
     json_decref(jm);

@@ -1,16 +1,21 @@
 /*
- * cmd_boundaries.c - `dsv4q boundaries [--markdown]`: every named rounding
+ * cmd_boundaries.c - `dsv4q boundaries`: every named rounding
  * point, its kind and format, where it sits, the reference line it comes
  * from and which profiles enable it. docs/boundaries.md is this output.
  */
 #include <stdio.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "oracle/boundary.h"
 
 int dsv4q_cmd_boundaries(int argc, char **argv)
 {
-    int md = argc > 1 && !strcmp(argv[1], "--markdown");
+    dsv4q_boundaries_args o;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
+    const int md = o.markdown;
     uint64_t prof[4];
     for (int p = 0; p < 4; p++) dsv4q_profile_set(dsv4q_profile_names[p], &prof[p]);
     if (md) {

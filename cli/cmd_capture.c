@@ -2,10 +2,8 @@
  * cmd_capture.c - `dsv4q capture`: the oracle writes a capture of its own
  * run, in exactly the format an engine writes (docs/captures.md).
  *
- *   dsv4q capture --model DIR (--tokens FILE | --prompt-len N [--decode M])
- *                 --out DIR [--width f64|f32] [--profile P] [--boundary ...]
- *                 [--dtype f64|f32|storage] [--engine NAME] [--backend B [--timeout S]]
- *                 [--layers A:B]
+ * Options: the command table (cli/cmdtab.c, `dsv4q help capture`), read
+ * from dsv4q_capture_args.
  *
  * One file per call in DIR (call-0000.safetensors = the prefill, then one
  * per decode step), every stage of the stage table with its inputs and
@@ -29,8 +27,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/cmdtab.h"
 #include "harness/backend/backend.h"
 #include "harness/ops/ops.h"
 #include "harness/capture/capture.h"
@@ -42,62 +41,28 @@
 #include "oracle/model_run.h"
 #include "receipts/receipts.h"
 
-typedef struct copts {
-    const char *dtype, *engine, *backend, *layers, *timeout;
-} copts;
-
-static int extra(void *ctx, int argc, char **argv, int i)
-{
-    copts *c = ctx;
-    const char *a = argv[i];
-    if (strcmp(a, "--dtype") && strcmp(a, "--engine") && strcmp(a, "--backend") && strcmp(a, "--layers") &&
-        strcmp(a, "--timeout"))
-        return 0;
-    if (i + 1 >= argc) {
-        fprintf(stderr, "dsv4q capture: %s needs a value\n", a);
-        return -1;
-    }
-    if (!strcmp(a, "--dtype")) c->dtype = argv[i + 1];
-    else if (!strcmp(a, "--backend")) c->backend = argv[i + 1];
-    else if (!strcmp(a, "--layers")) c->layers = argv[i + 1];
-    else if (!strcmp(a, "--timeout")) c->timeout = argv[i + 1];
-    else c->engine = argv[i + 1];
-    return 2;
-}
-
 int dsv4q_cmd_capture(int argc, char **argv)
 {
-    dsv4q_cli_opts o;
-    copts c = {0};
+    dsv4q_capture_args c;
+    dsv4q_cli_opts *o = &c.c;
     char err[1024], dir[4096], bnames[1024];
-    if (dsv4q_cli_parse(&o, argc, argv, extra, &c)) return 2;
-    dsv4q_cli_threads(&o);
-    if (!o.out) {
-        fprintf(stderr, "dsv4q capture: --out DIR is required (one call-NNNN.safetensors per call)\n");
-        return 2;
-    }
+    int prc = dsv4q_cli_parse(argc, argv, &c, sizeof c);
+    if (prc >= 0) return prc;
+    dsv4q_cli_threads(o);
     /* --backend: B's declaration is the profile, the width is f32 */
     dsv4q_backend_desc desc;
-    dsv4q_iso_opts iso = {3600, 0};
+    dsv4q_iso_opts iso = {c.timeout, 0};
     char bprof[512] = "", bbound[1024] = "";
     uint64_t bs_decl = 0;
     if (c.backend) {
         char list[1024];
-        if (o.width == 64) {
+        if (o->width_set && o->width == 64) {
             fprintf(stderr, "dsv4q capture: --backend runs the forward pass on %s's operators through the backend "
                     "ABI, which is F32: --width f64 cannot be combined with it (f32 is implied)\n", c.backend);
             return 2;
         }
-        o.width = 32;
+        o->width = 32;
         iso.inprocess = !dsv4q_backend_is_path(c.backend);   /* built-ins are trusted; a plugin runs in a child */
-        if (c.timeout) {
-            char *e;
-            iso.timeout_s = strtod(c.timeout, &e);
-            if (*e || !(iso.timeout_s > 0)) {
-                fprintf(stderr, "dsv4q capture: --timeout needs seconds > 0, got '%s'\n", c.timeout);
-                return 2;
-            }
-        }
         if (iso.inprocess && !dsv4q_backend_builtin(c.backend)) {
             dsv4q_backend_builtin_list(list, sizeof list);
             fprintf(stderr, "dsv4q capture: --backend %s: not a built-in backend (%s) nor a plugin path (a '/' or "
@@ -119,23 +84,13 @@ int dsv4q_cmd_capture(int argc, char **argv)
             snprintf(bbound, sizeof bbound, "%s", colon + 1);
             *colon = 0;
         }
-        o.profile = bprof;
-        snprintf(o.boundary, sizeof o.boundary, "%s", bbound);
-    } else if (c.timeout) {
+        o->profile = bprof;
+        snprintf(o->boundary, sizeof o->boundary, "%s", bbound);
+    } else if (c.timeout_set) {
         fprintf(stderr, "dsv4q capture: --timeout applies to --backend only\n");
         return 2;
     }
-    if (!o.width) o.width = 64;
-    dsv4q_dtype dt = o.width == 64 ? DSV4Q_DT_F64 : DSV4Q_DT_F32;
-    if (c.dtype) {
-        if (!strcmp(c.dtype, "f64")) dt = DSV4Q_DT_F64;
-        else if (!strcmp(c.dtype, "f32")) dt = DSV4Q_DT_F32;
-        else if (!strcmp(c.dtype, "storage")) dt = DSV4Q_DT_BF16;
-        else {
-            fprintf(stderr, "dsv4q capture: --dtype must be f64, f32 or storage, got '%s'\n", c.dtype);
-            return 2;
-        }
-    }
+    const dsv4q_dtype dt = c.dtype_set ? (dsv4q_dtype)c.dtype : o->width == 64 ? DSV4Q_DT_F64 : DSV4Q_DT_F32;
     int lo = 0, hi = 0;
     if (c.layers) {
         char *e1, *e2;
@@ -147,13 +102,13 @@ int dsv4q_cmd_capture(int argc, char **argv)
         }
     }
     uint64_t bs;
-    if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
+    if (dsv4q_cli_bset(o, &bs, err, sizeof err)) {
         fprintf(stderr, "dsv4q capture: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
     dsv4q_tokens t;
-    if (dsv4q_cli_start("capture", &o, dir, sizeof dir, &m, &t)) return 2;
+    if (dsv4q_cli_start("capture", o, dir, sizeof dir, &m, &t)) return 2;
     char csha[65], wsha[65], ver[128], engine[128];
     dsv4q_capture_writer *w = NULL;
     dsv4q_run *r = NULL;
@@ -163,12 +118,12 @@ int dsv4q_cmd_capture(int argc, char **argv)
     if (dsv4q_capture_pins(dir, csha, wsha, NULL, err, sizeof err)) goto fail;
     snprintf(ver, sizeof ver, "%s (%s)", DSV4Q_VERSION, dsv4q_git_commit());
     snprintf(engine, sizeof engine, "%s",
-             c.engine ? c.engine : c.backend ? desc.name : (o.width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
+             c.engine ? c.engine : c.backend ? desc.name : (o->width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
     if (c.backend)
         snprintf(ver, sizeof ver, "%s (its operators in the dsv4q %s forward pass)", desc.version, DSV4Q_VERSION);
-    dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o.profile, .boundary = o.boundary,
+    dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o->profile, .boundary = o->boundary,
                                .dtype = dt, .config_sha = csha, .weights_sha = wsha,
-                               .extra_meta = {{"width", o.width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin},
+                               .extra_meta = {{"width", o->width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin},
                                               {c.backend ? "backend" : NULL, c.backend}},
                                .layer_lo = lo, .layer_hi = hi};
     if (hi > m->cfg.n_layers) {
@@ -177,12 +132,12 @@ int dsv4q_cmd_capture(int argc, char **argv)
     }
     dsv4q_boundary_format(bs, bnames, sizeof bnames);
     fprintf(stderr, "dsv4q capture: %s%s%s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir,
-            c.backend ? ", backend " : "", c.backend ? c.backend : "", o.width, o.profile, bnames, t.nprompt,
-            t.nteacher, o.out, dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));
+            c.backend ? ", backend " : "", c.backend ? c.backend : "", o->width, o->profile, bnames, t.nprompt,
+            t.nteacher, o->out, dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));
     int ncalls;
     if (c.backend) {
         dsv4q_capture_backend_res res;
-        if (dsv4q_capture_backend(c.backend, &iso, m, bs, o.out, &info, t.prompt, t.nprompt, t.teacher, t.nteacher,
+        if (dsv4q_capture_backend(c.backend, &iso, m, bs, o->out, &info, t.prompt, t.nprompt, t.teacher, t.nteacher,
                                   &res, err, sizeof err))
             goto fail;
         ncalls = res.ncalls;
@@ -203,8 +158,8 @@ int dsv4q_cmd_capture(int argc, char **argv)
             fprintf(stderr, "dsv4q capture: %ld calls ran on oracle-f32 (outside %s's caps or declined by it): %s\n",
                     nfb, c.backend, fbl);
     } else {
-        if (dsv4q_capture_writer_new(&w, o.out, &m->cfg, &info, err, sizeof err)) goto fail;
-        if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
+        if (dsv4q_capture_writer_new(&w, o->out, &m->cfg, &info, err, sizeof err)) goto fail;
+        if (dsv4q_run_open(&r, m, o->width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
         dsv4q_run_set_stage_hook(r, dsv4q_capture_stage_cb, w);
         for (long i = -1; i < t.nteacher; i++) {
             const int32_t *ids = i < 0 ? t.prompt : &t.teacher[i];
@@ -221,7 +176,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
         per_call += (si->nin + si->nout) * (si->per_layer ? m->cfg.n_layers : 1);
     }
     printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",
-           ncalls, o.out, engine, o.profile,
+           ncalls, o->out, engine, o->profile,
            dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt), per_call);
     rc = 0;
     goto out;

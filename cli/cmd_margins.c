@@ -25,8 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/cmdtab.h"
 #include "harness/measure/margins.h"
 #include "harness/measure/metrics.h"
 #include "io/model.h"
@@ -521,30 +522,16 @@ static void partial(const ctx *c, int stage, double *v, double *tmp)
     }
 }
 
-typedef struct xopts { const char *positions, *csv, *svg; } xopts;
-
-static int extra(void *vx, int argc, char **argv, int i)
-{
-    xopts *x = vx;
-    const char **slot = !strcmp(argv[i], "--positions") ? &x->positions
-                      : !strcmp(argv[i], "--csv")       ? &x->csv
-                      : !strcmp(argv[i], "--svg")       ? &x->svg
-                                                        : NULL;
-    if (!slot) return 0;
-    if (i + 1 >= argc) { fprintf(stderr, "dsv4q margins: %s needs a value\n", argv[i]); return -1; }
-    *slot = argv[i + 1];
-    return 2;
-}
-
 int dsv4q_cmd_margins(int argc, char **argv)
 {
+    dsv4q_margins_args x;
     dsv4q_cli_opts o;
-    xopts x = {"last", NULL, NULL};
     char err[1024], dir[4096], bnames[1024];
-    if (dsv4q_cli_parse(&o, argc, argv, extra, &x)) return 2;
+    int prc = dsv4q_cli_parse(argc, argv, &x, sizeof x);
+    if (prc >= 0) return prc;
+    o = x.c;
     if (dsv4q_cli_db_check(&o, "margins")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
-    if (o.width) { fprintf(stderr, "dsv4q margins: runs both widths; --width is not an option here\n"); return 2; }
     dsv4q_cli_opts oc = o;
     oc.profile = strcmp(o.profile, "source") ? "source" : "model";
     uint64_t bs, bsc;

@@ -1,22 +1,15 @@
 /*
  * cmd_qualify.c - `dsv4q qualify`: operator qualification of a backend.
  *
- *   dsv4q qualify --backend B [--backend B2 ...] [--gates FILE] [--ops LIST]
- *                 [--shapes flash|pro|all|long] [--case KEY]... [--timeout S]
- *                 [--seeds A-B] [--no-isolate] [--all-metrics] [--json FILE] [--db FILE]
- *       --seeds A-B: every selected case once per seed A..B (the key's
- *       seed replaced: inputs drawn from hash(key, seed))
- *   dsv4q qualify --list [--shapes ...]          the case keys
- *   dsv4q qualify --list-ops [--markdown]        the operator contract
- *   dsv4q qualify --whole-model --backend B [--backend B2 ...] [--model DIR]
- *                 [--prompt-len N] [--decode M] [--tokens FILE] [--seed S]
- *                 [--sparse-decode] [--gates FILE] [--timeout S] [--json FILE]
- *       the model composed from B's operators (harness/qualify/qualify_model.h):
- *       prefill of the prompt + M teacher-forced decode steps in one
- *       isolated child, logits judged with the gates' `model` section
- *       against oracle-f64 of B's profile (level: oracle-f32). --model
- *       defaults to the synthesized `tiny`; --sparse-decode composes decode
- *       attention from SPARSE_ATTN even when B has WINDOW_ATTN_DECODE.
+ * Modes and options are the command table's (cli/cmdtab.c, `dsv4q help
+ * qualify`); this file reads them from dsv4q_qualify_args. Four modes:
+ * the operator cases (--seeds A-B: every selected case once per seed A..B,
+ * the key's seed replaced: inputs drawn from hash(key, seed)); --list, the
+ * case keys; --list-ops, the operator contract; --whole-model, the model
+ * composed from B's operators (harness/qualify/qualify_model.h): prefill of
+ * the prompt + M teacher-forced decode steps in one isolated child, logits
+ * judged with the gates' `model` section against oracle-f64 of B's profile
+ * (level: oracle-f32), and every stage on the reference run's inputs.
  *
  * --profile P / --boundary NAME=on|off,...: judge every backend as THIS
  * declaration (a base profile + overrides + engine storage points, e.g.
@@ -39,8 +32,9 @@
 #include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/cmdtab.h"
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "gates/gates.h"
@@ -51,68 +45,6 @@
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
-
-#define MAX_B 32
-#define MAX_K 64
-
-typedef struct qopts {
-    const char *backend[MAX_B];
-    int nb;
-    const char *keys[MAX_K + 1];
-    int nk;
-    const char *gates, *ops, *shapes, *junit, *require, *seeds;
-    double timeout, format_gate;
-    int no_isolate, all_metrics, list, list_ops, markdown, whole_model, sparse_decode;
-    int failures_only, stop_on_fail, require_all;
-} qopts;
-
-static int extra(void *ctx, int argc, char **argv, int i)
-{
-    qopts *q = ctx;
-    const char *a = argv[i];
-    int takes = !strcmp(a, "--backend") || !strcmp(a, "--gates") || !strcmp(a, "--ops") || !strcmp(a, "--shapes") ||
-                !strcmp(a, "--case") || !strcmp(a, "--timeout") || !strcmp(a, "--junit") || !strcmp(a, "--require") ||
-                !strcmp(a, "--format-gate") || !strcmp(a, "--seeds");
-    if (takes && i + 1 >= argc) {
-        fprintf(stderr, "dsv4q qualify: %s needs a value\n", a);
-        return -1;
-    }
-    const char *v = takes ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--backend")) {
-        if (q->nb == MAX_B) { fprintf(stderr, "dsv4q qualify: at most %d --backend\n", MAX_B); return -1; }
-        q->backend[q->nb++] = v;
-    } else if (!strcmp(a, "--case")) {
-        if (q->nk == MAX_K) { fprintf(stderr, "dsv4q qualify: at most %d --case\n", MAX_K); return -1; }
-        q->keys[q->nk++] = v;
-    } else if (!strcmp(a, "--gates")) q->gates = v;
-    else if (!strcmp(a, "--junit")) {
-        if (dsv4q_cli_check_out(a, v)) return -1;
-        q->junit = v;
-    } else if (!strcmp(a, "--require")) q->require = v;
-    else if (!strcmp(a, "--failures-only")) q->failures_only = 1;
-    else if (!strcmp(a, "--stop-on-fail") || !strcmp(a, "-x")) q->stop_on_fail = 1;
-    else if (!strcmp(a, "--require-all")) q->require_all = 1;
-    else if (!strcmp(a, "--ops")) q->ops = v;
-    else if (!strcmp(a, "--shapes")) q->shapes = v;
-    else if (!strcmp(a, "--seeds")) q->seeds = v;
-    else if (!strcmp(a, "--timeout")) {
-        char *e;
-        q->timeout = strtod(v, &e);
-        if (*e || !(q->timeout > 0)) { fprintf(stderr, "dsv4q qualify: --timeout needs seconds > 0\n"); return -1; }
-    } else if (!strcmp(a, "--format-gate")) {
-        char *e;
-        q->format_gate = strtod(v, &e);
-        if (*e || !(q->format_gate > 0)) { fprintf(stderr, "dsv4q qualify: --format-gate needs an NRMS > 0\n"); return -1; }
-    } else if (!strcmp(a, "--no-isolate")) q->no_isolate = 1;
-    else if (!strcmp(a, "--all-metrics")) q->all_metrics = 1;
-    else if (!strcmp(a, "--list")) q->list = 1;
-    else if (!strcmp(a, "--list-ops")) q->list_ops = 1;
-    else if (!strcmp(a, "--markdown")) q->markdown = 1;
-    else if (!strcmp(a, "--whole-model")) q->whole_model = 1;
-    else if (!strcmp(a, "--sparse-decode")) q->sparse_decode = 1;
-    else return 0;
-    return takes ? 2 : 1;
-}
 
 static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv4q_gates *g, const char *gate_path,
                           const char *metrics, int status, int argc, char **argv)
@@ -131,21 +63,14 @@ static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv
  * gates.model (the logits) and stage by stage (harness/capture/stagewise.h).
  * --seeds A-B: the synthetic prompt of each seed A..B in turn (one result
  * and one receipt each); without it, the one prompt of --seed/--tokens. */
-static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gates *g, int argc, char **argv,
+static int whole_model(const dsv4q_qualify_args *q, const dsv4q_gates *g, int argc, char **argv,
                        const char *declare)
 {
+    const dsv4q_cli_opts *o = &q->c;
     char err[2048], dir[4096];
     long slo = 0, shi = 0;
-    if (q->nk || q->ops || q->shapes || q->all_metrics) {
-        fprintf(stderr, "dsv4q qualify: --whole-model takes no --case, --ops, --shapes or --all-metrics\n");
-        return 2;
-    }
     if (q->seeds && dsv4q_qualify_parse_seeds(q->seeds, &slo, &shi, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
-        return 2;
-    }
-    if (q->seeds && o->tokens) {
-        fprintf(stderr, "dsv4q qualify: --seeds (token seeds of the synthetic prompt) and --tokens exclude each other\n");
         return 2;
     }
     dsv4q_model *m;
@@ -163,7 +88,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
         if (!q->seeds) ts[k] = t0, memset(&t0, 0, sizeof t0);
         else {
             dsv4q_cli_opts ok = *o;
-            ok.seed = (uint64_t)(slo + k);
+            ok.seed = slo + k;
             if (dsv4q_cli_tokens(&ok, m->cfg.vocab_size, &ts[k], err, sizeof err)) {
                 fprintf(stderr, "dsv4q qualify: %s\n", err);
                 worst = 2;
@@ -183,7 +108,7 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
     printf("model %s (%s, %d layers, dim %d, vocab %d); tokens %s%s\n\n", dir,
            m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, m->cfg.dim, m->cfg.vocab_size,
            ts && ts[0].source[0] ? ts[0].source : "-", ns > 1 ? " (and the next seeds, one run each)" : "");
-    dsv4q_wm_opts wo = {.gates = g, .iso = {q->timeout > 0 ? q->timeout : 600, q->no_isolate},
+    dsv4q_wm_opts wo = {.gates = g, .iso = {q->timeout, q->no_isolate},
                         .flags = q->sparse_decode ? DSV4Q_WM_SPARSE_DECODE : 0, .quiet = o->quiet,
                         .declare = declare};
     FILE *jf = NULL;
@@ -289,13 +214,13 @@ static int whole_model(const dsv4q_cli_opts *o, const qopts *q, const dsv4q_gate
  * nothing is a usage error naming it. Returns a malloc'd NULL-terminated
  * list (strings point into the case table or argv), or NULL (message
  * printed). */
-static const char **expand_cases(const qopts *q, unsigned sets, uint64_t ops)
+static const char **expand_cases(const dsv4q_qualify_args *q, unsigned sets, uint64_t ops)
 {
     int cap = dsv4q_case_count() * q->nk + q->nk + 1, n = 0;
     const char **keys = calloc((size_t)cap, sizeof *keys);
     if (!keys) { fprintf(stderr, "dsv4q qualify: out of memory\n"); return NULL; }
     for (int p = 0; p < q->nk; p++) {
-        const char *pat = q->keys[p];
+        const char *pat = q->cases[p];
         size_t len = strlen(pat);
         int glob = strpbrk(pat, "*?[") != NULL, full = !glob && len && strchr(pat, '(') && pat[len - 1] == ')';
         if (full) { keys[n++] = pat; continue; }
@@ -323,24 +248,24 @@ static const char **expand_cases(const qopts *q, unsigned sets, uint64_t ops)
 
 /* --profile / --boundary: a declaration that replaces the backends' own
  * (honoured, or refused with exit 2; never ignored). NULL when neither was
- * given; decl receives "PROFILE[:BOUNDARIES]". */
-static const char *cli_declaration(const dsv4q_cli_opts *o, int argc, char **argv, char *decl, size_t len)
+ * given; decl receives "PROFILE[:BOUNDARIES]" (--boundary alone amends the
+ * source profile). */
+static const char *cli_declaration(const dsv4q_cli_opts *o, char *decl, size_t len)
 {
-    int given = o->boundary[0] != 0;
-    for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "--profile");
-    if (!given) return NULL;
-    int has_colon = strchr(o->profile, ':') != NULL;
-    snprintf(decl, len, "%s%s%s", o->profile, o->boundary[0] ? (has_colon ? "," : ":") : "", o->boundary);
+    if (!o->profile_set && !o->boundary[0]) return NULL;
+    const char *p = o->profile_set ? o->profile : "source";
+    int has_colon = strchr(p, ':') != NULL;
+    snprintf(decl, len, "%s%s%s", p, o->boundary[0] ? (has_colon ? "," : ":") : "", o->boundary);
     return decl;
 }
 
 int dsv4q_cmd_qualify(int argc, char **argv)
 {
-    dsv4q_cli_opts o;
-    qopts q;
-    memset(&q, 0, sizeof q);
+    dsv4q_qualify_args q;
+    const dsv4q_cli_opts *o = &q.c;
     char err[2048];
-    if (dsv4q_cli_parse(&o, argc, argv, extra, &q)) return 2;
+    int prc = dsv4q_cli_parse(argc, argv, &q, sizeof q);
+    if (prc >= 0) return prc;
     if (q.list_ops) {
         if (q.markdown) dsv4q_op_markdown(stdout);
         else
@@ -350,14 +275,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
             }
         return 0;
     }
-    unsigned sets = DSV4Q_CASE_SET_FLASH;
-    if (q.shapes) {
-        if (!strcmp(q.shapes, "flash")) sets = DSV4Q_CASE_SET_FLASH;
-        else if (!strcmp(q.shapes, "pro")) sets = DSV4Q_CASE_SET_PRO;
-        else if (!strcmp(q.shapes, "all")) sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO;
-        else if (!strcmp(q.shapes, "long")) sets = DSV4Q_CASE_SET_LONG;   /* opt-in: docs/gates.md */
-        else { fprintf(stderr, "dsv4q qualify: --shapes must be flash, pro, all or long\n"); return 2; }
-    }
+    const unsigned sets = (unsigned)q.sets;
     uint64_t ops = 0;
     if (q.ops && dsv4q_qualify_parse_ops(q.ops, &ops, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
@@ -372,28 +290,22 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         }
         return 0;
     }
-    if (!q.nb) {
-        char list[1024];
-        dsv4q_backend_builtin_list(list, sizeof list);
-        fprintf(stderr, "dsv4q qualify: --backend B is required (built-ins: %s; or a path to a plugin .so)\n", list);
-        return 2;
-    }
-    if (dsv4q_cli_db_check(&o, "qualify")) return 2;   /* before any work */
+    if (dsv4q_cli_db_check(o, "qualify")) return 2;   /* before any work */
     dsv4q_gates g;
     if ((q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err))) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
     char decl[1400];
-    const char *declare = cli_declaration(&o, argc, argv, decl, sizeof decl);
+    const char *declare = cli_declaration(o, decl, sizeof decl);
     uint64_t dset;
     if (declare && dsv4q_declaration_parse(declare, &dset, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: --profile/--boundary: %s\n", err);
         return 2;
     }
     if (q.whole_model) {
-        dsv4q_cli_threads(&o);
-        return whole_model(&o, &q, &g, argc, argv, declare);
+        dsv4q_cli_threads(o);
+        return whole_model(&q, &g, argc, argv, declare);
     }
     dsv4q_qreport_opts ro = {.all_metrics = q.all_metrics, .failures_only = q.failures_only,
                              .require_all = q.require_all};
@@ -404,14 +316,14 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     const char **keys = NULL;
     if (q.nk && !(keys = expand_cases(&q, sets, ops))) return 2;
     dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
-                          .iso = {q.timeout > 0 ? q.timeout : 300, q.no_isolate}, .quiet = o.quiet,
+                          .iso = {q.timeout, q.no_isolate}, .quiet = o->quiet,
                           .stop_on_fail = q.stop_on_fail, .declare = declare, .format_gate = q.format_gate};
     if (q.seeds && dsv4q_qualify_parse_seeds(q.seeds, &qo.seed_lo, &qo.seed_hi, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
-    dsv4q_qual res[MAX_B];
-    dsv4q_cli_threads(&o);
+    dsv4q_qual res[DSV4Q_QUALIFY_MAX_BACKENDS];
+    dsv4q_cli_threads(o);
     int qrc = dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err);
     free(keys);
     if (qrc) {
@@ -425,8 +337,8 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     int worst = 0;
     FILE *jf = NULL;
-    if (o.json && !(jf = dsv4q_out_open(o.json, NULL, 0))) {
-        fprintf(stderr, "dsv4q qualify: cannot write %s\n", o.json);
+    if (o->json && !(jf = dsv4q_out_open(o->json, NULL, 0))) {
+        fprintf(stderr, "dsv4q qualify: cannot write %s\n", o->json);
         return 2;
     }
     if (jf && q.nb > 1) fputs("[", jf);
@@ -452,7 +364,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         int st = dsv4q_qual_status(&res[b]);
         char *metrics = out_failed ? NULL : dsv4q_qual_json(&res[b], &g);
         /* a failed load is not a measurement: no receipt for it */
-        if (!out_failed && !res[b].load_failed && write_receipt(&o, &res[b], &g, g.origin, metrics, st, argc, argv))
+        if (!out_failed && !res[b].load_failed && write_receipt(o, &res[b], &g, g.origin, metrics, st, argc, argv))
             worst = 2;
         free(metrics);
         dsv4q_qual_free(&res[b]);

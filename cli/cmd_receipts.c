@@ -1,17 +1,19 @@
 /*
  * cmd_receipts.c - the `dsv4q keygen` and `dsv4q receipts ...` commands.
  *
- * Owns: argument parsing, human-readable output and exit statuses of the
- * receipts CLI. It is a thin layer over receipts.h (all checking lives in
- * verify.c) so that what the CLI reports is exactly what the library
- * decides. The command table (cli/cmdtab.c) dispatches to dsv4q_cmd_keygen /
- * dsv4q_cmd_receipts with argv[0] = the subcommand name. Exit status: 0 ok, 1 verification
- * failed (or keygen refused / failed), 2 usage or I/O error. Parsing is
- * hand-written (no getopt global state) so the entry points can be called
- * repeatedly in one process (tests).
+ * Owns: human-readable output and exit statuses of the receipts CLI. It is
+ * a thin layer over receipts.h (all checking lives in verify.c) so that
+ * what the CLI reports is exactly what the library decides. Modes,
+ * options and positional words are the command table's (cli/cmdtab.c,
+ * `dsv4q help receipts`), read from dsv4q_receipts_args; this file only
+ * checks what the table cannot: that an ID is a positive integer. Exit
+ * status: 0 ok, 1 verification failed (or keygen refused / failed), 2
+ * usage or I/O error.
  */
 #include "base/file.h"
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "receipts/receipts_internal.h"
 
 #include <errno.h>
@@ -22,115 +24,34 @@
 #define EXIT_VERIFY_FAILED 1
 #define EXIT_USAGE 2
 
-static const char receipts_usage[] =
-    "usage: dsv4q receipts list [--db FILE] [--kind K] [--last N]\n"
-    "       dsv4q receipts show ID [--db FILE]\n"
-    "       dsv4q receipts verify [ID|--all] [--pubkey FILE] [--db FILE]\n"
-    "       dsv4q receipts export ID [--json] [--pubkey FILE] [--out FILE] [--db FILE]\n"
-    "       dsv4q receipts verify-json FILE [--pubkey FILE]\n"
-    "The default database is $DSV4Q_DB, else ./dsv4q.db. Exit status: 0 ok,\n"
-    "1 verification failed, 2 usage or I/O error.\n";
+static const char *const SUB[] = {[DSV4Q_RECEIPTS_LIST] = "list", [DSV4Q_RECEIPTS_SHOW] = "show",
+                                  [DSV4Q_RECEIPTS_VERIFY] = "verify", [DSV4Q_RECEIPTS_EXPORT] = "export",
+                                  [DSV4Q_RECEIPTS_VERIFY_JSON] = "verify-json"};
 
-typedef struct opts {
-    const char *db, *kind, *pubkey, *out;
-    long long last;
-    int all, json, help;
-    const char *pos[4];
-    int npos;
-} opts;
-
-/* Parse a positive decimal id/count; -1 if not one. */
-static long long parse_pos(const char *s)
+/* The receipt ID (the mode's positional word): a positive decimal, or -1
+ * after a one-line error. */
+static long long receipt_id(const dsv4q_receipts_args *o)
 {
+    const char *s = o->c.npos ? o->c.pos[0] : NULL;
     char *end;
-    long long v;
-    if (!s || !*s)
-        return -1;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno || *end || v <= 0)
-        return -1;
-    return v;
-}
-
-/* Options may appear anywhere; "--opt=VALUE" and "--opt VALUE" both work.
- * Returns 0 or -1 (message printed). */
-static int parse_opts(int argc, char **argv, int start, opts *o)
-{
-    int i;
-    memset(o, 0, sizeof *o);
-    o->last = -1;
-    for (i = start; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        const char *names[] = {"--db", "--kind", "--last", "--pubkey", "--out"};
-        size_t j, nl;
-        int matched = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            o->help = 1;
-            continue;
-        }
-        if (strcmp(a, "--all") == 0) {
-            o->all = 1;
-            continue;
-        }
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        for (j = 0; j < sizeof names / sizeof *names && !matched; j++) {
-            nl = strlen(names[j]);
-            if (strncmp(a, names[j], nl) != 0 || (a[nl] != '\0' && a[nl] != '='))
-                continue;
-            matched = 1;
-            if (a[nl] == '=')
-                val = a + nl + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else {
-                fprintf(stderr, "dsv4q: %s needs a value\n", names[j]);
-                return -1;
-            }
-            switch (j) {
-            case 0: o->db = val; break;
-            case 1: o->kind = val; break;
-            case 2:
-                if ((o->last = parse_pos(val)) < 0) {
-                    fprintf(stderr, "dsv4q: --last needs a positive number, got \"%s\"\n", val);
-                    return -1;
-                }
-                break;
-            case 3: o->pubkey = val; break;
-            default: o->out = val; break;
-            }
-        }
-        if (matched)
-            continue;
-        if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "dsv4q: unknown option %s\n", a);
-            return -1;
-        }
-        if (o->npos == (int)(sizeof o->pos / sizeof *o->pos)) {
-            fprintf(stderr, "dsv4q: too many arguments\n");
-            return -1;
-        }
-        o->pos[o->npos++] = a;
+    long long v = -1;
+    if (s && *s) {
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || *end || v <= 0) v = -1;
     }
-    return 0;
+    if (v < 0)
+        fprintf(stderr, "dsv4q receipts %s: %s (see dsv4q help receipts)\n", SUB[o->c.action],
+                s ? "the receipt ID must be a positive integer" : "the receipt ID is missing");
+    return v;
 }
 
 int dsv4q_cmd_keygen(int argc, char **argv)
 {
-    opts o;
+    dsv4q_cli_opts o;
     char err[512], keyid[DSV4Q_KEYID_HEX + 1], path[4096];
-
-    if (parse_opts(argc, argv, 1, &o) || o.help || o.npos || o.db || o.kind || o.pubkey ||
-        o.last > 0 || o.all || o.json) {
-        fprintf(stderr, "usage: dsv4q keygen [--out FILE]\n"
-                        "Creates an Ed25519 signing key (mode 0600) and FILE.pub. Default FILE:\n"
-                        "$DSV4Q_KEY, else $XDG_CONFIG_HOME/dsv4q/signing.key, else\n"
-                        "~/.config/dsv4q/signing.key. Never overwrites a key.\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
     if (!o.out && dsv4q_key_default_path(path, sizeof path)) {
         fprintf(stderr, "dsv4q keygen: no default key location (set DSV4Q_KEY or HOME)\n");
         return EXIT_USAGE;
@@ -146,7 +67,7 @@ int dsv4q_cmd_keygen(int argc, char **argv)
     return 0;
 }
 
-static int cmd_list(const opts *o)
+static int cmd_list(const dsv4q_receipts_args *o)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -157,11 +78,7 @@ static int cmd_list(const opts *o)
         " SELECT * FROM receipts WHERE (?1 IS NULL OR kind = ?1) ORDER BY id DESC LIMIT ?2"
         ") ORDER BY id";
 
-    if (o->npos || o->pubkey || o->all || o->json || o->out) {
-        fputs(receipts_usage, stderr);
-        goto done;
-    }
-    if (dsv4q_rcpt_open(o->db, 0, &db, NULL, err, sizeof err)) {
+    if (dsv4q_rcpt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
         fprintf(stderr, "dsv4q receipts list: %s\n", err);
         goto done;
     }
@@ -198,21 +115,19 @@ done:
     return rc;
 }
 
-static int cmd_show(const opts *o)
+static int cmd_show(const dsv4q_receipts_args *o)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     dsv4q_rcpt_row row;
     char err[512], sql[1024];
-    long long id = o->npos == 1 ? parse_pos(o->pos[0]) : -1;
+    long long id = receipt_id(o);
     int rc = EXIT_USAGE, src, i;
 
     memset(&row, 0, sizeof row);
-    if (id < 0 || o->pubkey || o->all || o->json || o->out || o->kind || o->last > 0) {
-        fputs(receipts_usage, stderr);
+    if (id < 0)
         goto done;
-    }
-    if (dsv4q_rcpt_open(o->db, 0, &db, NULL, err, sizeof err)) {
+    if (dsv4q_rcpt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
         fprintf(stderr, "dsv4q receipts show: %s\n", err);
         goto done;
     }
@@ -244,19 +159,20 @@ done:
     return rc;
 }
 
-static int cmd_verify(const opts *o)
+static int cmd_verify(const dsv4q_receipts_args *o)
 {
     dsv4q_verify_result res;
     char err[512];
     long long id = 0;
     int r;
 
-    if (o->npos > 1 || (o->npos == 1 && o->all) || o->json || o->out || o->kind ||
-        o->last > 0 || (o->npos == 1 && (id = parse_pos(o->pos[0])) < 0)) {
-        fputs(receipts_usage, stderr);
+    if (o->c.npos && o->all) {
+        fprintf(stderr, "dsv4q receipts verify: an ID and --all exclude each other (see dsv4q help receipts)\n");
         return EXIT_USAGE;
     }
-    r = dsv4q_receipts_verify(o->db, id, o->pubkey, stdout, &res, err, sizeof err);
+    if (o->c.npos && (id = receipt_id(o)) < 0)
+        return EXIT_USAGE;
+    r = dsv4q_receipts_verify(o->c.db, id, o->pubkey, stdout, &res, err, sizeof err);
     fflush(stdout);
     if (r < 0) {
         fprintf(stderr, "dsv4q receipts verify: %s\n", err);
@@ -265,22 +181,20 @@ static int cmd_verify(const opts *o)
     return r ? EXIT_VERIFY_FAILED : 0;
 }
 
-static int cmd_export(const opts *o)
+static int cmd_export(const dsv4q_receipts_args *o)
 {
     char err[512], *json = NULL;
-    long long id = o->npos == 1 ? parse_pos(o->pos[0]) : -1;
+    long long id = receipt_id(o);
     FILE *f = NULL;
     int rc = EXIT_USAGE;
 
-    if (id < 0 || o->all || o->kind || o->last > 0) {
-        fputs(receipts_usage, stderr);
+    if (id < 0)
         goto done;
-    }
-    if (dsv4q_receipt_export_json(o->db, id, o->pubkey, &json, err, sizeof err)) {
+    if (dsv4q_receipt_export_json(o->c.db, id, o->pubkey, &json, err, sizeof err)) {
         fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
     }
-    f = o->out ? dsv4q_out_open(o->out, err, sizeof err) : stdout;   /* atomic: temp + fsync + rename */
+    f = o->c.out ? dsv4q_out_open(o->c.out, err, sizeof err) : stdout;   /* atomic: temp + fsync + rename */
     if (!f) {
         fprintf(stderr, "dsv4q receipts export: %s\n", err);
         goto done;
@@ -344,16 +258,16 @@ done:
     return buf;
 }
 
-static int cmd_verify_json(const opts *o)
+static int cmd_verify_json(const dsv4q_receipts_args *o)
 {
     char err[512], *text;
     int r;
 
-    if (o->npos != 1 || o->all || o->kind || o->last > 0 || o->out || o->db) {
-        fputs(receipts_usage, stderr);
+    if (o->c.npos != 1) {
+        fprintf(stderr, "dsv4q receipts verify-json: the FILE is missing (see dsv4q help receipts)\n");
         return EXIT_USAGE;
     }
-    text = slurp(o->pos[0], err, sizeof err);
+    text = slurp(o->c.pos[0], err, sizeof err);
     if (!text) {
         fprintf(stderr, "dsv4q receipts verify-json: %s\n", err);
         return EXIT_USAGE;
@@ -370,30 +284,15 @@ static int cmd_verify_json(const opts *o)
 
 int dsv4q_cmd_receipts(int argc, char **argv)
 {
-    opts o;
-    const char *sub = argc > 1 ? argv[1] : NULL;
-
-    if (!sub || strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0 ||
-        strcmp(sub, "help") == 0) {
-        fputs(receipts_usage, sub ? stdout : stderr);
-        return sub ? 0 : EXIT_USAGE;
+    dsv4q_receipts_args o;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0)
+        return prc;
+    switch (o.c.action) {
+    case DSV4Q_RECEIPTS_LIST: return cmd_list(&o);
+    case DSV4Q_RECEIPTS_SHOW: return cmd_show(&o);
+    case DSV4Q_RECEIPTS_VERIFY: return cmd_verify(&o);
+    case DSV4Q_RECEIPTS_EXPORT: return cmd_export(&o);
+    default: return cmd_verify_json(&o);
     }
-    if (parse_opts(argc, argv, 2, &o))
-        return EXIT_USAGE;
-    if (o.help) {
-        fputs(receipts_usage, stdout);
-        return 0;
-    }
-    if (strcmp(sub, "list") == 0)
-        return cmd_list(&o);
-    if (strcmp(sub, "show") == 0)
-        return cmd_show(&o);
-    if (strcmp(sub, "verify") == 0)
-        return cmd_verify(&o);
-    if (strcmp(sub, "export") == 0)
-        return cmd_export(&o);
-    if (strcmp(sub, "verify-json") == 0)
-        return cmd_verify_json(&o);
-    fprintf(stderr, "dsv4q receipts: unknown subcommand \"%s\"\n%s", sub, receipts_usage);
-    return EXIT_USAGE;
 }

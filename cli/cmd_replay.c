@@ -2,8 +2,8 @@
  * cmd_replay.c - `dsv4q replay`: qualify an engine from the tensors it
  * dumped, stage by stage, on its own inputs (harness/capture/replay.h).
  *
- *   dsv4q replay --model DIR --capture FILE|DIR [--gates FILE] [--no-model]
- *                [--all-metrics] [--json FILE] [--db FILE] [--key FILE]
+ * Options: the command table (cli/cmdtab.c, `dsv4q help replay`), read
+ * from dsv4q_replay_args.
  *
  * Validates the capture against the model first (names, shapes, metadata,
  * checkpoint pins: harness/capture/capture.h); any problem there is an error (exit
@@ -16,8 +16,9 @@
 #include "base/file.h"
 #include <stdlib.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/cmdtab.h"
 #include "cli/junit.h"
 #include "cli/qreport.h"
 #include "gates/gates.h"
@@ -27,30 +28,6 @@
 #include "io/model.h"
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
-
-typedef struct ropts {
-    const char *capture, *gates, *junit;
-    int no_model, all_metrics;
-} ropts;
-
-static int extra(void *ctx, int argc, char **argv, int i)
-{
-    ropts *q = ctx;
-    const char *a = argv[i];
-    if (!strcmp(a, "--no-model")) { q->no_model = 1; return 1; }
-    if (!strcmp(a, "--all-metrics")) { q->all_metrics = 1; return 1; }
-    if (strcmp(a, "--capture") && strcmp(a, "--gates") && strcmp(a, "--junit")) return 0;
-    if (i + 1 >= argc) {
-        fprintf(stderr, "dsv4q replay: %s needs a value\n", a);
-        return -1;
-    }
-    if (!strcmp(a, "--capture")) q->capture = argv[i + 1];
-    else if (!strcmp(a, "--junit")) {
-        if (dsv4q_cli_check_out(a, argv[i + 1])) return -1;
-        q->junit = argv[i + 1];
-    } else q->gates = argv[i + 1];
-    return 2;
-}
 
 static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_capture *cap, const dsv4q_gates *g,
                           const char *gate_path, const char *pin, const char *metrics, int status, int argc,
@@ -78,23 +55,20 @@ static void write_receipt(const dsv4q_cli_opts *o, const dsv4q_capture *cap, con
 
 int dsv4q_cmd_replay(int argc, char **argv)
 {
-    dsv4q_cli_opts o;
-    ropts q = {0};
+    dsv4q_replay_args q;
+    const dsv4q_cli_opts *o = &q.c;
     char err[2048], dir[4096], bnames[1024];
-    if (dsv4q_cli_parse(&o, argc, argv, extra, &q)) return 2;
-    if (dsv4q_cli_db_check(&o, "replay")) return 2;   /* before any work */
-    dsv4q_cli_threads(&o);
-    if (!q.capture) {
-        fprintf(stderr, "dsv4q replay: --capture FILE|DIR is required (docs/captures.md)\n");
-        return 2;
-    }
+    int prc = dsv4q_cli_parse(argc, argv, &q, sizeof q);
+    if (prc >= 0) return prc;
+    if (dsv4q_cli_db_check(o, "replay")) return 2;   /* before any work */
+    dsv4q_cli_threads(o);
     dsv4q_gates g;
     if (q.gates ? dsv4q_gates_load(&g, q.gates, err, sizeof err) : dsv4q_gates_default(&g, err, sizeof err)) {
         fprintf(stderr, "dsv4q replay: %s\n", err);
         return 2;
     }
     dsv4q_model *m;
-    if (dsv4q_cli_start("replay", &o, dir, sizeof dir, &m, NULL)) return 2;
+    if (dsv4q_cli_start("replay", o, dir, sizeof dir, &m, NULL)) return 2;
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;
@@ -115,15 +89,15 @@ int dsv4q_cmd_replay(int argc, char **argv)
            cap->weights_sha256[0] ? "match" : "not pinned by the capture");
     printf("  reference  oracle-f64/%s on the captured inputs; level = oracle-f32 vs oracle-f64 on the same inputs\n",
            cap->profile);
-    dsv4q_replay_opts ro = {.gates = &g, .whole_model = !q.no_model, .quiet = o.quiet};
+    dsv4q_replay_opts ro = {.gates = &g, .whole_model = !q.no_model, .quiet = o->quiet};
     if (dsv4q_replay_run(&res, m, cap, &ro, err, sizeof err)) goto fail;
     dsv4q_replay_print(stdout, &res, &g, q.all_metrics);
     int st = dsv4q_replay_status(&res);
     metrics = dsv4q_replay_json(&res, cap, &g);
-    if (o.json) {
-        FILE *f = dsv4q_out_open(o.json, NULL, 0);
+    if (o->json) {
+        FILE *f = dsv4q_out_open(o->json, NULL, 0);
         if (!f || !metrics || fputs(metrics, f) < 0 || fputs("\n", f) < 0 || dsv4q_out_close(f, NULL, 0)) {
-            fprintf(stderr, "dsv4q replay: cannot write %s\n", o.json);
+            fprintf(stderr, "dsv4q replay: cannot write %s\n", o->json);
             rc = 2;   /* no receipt for a run whose output failed */
             goto out;
         }
@@ -134,7 +108,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
         dsv4q_rreport_junit(ju, &res, cap->engine);
         if (dsv4q_junit_close(ju, err, sizeof err)) { fprintf(stderr, "dsv4q replay: %s\n", err); st = 2; }
     }
-    write_receipt(&o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
+    write_receipt(o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
                   metrics, st, argc, argv);
     rc = st;
     goto out;

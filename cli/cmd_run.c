@@ -4,12 +4,14 @@
  * compared with it. Output tensors: logits_prefill [vocab] (last prompt
  * position), logits_decode [M, vocab], and with --taps one tensor per
  * stage named L{layer}.{stage} (layer -1 is written as "model"), rows of
- * all calls concatenated; dtype F32 or F64 = the run's width.
+ * all calls concatenated; dtype F32 or F64 = the run's width. Options: the
+ * command table (cli/cmdtab.c, `dsv4q help run`).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "cli/common.h"
 #include "cli/taps.h"
 #include "io/model.h"
@@ -33,11 +35,10 @@ int dsv4q_cmd_run(int argc, char **argv)
 {
     dsv4q_cli_opts o;
     char err[1024], dir[4096], bnames[1024];
-    if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
     dsv4q_cli_threads(&o);
     uint64_t bs;
-    if (!o.out) { fprintf(stderr, "dsv4q run: --out FILE.safetensors is required\n"); return 2; }
-    if (!o.width) o.width = 64;
     if (dsv4q_cli_bset(&o, &bs, err, sizeof err)) {
         fprintf(stderr, "dsv4q run: %s\n", err);
         return 2;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "cli/common.h"
 #include "cli/taps.h"
 #include "harness/measure/metrics.h"
@@ -48,7 +49,8 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
 {
     dsv4q_cli_opts o;
     char err[1024], dir[4096], bnames[1024];
-    if (dsv4q_cli_parse(&o, argc, argv, NULL, NULL)) return 2;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
     if (dsv4q_cli_db_check(&o, "sensitivity")) return 2;   /* before any work */
     dsv4q_cli_threads(&o);
     uint64_t bs;

@@ -2,7 +2,8 @@
  * cmd_stages.c - `dsv4q stages`: the stage table (oracle/stages.h), the
  * contract an engine's capture is written against.
  *
- *   dsv4q stages [--model DIR | --config NAME|FILE.json] [--markdown] [--names]
+ * Options: the command table (cli/cmdtab.c, `dsv4q help stages`), read
+ * from dsv4q_stages_args.
  *
  * Without a config the shapes are symbolic ([s, hc, d]); with one they are
  * concrete except s, the tokens of a call. --names lists every tensor name
@@ -11,27 +12,20 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "io/config.h"
 #include "io/gguf_model.h"
 #include "oracle/stages.h"
 
 int dsv4q_cmd_stages(int argc, char **argv)
 {
-    const char *model = NULL, *config = NULL;
-    int md = 0, names = 0;
-    for (int i = 1; i < argc; i++) {
-        if ((!strcmp(argv[i], "--model") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
-            if (!strcmp(argv[i], "--model")) model = argv[++i];
-            else config = argv[++i];
-        } else if (!strcmp(argv[i], "--markdown")) md = 1;
-        else if (!strcmp(argv[i], "--names")) names = 1;
-        else {
-            fprintf(stderr, "dsv4q stages: unknown option '%s' (--model DIR | --config NAME|FILE, --markdown, --names)\n",
-                    argv[i]);
-            return 2;
-        }
-    }
+    dsv4q_stages_args o;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
+    const char *model = o.c.model, *config = o.config;
+    const int md = o.markdown, names = o.names;
     dsv4q_config cfg;
     char err[1024];
     int have = 0;

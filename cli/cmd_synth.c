@@ -1,46 +1,31 @@
 /*
- * cmd_synth.c - `dsv4q synth --config NAME|FILE --out DIR [--seed S]
- * [--shards N]`: write a deterministic checkpoint in DeepSeek's format.
+ * cmd_synth.c - `dsv4q synth`: write a deterministic checkpoint in
+ * DeepSeek's format (io/synth.h, docs/synth.md). Options: the command
+ * table (cli/cmdtab.c, `dsv4q help synth`), read from dsv4q_synth_args.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include "cli/cmdopts.h"
 #include "cli/cmds.h"
+#include "cli/cmdtab.h"
 #include "io/config.h"
 #include "io/synth.h"
 
 int dsv4q_cmd_synth(int argc, char **argv)
 {
-    const char *cfgname = "tiny", *out = NULL;
-    unsigned long long seed = 1;
-    int shards = 1;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 >= argc) { fprintf(stderr, "dsv4q synth: option %s needs a value\n", argv[i]); return 2; }
-        if (!strcmp(argv[i], "--config")) cfgname = argv[++i];
-        else if (!strcmp(argv[i], "--out")) out = argv[++i];
-        else if (!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--shards")) {
-            const char *v = argv[++i];
-            char *end;
-            long long n = strtoll(v, &end, 10);
-            if (*end || n < 0 || (n == 0 && !strcmp(argv[i - 1], "--shards"))) {
-                fprintf(stderr, "dsv4q synth: %s needs a %s integer, got '%s'\n", argv[i - 1],
-                        strcmp(argv[i - 1], "--shards") ? "non-negative" : "positive", v);
-                return 2;
-            }
-            if (!strcmp(argv[i - 1], "--seed")) seed = (unsigned long long)n;
-            else shards = (int)n;
-        }
-        else { fprintf(stderr, "dsv4q synth: unknown option '%s'\n", argv[i]); return 2; }
-    }
-    if (!out) { fprintf(stderr, "dsv4q synth: --out DIR is required\n"); return 2; }
+    dsv4q_synth_args o;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
     dsv4q_config cfg;
     char err[1024];
-    int rc = strchr(cfgname, '/') || strstr(cfgname, ".json") ? dsv4q_config_load(&cfg, cfgname, err, sizeof err)
-                                                               : dsv4q_config_builtin(&cfg, cfgname, err, sizeof err);
-    if (rc || dsv4q_synth_write(&cfg, seed, out, shards, err, sizeof err)) {
+    const char *name = o.config;
+    int rc = strchr(name, '/') || strstr(name, ".json") ? dsv4q_config_load(&cfg, name, err, sizeof err)
+                                                         : dsv4q_config_builtin(&cfg, name, err, sizeof err);
+    if (rc || dsv4q_synth_write(&cfg, (uint64_t)o.c.seed, o.c.out, (int)o.shards, err, sizeof err)) {
         fprintf(stderr, "dsv4q synth: %s\n", err);
         return 2;
     }
-    printf("wrote %s (config %s, seed %llu, %d shard%s)\n", out, cfgname, seed, shards, shards == 1 ? "" : "s");
+    printf("wrote %s (config %s, seed %llu, %ld shard%s)\n", o.c.out, name, (unsigned long long)o.c.seed, o.shards,
+           o.shards == 1 ? "" : "s");
     return 0;
 }

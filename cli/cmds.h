@@ -1,5 +1,7 @@
-/* cmds.h - the dsv4q subcommands; each takes argv with argv[0] = its name
- * and returns the process exit status (0 ok, 1 verdict fail, 2 error). */
+/* cmds.h - the dsv4q subcommands; each takes argv with argv[0] = its name,
+ * parses it by the command table first (dsv4q_cli_parse, cli/cmdtab.h) and
+ * returns the process exit status (0 ok, 1 verdict fail, 2 error). The
+ * table (cli/cmdtab.c) names the entry point of each command's modes. */
 #ifndef DSV4Q_CMDS_H
 #define DSV4Q_CMDS_H
 int dsv4q_cmd_sensitivity(int argc, char **argv);

@@ -1,6 +1,8 @@
 /*
- * common.c - shared option parsing, model resolution and token input for
- * the dsv4q subcommands (see common.h).
+ * common.c - what the measuring commands share once their options are
+ * parsed (see common.h): the output-directory check the table's OUTPATH
+ * rows call, the embedded default model, token input, the boundary set,
+ * and the receipt write. Option parsing itself is cli/optparse.c's.
  */
 #include "base/file.h"
 #include <errno.h>
@@ -20,16 +22,6 @@
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
 #include "base/util.h"
-#define mkdirs dsv4q_mkdir_p   /* base/util.h */
-
-static int need_arg(int argc, char **argv, int i)
-{
-    if (i + 1 >= argc) {
-        fprintf(stderr, "dsv4q: option %s needs a value\n", argv[i]);
-        return 0;
-    }
-    return 1;
-}
 
 int dsv4q_cli_check_out(const char *opt, const char *path)
 {
@@ -43,65 +35,6 @@ int dsv4q_cli_check_out(const char *opt, const char *path)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK) != 0) {
         fprintf(stderr, "dsv4q: %s %s: directory '%s' does not exist or is not writable\n", opt, path, dir);
         return -1;
-    }
-    return 0;
-}
-
-int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx)
-{
-    memset(o, 0, sizeof *o);
-    o->prompt_len = 64;
-    o->decode = -1;
-    o->profile = "source";
-    o->seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() (need_arg(argc, argv, i) ? argv[++i] : NULL)
-        if (!strcmp(a, "--model")) { if (!(o->model = VAL())) return 2; }
-        else if (!strcmp(a, "--tokens")) { if (!(o->tokens = VAL())) return 2; }
-        else if (!strcmp(a, "--prompt-len") || !strcmp(a, "--decode") || !strcmp(a, "--threads") ||
-                 !strcmp(a, "--seed")) {
-            const char *v = VAL();
-            char *end;
-            if (!v) return 2;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 0) {
-                fprintf(stderr, "dsv4q: %s needs a non-negative integer, got '%s'\n", a, v);
-                return 2;
-            }
-            if (!strcmp(a, "--prompt-len")) { o->prompt_len = n; o->prompt_len_set = 1; }
-            else if (!strcmp(a, "--decode")) o->decode = n;
-            else if (!strcmp(a, "--threads")) o->threads = (int)n;
-            else o->seed = (uint64_t)n;
-        } else if (!strcmp(a, "--width")) {
-            const char *v = VAL();
-            if (!v) return 2;
-            if (!strcmp(v, "f32")) o->width = 32;
-            else if (!strcmp(v, "f64")) o->width = 64;
-            else { fprintf(stderr, "dsv4q: --width must be f32 or f64, got '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--profile")) { if (!(o->profile = VAL())) return 2; }
-        else if (!strcmp(a, "--boundary")) {
-            const char *v = VAL();
-            if (!v) return 2;
-            size_t n = strlen(o->boundary);
-            if (n + strlen(v) + 2 >= sizeof o->boundary) { fprintf(stderr, "dsv4q: too many --boundary\n"); return 2; }
-            snprintf(o->boundary + n, sizeof o->boundary - n, "%s%s", n ? "," : "", v);
-        } else if (!strcmp(a, "--out")) { if (!(o->out = VAL()) || dsv4q_cli_check_out(a, o->out)) return 2; }
-        else if (!strcmp(a, "--json")) { if (!(o->json = VAL()) || dsv4q_cli_check_out(a, o->json)) return 2; }
-        else if (!strcmp(a, "--db")) { if (!(o->db = VAL()) || dsv4q_cli_check_out(a, o->db)) return 2; }
-        else if (!strcmp(a, "--key")) { if (!(o->key = VAL())) return 2; }
-        else if (!strcmp(a, "--taps")) o->taps = 1;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
-        else {
-            int used = extra ? extra(ctx, argc, argv, i) : 0;
-            if (used < 0) return 2;
-            if (used == 0) {
-                fprintf(stderr, "dsv4q: unknown option '%s' (see dsv4q help)\n", a);
-                return 2;
-            }
-            i += used - 1;
-        }
-#undef VAL
     }
     return 0;
 }
@@ -145,7 +78,7 @@ int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *er
             return -1;
         }
     }
-    if (mkdirs(base)) {
+    if (dsv4q_mkdir_p(base)) {
         snprintf(err, errlen, "cannot create cache directory %s: %s", base, strerror(errno));
         return -1;
     }
@@ -218,16 +151,16 @@ int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *
         json_decref(root);
         if (rc) { dsv4q_tokens_free(t); return -1; }
         if (t->nprompt < 1) { snprintf(err, errlen, "%s: 'prompt' is empty", o->tokens); dsv4q_tokens_free(t); return -1; }
-        if (o->decode > t->nteacher) {
+        if (o->decode_set && o->decode > t->nteacher) {
             snprintf(err, errlen, "%s: --decode %ld asks for more steps than the %ld teacher ids in the file",
                      o->tokens, o->decode, t->nteacher);
             dsv4q_tokens_free(t);
             return -1;
         }
-        if (o->decode >= 0) t->nteacher = o->decode;
+        if (o->decode_set) t->nteacher = o->decode;
         snprintf(t->source, sizeof t->source, "%s", o->tokens);
     } else {
-        long m = o->decode >= 0 ? o->decode : 8;
+        long m = o->decode;
         if (o->prompt_len < 1) { snprintf(err, errlen, "--prompt-len must be >= 1"); return -1; }
         t->nprompt = o->prompt_len;
         t->nteacher = m;
@@ -277,7 +210,7 @@ int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errl
 
 void dsv4q_cli_threads(const dsv4q_cli_opts *o)
 {
-    if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (o->threads > 0) omp_set_num_threads((int)o->threads);
 }
 
 int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t dirlen, dsv4q_model **m,

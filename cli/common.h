@@ -1,8 +1,10 @@
 /*
- * common.h - what every measuring subcommand shares: model resolution
- * (including the embedded default: a synthesized `tiny` in the cache
- * directory), token input, precision selection (--width, --profile,
- * --boundary) and the run header. One vocabulary for all commands.
+ * common.h - what every measuring subcommand shares after the command
+ * table has parsed its options (cli/cmdtab.h): the shared options struct,
+ * model resolution (including the embedded default: a synthesized `tiny`
+ * in the cache directory), token input, the boundary set of --profile and
+ * --boundary, the receipt write, and the output-path check the table's
+ * OUTPATH rows run. One vocabulary for all commands.
  */
 #ifndef DSV4Q_CLI_COMMON_H
 #define DSV4Q_CLI_COMMON_H
@@ -19,30 +21,34 @@ typedef struct dsv4q_tokens {
     char source[256];      /* file name or "synthetic:N+M" */
 } dsv4q_tokens;
 
+/* The options every measuring command shares, and the words of argv the
+ * parser (cli/cmdtab.h) hands every command. Each command's options
+ * struct (cli/cmdopts.h) starts with one; the table's shared rows
+ * (cli/cmdtab.c) fill it. Defaults are the table's, not written here. */
 typedef struct dsv4q_cli_opts {
     const char *model;     /* --model DIR (NULL: synthesized default) */
     const char *tokens;    /* --tokens FILE */
-    long prompt_len;       /* --prompt-len N (default 64) */
+    long prompt_len;       /* --prompt-len N */
     int prompt_len_set;    /* --prompt-len given (excludes --tokens) */
-    long decode;           /* --decode M (default 8, or the teacher length) */
-    int width;             /* --width f32|f64 (0: command default) */
-    const char *profile;   /* --profile P (default source) */
-    char boundary[1024];   /* accumulated --boundary specs */
+    long decode;           /* --decode M */
+    int decode_set;        /* --decode given (else a --tokens file's teacher length) */
+    int width;             /* --width f32|f64: 32 or 64 */
+    int width_set;         /* --width given */
+    const char *profile;   /* --profile P */
+    int profile_set;       /* --profile given */
+    char boundary[1024];   /* --boundary specs, comma-joined */
     const char *out;       /* --out FILE */
     const char *json;      /* --json FILE */
     const char *db;        /* --db FILE */
     const char *key;       /* --key FILE */
     int taps;              /* --taps */
-    int threads;           /* --threads N */
-    int quiet;
-    uint64_t seed;         /* --seed (synthetic prompt, synth) */
+    long threads;          /* --threads N (0: OpenMP's default) */
+    int quiet;             /* --quiet, -q */
+    long seed;             /* --seed (synthetic prompt, synth) */
+    int action;            /* the mode's action (cli/cmdopts.h enums), from the table */
+    const char *pos[4];    /* the mode's positional words (receipt ID, file) */
+    int npos;
 } dsv4q_cli_opts;
-
-/* Parse the shared options from argv[1..]; unknown options are an error
- * unless `extra` accepts them (returns the number of argv slots consumed,
- * 0 if not recognised). Returns 0 or 2 (usage error, message printed). */
-typedef int (*dsv4q_extra_opt)(void *ctx, int argc, char **argv, int i);
-int dsv4q_cli_parse(dsv4q_cli_opts *o, int argc, char **argv, dsv4q_extra_opt extra, void *ctx);
 
 /* Check that an output path's directory exists and is writable, before
  * any work is done (so a run never ends in "cannot write"). 0 or -1 with a
@@ -58,8 +64,9 @@ int dsv4q_cli_model_dir(const dsv4q_cli_opts *o, char *dir, size_t len, char *er
 struct dsv4q_model;
 void dsv4q_cli_model_notes(const char *cmd, const struct dsv4q_model *m);
 
-/* Load tokens.json {"prompt": [...], "teacher": [...]} or make a seeded
- * synthetic prompt of prompt_len and decode teacher tokens. */
+/* Load tokens.json {"prompt": [...], "teacher": [...]} (all its teacher
+ * ids, or the first `decode` when decode_set) or make a seeded synthetic
+ * prompt of prompt_len and `decode` teacher tokens. */
 int dsv4q_cli_tokens(const dsv4q_cli_opts *o, int vocab, dsv4q_tokens *t, char *err, size_t errlen);
 void dsv4q_tokens_free(dsv4q_tokens *t);
 

@@ -1,7 +1,7 @@
 /*
  * main.c - the one dsv4q binary. Everything it does is in the command
- * table (cli/cmdtab.c): the front door checks argv against it, then
- * dispatches to the command.
+ * table (cli/cmdtab.c): the front door dispatches to the command, which
+ * parses its argv by the table.
  */
 #include <stdio.h>
 #include "cli/cmdtab.h"

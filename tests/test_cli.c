@@ -214,17 +214,25 @@ static void bad_inputs_exit_2_and_write_nothing(void **state)
     snprintf(tok, sizeof tok, "%s/tokens.json", root);
     snprintf(missing, sizeof missing, "%s/no-such-model", root);
     struct stat sb;
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", missing, "--out", out, "--quiet", NULL), 2);
+    /* a command parses by the command table even when called directly: run needs --width */
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", missing, "--out", out, "--quiet", NULL), 2);
     write_file(tok, "{\"prompt\": [1, 2, ");
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
     write_file(tok, "{\"prompt\": [1, 2, 1024], \"teacher\": [3]}");
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
     write_file(tok, "{\"prompt\": [1, 2, 3], \"teacher\": [-1]}");
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
     write_file(tok, "{\"prompt\": []}");
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--profile", "fast", "--out", out, NULL), 2);
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--boundary", "kv_fp9=on", "--out", out, NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--out", out, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--profile", "fast", "--out", out, NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--boundary", "kv_fp9=on", "--out", out, NULL), 2);
     assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", missing, NULL), 2);
     /* an output that cannot be written is refused before any work, and no
      * receipt is stored for it */
@@ -236,9 +244,11 @@ static void bad_inputs_exit_2_and_write_nothing(void **state)
     assert_int_not_equal(stat(db, &sb), 0);
     /* --tokens and --prompt-len exclude each other; a missing tokens file is named */
     write_file(tok, "{\"prompt\": [1, 2, 3], \"teacher\": [4]}");
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--prompt-len", "9", "--out", out,
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--prompt-len", "9", "--out", out,
                           "--quiet", NULL), 2);
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--tokens", tok, "--decode", "5", "--out", out,
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64",
+                          "--model", tiny, "--tokens", tok, "--decode", "5", "--out", out,
                           "--quiet", NULL), 2);
     assert_int_not_equal(stat(out, &sb), 0);
     assert_int_not_equal(stat(out, &sb), 0);
