@@ -146,6 +146,9 @@ docs: $(BIN)
 	@mv docs/boundaries.md.tmp docs/boundaries.md
 	@{ sed -n '1,/^<!-- generated -->$$/p' docs/backends.md; ./$(BIN) qualify --list-ops --markdown; } > docs/backends.md.tmp
 	@mv docs/backends.md.tmp docs/backends.md
+	@{ sed -n '1,/^ \* <!-- generated: dsv4q qualify --list-ops --header/p' abi/dsv4q_backend.h; \
+	   ./$(BIN) qualify --list-ops --header; sed -n '/^ \* <!-- end generated -->$$/,$$p' abi/dsv4q_backend.h; } > abi/dsv4q_backend.h.tmp
+	@mv abi/dsv4q_backend.h.tmp abi/dsv4q_backend.h
 	@{ sed -n '1,/^<!-- generated: dsv4q stages --markdown -->$$/p' docs/captures.md; ./$(BIN) stages --markdown; } > docs/captures.md.tmp
 	@mv docs/captures.md.tmp docs/captures.md
 	@{ sed -n '1,/^<!-- generated: dsv4q help --markdown/p' README.md; ./$(BIN) help --markdown; \

@@ -69,6 +69,93 @@
  * contract, and the summary below is generated from the same files.
  *
  * <!-- generated: dsv4q qualify --list-ops --header (make docs) -->
+ * Per-operator contract summary (generated from harness/ops/<name>.c by
+ * `make docs`; docs/backends.md has the full table, `dsv4q qualify
+ * --list-ops` prints it; '?' marks an optional input, empty = ndim 0):
+ *
+ * LINEAR         x [s,K], w [N,K]
+ *   params       0 ue8m0, 1 bf16_out
+ *   out          y [s,N]
+ *   oracle       oracle/linear.c dsv4q_linear; model.py linear; kernel.py
+ *                act_quant, fp8_gemm_kernel, fp4_gemm_kernel
+ * RMSNORM        x [rows,d], w [d]
+ *   params       0 eps
+ *   out          y [rows,d]
+ *   oracle       oracle/norm.c dsv4q_rmsnorm; model.py RMSNorm.forward
+ * QHEAD_NORM     q [rows,D]
+ *   params       0 eps
+ *   out          y [rows,D]
+ *   oracle       oracle/norm.c dsv4q_qhead_norm; model.py Attention.forward
+ *                (q *= rsqrt(q.square().mean(-1) + eps))
+ * ROPE           x [rows,r], pos [rows]
+ *   params       0 base, 1 original_seq_len, 2 factor, 3 beta_fast, 4
+ *                beta_slow, 5 inverse
+ *   out          y [rows,r]
+ *   oracle       oracle/rope.c dsv4q_rope_build + dsv4q_rope_apply; model.py
+ *                precompute_freqs_cis, apply_rotary_emb
+ * ACT_QUANT      x [rows,n]
+ *   params       0 block, 1 ue8m0
+ *   out          y [rows,n]
+ *   oracle       oracle/quant.c dsv4q_act_quant; kernel.py act_quant_kernel
+ *                (inplace)
+ * FP4_QUANT      x [rows,n]
+ *   out          y [rows,n]
+ *   oracle       oracle/quant.c dsv4q_fp4_act_quant; kernel.py
+ *                fp4_quant_kernel (inplace)
+ * HADAMARD       x [rows,n]
+ *   out          y [rows,n]
+ *   oracle       oracle/quant.c dsv4q_hadamard; model.py rotate_activation
+ * SPARSE_ATTN    q [s,H,D], kv [N,D], idx [s,ncols], sink [H]
+ *   params       0 scale
+ *   out          o [s,H,D]
+ *   oracle       oracle/attn.c dsv4q_sparse_attn; kernel.py
+ *                sparse_attn_kernel
+ * COMPRESSOR     x [s,d], wkv [coff*Dc,d], wgate [coff*Dc,d], ape
+ *                [ratio,coff*Dc], norm [Dc]
+ *   params       0 ratio, 1 rotate, 2 eps, 3 rope_dim, 4 rope, 5
+ *                original_seq_len, 6 factor, 7 beta_fast, 8 beta_slow, 9
+ *                ue8m0
+ *   out          rows [s/ratio,Dc]
+ *   oracle       oracle/compressor.c dsv4q_compressor; model.py
+ *                Compressor.forward
+ * INDEXER_SCORE  q [s,Hi,Di], w [s,Hi], K [T,Di]
+ *   params       0 start_pos, 1 ratio
+ *   out          score [s,T]
+ *   oracle       oracle/indexer.c dsv4q_indexer_scores; model.py
+ *                Indexer.forward
+ * TOPK           score [rows,T]
+ *   params       0 k
+ *   out          idx [rows,k]
+ *   oracle       oracle/indexer.c dsv4q_topk; model.py Indexer.forward
+ *                (score.topk)
+ * HC_PRE         X [s,hc,d], fn [(2+hc)*hc,hc*d], scale [3], base [(2+hc)*hc]
+ *   params       0 norm_eps, 1 hc_eps, 2 iters
+ *   out          y [s,d], post [s,hc], comb [s,hc,hc]
+ *   oracle       oracle/hc.c dsv4q_hc_pre; model.py Block.hc_pre; kernel.py
+ *                hc_split_sinkhorn_kernel
+ * HC_POST        x [s,d], X [s,hc,d], post [s,hc], comb [s,hc,hc]
+ *   out          Y [s,hc,d]
+ *   oracle       oracle/hc.c dsv4q_hc_post; model.py Block.hc_post
+ * HC_HEAD        X [s,hc,d], fn [hc,hc*d], scale [1], base [hc]
+ *   params       0 norm_eps, 1 hc_eps
+ *   out          y [s,d]
+ *   oracle       oracle/hc.c dsv4q_hc_head; model.py ParallelHead.hc_head
+ * MOE_GATE       x [s,d], W [n_exp,d], bias? [n_exp], tid2eid? [vocab,k], ids
+ *                [s]
+ *   params       0 k, 1 route_scale, 2 score_func
+ *   out          weights [s,k], indices [s,k]
+ *   oracle       oracle/moe.c dsv4q_moe_gate; model.py Gate.forward
+ * EXPERT         x [n,d], w1 [I,d], w2 [d,I], w3 [I,d], weight? [n]
+ *   params       0 swiglu_limit, 1 ue8m0
+ *   out          y [n,d]
+ *   oracle       oracle/moe.c dsv4q_expert; model.py Expert.forward
+ * WINDOW_ATTN_DECODE  q [1,H,D], kv_new [1,D], ring [w,D], cmp? [Nc,D], cidx?
+ *                [1,nc], sink [H]
+ *   params       0 p, 1 w, 2 scale
+ *   out          o [1,H,D], ring_out [w,D]
+ *   oracle       oracle/attn.c dsv4q_sparse_attn on the keys and columns
+ *                oracle/model.c builds in decode; model.py Attention.forward
+ *                (decode: kv_cache[start_pos % win] = kv, then sparse_attn)
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI

@@ -268,6 +268,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     if (prc >= 0) return prc;
     if (q.list_ops) {
         if (q.markdown) dsv4q_op_markdown(stdout);
+        else if (q.header) dsv4q_op_header_summary(stdout);
         else
             for (int i = 0; i < DSV4Q_OP_COUNT; i++) {
                 const dsv4q_op_info *oi = dsv4q_op_get(i);

@@ -27,7 +27,7 @@ typedef struct dsv4q_qualify_args {
     const char *gates, *ops, *junit, *require, *seeds;
     int sets;                                          /* --shapes: DSV4Q_CASE_SET_* */
     double timeout, format_gate;                       /* format_gate 0: report only */
-    int list, list_ops, markdown, whole_model;
+    int list, list_ops, markdown, header, whole_model;
     int no_isolate, all_metrics, sparse_decode, failures_only, stop_on_fail, require_all;
 } dsv4q_qualify_args;
 

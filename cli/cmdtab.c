@@ -198,8 +198,11 @@ static const dsv4q_mode MODES[] = {
      .conflicts = NO_CONFLICTS},
     {MODE("qualify", "--list-ops", NULL, 0, QUAL, 0, dsv4q_cmd_qualify, "print the backend ABI's operator table",
           "docs/backends.md"),
-     .opts = (const dsv4q_optspec[]){O_SELECT("--list-ops", list_ops), O_MD(QUAL), O_END},
-     .conflicts = NO_CONFLICTS},
+     .opts = (const dsv4q_optspec[]){O_SELECT("--list-ops", list_ops), O_MD(QUAL),
+                                     {FLAG("--header", QUAL, header),
+                                      HELP("print the contract summary of abi/dsv4q_backend.h (a C comment body)")},
+                                     O_END},
+     .conflicts = (const dsv4q_optpair[]){{"--markdown", "--header"}, {NULL, NULL}}},
     {MODE("margins", NULL, NULL, 0, dsv4q_margins_args, 0, dsv4q_cmd_margins,
           "the indexer's top-k cut per ratio-4 layer: margins in BF16 quanta, tie-runs, support flips and their "
           "effect",

@@ -431,6 +431,23 @@ static void test_docs_current(void **state)
         fail_msg("docs/backends.md is stale: regenerate the section after <!-- generated --> with "
                  "`dsv4q qualify --list-ops --markdown`");
     free(gen);
+    /* the ABI header's contract summary, between its markers */
+    f = fopen("abi/dsv4q_backend.h", "rb");
+    assert_non_null(f);
+    n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *begin = strstr(doc, "<!-- generated: dsv4q qualify --list-ops --header (make docs) -->\n");
+    const char *end = strstr(doc, " * <!-- end generated -->");
+    assert_non_null(begin);
+    assert_non_null(end);
+    begin = strchr(begin, '\n') + 1;
+    m = open_memstream(&gen, &glen);
+    dsv4q_op_header_summary(m);
+    fclose(m);
+    if (strlen(gen) != (size_t)(end - begin) || strncmp(begin, gen, glen))
+        fail_msg("abi/dsv4q_backend.h's contract summary is stale: run `make docs`");
+    free(gen);
 }
 
 /* ---- the CLI ----------------------------------------------------------- */

@@ -165,17 +165,18 @@ static void slots(char *buf, size_t len, const dsv4q_op_tensor *t, int n)
                                t[i].doc && strstr(t[i].doc, "empty") ? "?" : "", t[i].shape);
 }
 
-/* One line of a comment body, wrapped at 78 columns with a hanging indent. */
+/* One line of a comment body, wrapped at 78 columns with a hanging indent
+ * (the text column is 18: " * " and a 14-wide lead and a space). */
 static void wrapped(FILE *f, const char *lead, const char *text)
 {
-    const int width = 78, ind = 17;
+    const int width = 78, textcol = 18;
     int col = fprintf(f, " * %-14s ", lead);
     for (const char *p = text; *p;) {
         while (*p == ' ') p++;
         size_t w = strcspn(p, " ");
         if (!w) break;
-        if (col + (int)w + 1 > width && col > ind + 1) col = fprintf(f, "\n *%*s", ind - 2, "");
-        col += fprintf(f, "%s%.*s", col > ind + 1 ? " " : "", (int)w, p);
+        if (col > textcol && col + 1 + (int)w > width) col = fprintf(f, "\n *%*s", textcol - 2, "") - 1;
+        col += fprintf(f, "%s%.*s", col > textcol ? " " : "", (int)w, p);
         p += w;
     }
     fprintf(f, "\n");
