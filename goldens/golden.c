@@ -40,10 +40,8 @@
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
 #include "oracle/stages.h"
+#include "base/rng.h"
 #include "base/util.h"
-#define gfail dsv4q_errf   /* base/util.h */
-#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
-#define now_s dsv4q_now_s   /* base/util.h */
 
 /* ======================================================================== *
  * 1. context: arena, generator, weights, outputs
@@ -74,7 +72,7 @@ static void *galloc(gctx *g, size_t n)
 {
     ablk *b = malloc(sizeof(ablk) + (n ? n : 1));
     if (!b) {
-        gfail(g->err, g->errlen, "%s: out of memory (%zu bytes)", g->key, n);
+        dsv4q_errf(g->err, g->errlen, "%s: out of memory (%zu bytes)", g->key, n);
         return NULL;
     }
     b->next = g->arena;
@@ -95,39 +93,20 @@ static void arena_free(gctx *g)
 
 /* --- the generator: splitmix64 over FNV-1a of (case key, stream name) --- */
 
-#define GOLDEN_GAMMA 0x9E3779B97F4A7C15ull
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) {
-        h ^= (uint8_t)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 typedef struct grng {
     uint64_t key, ctr;
 } grng;
 
 static grng rng_of(const gctx *g, const char *stream)
 {
-    grng r = {mix64(mix64(fnv1a(g->key) + GOLDEN_GAMMA) ^ fnv1a(stream)), 0};
+    grng r = {dsv4q_mix64(dsv4q_mix64(dsv4q_fnv1a64(g->key) + DSV4Q_RNG_GAMMA) ^ dsv4q_fnv1a64(stream)), 0};
     return r;
 }
 
 static uint64_t rbits(grng *r)
 {
     r->ctr++;
-    return mix64(r->key + r->ctr * GOLDEN_GAMMA);
+    return dsv4q_mix64(r->key + r->ctr * DSV4Q_RNG_GAMMA);
 }
 
 /* Uniform on the 2^-23 grid in [-1, 1): exact in binary32. */
@@ -233,7 +212,7 @@ static int combo_append(gctx *g, const void *p, size_t n)
         size_t nc = g->capcombo ? g->capcombo : 4096;
         while (nc < g->ncombo + n) nc *= 2;
         uint8_t *b = realloc(g->combo, nc);
-        if (!b) return gfail(g->err, g->errlen, "%s: out of memory", g->key);
+        if (!b) return dsv4q_errf(g->err, g->errlen, "%s: out of memory", g->key);
         g->combo = b;
         g->capcombo = nc;
     }
@@ -249,7 +228,7 @@ static int emit_raw(gctx *g, const char *out, dsv4q_dtype dt, int ndim, const in
     char name[160];
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
-    if (!data) return gfail(g->err, g->errlen, "%s: output %s missing", g->key, out);
+    if (!data) return dsv4q_errf(g->err, g->errlen, "%s: output %s missing", g->key, out);
     snprintf(name, sizeof name, "f%d.%s.%s", g->width, g->profile, out);
     size_t nb = (size_t)n * dsv4q_dtype_size(dt);
     if (dsv4q_stw_add(g->w, name, dt, ndim, shape, data, nb, g->err, g->errlen)) return -1;
@@ -330,14 +309,14 @@ static void tiny_teardown(gctx *g)
 static int tiny_setup(gctx *g)
 {
     tiny_state *t = calloc(1, sizeof *t);
-    if (!t) return gfail(g->err, g->errlen, "model_tiny: out of memory");
+    if (!t) return dsv4q_errf(g->err, g->errlen, "model_tiny: out of memory");
     g->user = t;
     const char *tmp = getenv("TMPDIR");
     snprintf(t->top, sizeof t->top, "%s/dsv4q-golden-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(t->top)) {
         int e = errno;
         t->top[0] = 0;
-        return gfail(g->err, g->errlen, "model_tiny: mkdtemp: %s", strerror(e));
+        return dsv4q_errf(g->err, g->errlen, "model_tiny: mkdtemp: %s", strerror(e));
     }
     snprintf(t->dir, sizeof t->dir, "%s/tiny", t->top);
     dsv4q_config cfg;
@@ -420,7 +399,7 @@ static int emit_stage_digest(stages_rec *sr, int st, int layer, long s, int t, c
     char cap[DSV4Q_STAGE_NAME_MAX], name[DSV4Q_STAGE_NAME_MAX + 24], hex[65];
     const long slot = dsv4q_stage_slot_of(sr->cfg->n_layers, st, layer);
     if (slot < 0 || dsv4q_stage_tensor_name(cap, sizeof cap, st, layer, 1, t))
-        return gfail(g->err, g->errlen, "%s: stage %s layer %d is not in the stage table's slots", g->key, si->name,
+        return dsv4q_errf(g->err, g->errlen, "%s: stage %s layer %d is not in the stage table's slots", g->key, si->name,
                      layer);
     if (g->width == 32) {
         float *f = NEW(float, n);
@@ -593,19 +572,19 @@ static int build_payload(const gcase *c, uint8_t **buf, size_t *len, char *disti
     char groups[2][96];
     int rc = -1;
     g.w = dsv4q_stw_new();
-    if (!g.w) return gfail(err, errlen, "%s: out of memory", c->key);
+    if (!g.w) return dsv4q_errf(err, errlen, "%s: out of memory", c->key);
     if (c->setup && c->setup(&g)) goto out;
     for (int wi = 0; wi < 2; wi++) {
         g.width = wi ? 64 : 32;
         for (int p = 0; p < 4; p++) {
             g.profile = gprofiles[p];
-            if (dsv4q_profile_set(g.profile, &g.bs)) { gfail(err, errlen, "unknown profile %s", g.profile); goto out; }
+            if (dsv4q_profile_set(g.profile, &g.bs)) { dsv4q_errf(err, errlen, "unknown profile %s", g.profile); goto out; }
             g.ncombo = 0;
             int r = (wi ? c->f64 : c->f32)(&g);
             arena_free(&g);
             if (r) goto out;
             pb[p] = malloc(g.ncombo ? g.ncombo : 1);
-            if (!pb[p]) { gfail(err, errlen, "%s: out of memory", c->key); goto out; }
+            if (!pb[p]) { dsv4q_errf(err, errlen, "%s: out of memory", c->key); goto out; }
             memcpy(pb[p], g.combo, g.ncombo);
             pn[p] = g.ncombo;
         }
@@ -623,7 +602,7 @@ static int build_payload(const gcase *c, uint8_t **buf, size_t *len, char *disti
         (g.meta[1][0] && dsv4q_stw_meta(g.w, g.meta[1][0], g.meta[1][1])) ||
         (g.meta[2][0] && dsv4q_stw_meta(g.w, g.meta[2][0], g.meta[2][1])) ||
         (g.meta[3][0] && dsv4q_stw_meta(g.w, g.meta[3][0], g.meta[3][1]))) {
-        gfail(err, errlen, "%s: out of memory (metadata)", c->key);
+        dsv4q_errf(err, errlen, "%s: out of memory (metadata)", c->key);
         goto out;
     }
     if (distinct) snprintf(distinct, dlen, "f32: %s; f64: %s", groups[0], groups[1]);
@@ -643,7 +622,7 @@ int dsv4q_golden_compute(const char *key, uint8_t **buf, size_t *len, char *dist
                          char *err, size_t errlen)
 {
     int i = case_index(key ? key : "");
-    if (i < 0) return gfail(err, errlen, "unknown golden case '%s'", key ? key : "(null)");
+    if (i < 0) return dsv4q_errf(err, errlen, "unknown golden case '%s'", key ? key : "(null)");
     return build_payload(&cases[i], buf, len, distinct, dlen, NULL, err, errlen);
 }
 
@@ -657,11 +636,11 @@ int dsv4q_golden_deflate(const uint8_t *in, size_t n, uint8_t **out, size_t *out
     *outlen = 0;
     uLongf cap = compressBound((uLong)n);
     uint8_t *b = malloc(cap ? cap : 1);
-    if (!b) return gfail(err, errlen, "deflate: out of memory");
+    if (!b) return dsv4q_errf(err, errlen, "deflate: out of memory");
     int z = compress2(b, &cap, in, (uLong)n, 9);
     if (z != Z_OK) {
         free(b);
-        return gfail(err, errlen, "deflate: zlib error %d", z);
+        return dsv4q_errf(err, errlen, "deflate: zlib error %d", z);
     }
     *out = b;
     *outlen = cap;
@@ -675,11 +654,11 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
     *outlen = 0;
     z_stream zs;
     memset(&zs, 0, sizeof zs);
-    if (inflateInit(&zs) != Z_OK) return gfail(err, errlen, "inflate: zlib init failed");
+    if (inflateInit(&zs) != Z_OK) return dsv4q_errf(err, errlen, "inflate: zlib init failed");
     size_t cap = max_out < 65536 ? max_out + 1 : 65536, used = 0;
     uint8_t *b = malloc(cap);
     int z = Z_OK;
-    if (!b) { inflateEnd(&zs); return gfail(err, errlen, "inflate: out of memory"); }
+    if (!b) { inflateEnd(&zs); return dsv4q_errf(err, errlen, "inflate: out of memory"); }
     zs.next_in = (Bytef *)in;
     zs.avail_in = 0;
     size_t fed = 0;
@@ -694,7 +673,7 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
             if (cap > max_out) break;   /* output longer than allowed */
             size_t nc = cap * 2 > max_out + 1 ? max_out + 1 : cap * 2;
             uint8_t *nb = realloc(b, nc);
-            if (!nb) { free(b); inflateEnd(&zs); return gfail(err, errlen, "inflate: out of memory"); }
+            if (!nb) { free(b); inflateEnd(&zs); return dsv4q_errf(err, errlen, "inflate: out of memory"); }
             b = nb;
             cap = nc;
         }
@@ -712,13 +691,13 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
     if (z == Z_STREAM_END && used > max_out) z = Z_BUF_ERROR;
     if (z != Z_STREAM_END) {
         free(b);
-        if (used > max_out) return gfail(err, errlen, "inflate: payload longer than %zu bytes", max_out);
-        if (z == Z_OK || z == Z_BUF_ERROR) return gfail(err, errlen, "inflate: truncated compressed stream");
-        return gfail(err, errlen, "inflate: %s (zlib %d)", msg ? msg : "invalid stream", z);
+        if (used > max_out) return dsv4q_errf(err, errlen, "inflate: payload longer than %zu bytes", max_out);
+        if (z == Z_OK || z == Z_BUF_ERROR) return dsv4q_errf(err, errlen, "inflate: truncated compressed stream");
+        return dsv4q_errf(err, errlen, "inflate: %s (zlib %d)", msg ? msg : "invalid stream", z);
     }
     if (trailing) {
         free(b);
-        return gfail(err, errlen, "inflate: %zu trailing bytes after the compressed stream", trailing);
+        return dsv4q_errf(err, errlen, "inflate: %zu trailing bytes after the compressed stream", trailing);
     }
     *out = b;
     *outlen = used;
@@ -742,7 +721,7 @@ static int write_atomic(const char *path, const void *data, size_t n, char *err,
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
-    if (fd < 0) return gfail(err, errlen, "%s: cannot create a temporary file: %s", path, strerror(errno));
+    if (fd < 0) return dsv4q_errf(err, errlen, "%s: cannot create a temporary file: %s", path, strerror(errno));
     const uint8_t *p = data;
     size_t left = n;
     while (left) {
@@ -752,7 +731,7 @@ static int write_atomic(const char *path, const void *data, size_t n, char *err,
             int e = errno;
             close(fd);
             unlink(tmp);
-            return gfail(err, errlen, "%s: write failed: %s", tmp, strerror(e));
+            return dsv4q_errf(err, errlen, "%s: write failed: %s", tmp, strerror(e));
         }
         p += k;
         left -= (size_t)k;
@@ -760,12 +739,12 @@ static int write_atomic(const char *path, const void *data, size_t n, char *err,
     if (fchmod(fd, 0644) || fsync(fd) || close(fd)) {
         int e = errno;
         unlink(tmp);
-        return gfail(err, errlen, "%s: cannot finish: %s", tmp, strerror(e));
+        return dsv4q_errf(err, errlen, "%s: cannot finish: %s", tmp, strerror(e));
     }
     if (rename(tmp, path)) {
         int e = errno;
         unlink(tmp);
-        return gfail(err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
+        return dsv4q_errf(err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
     }
     return 0;
 }
@@ -803,7 +782,7 @@ static int select_cases(const char *ops, unsigned char *sel, int *all, char *err
     }
     for (int i = 0; i < NCASES; i++)
         if (sel[i]) return 0;
-    return gfail(err, errlen, "no golden case named in '%s'", ops);
+    return dsv4q_errf(err, errlen, "no golden case named in '%s'", ops);
 }
 
 /* --- manifest -------------------------------------------------------------- */
@@ -826,22 +805,22 @@ static json_t *manifest_load(const char *dir, char *err, size_t errlen)
     size_t tlen;
     char ferr[600];
     if (dsv4q_file_read_all(path, "goldens manifest", DSV4Q_LIMIT_JSON, &text, &tlen, ferr, sizeof ferr)) {
-        gfail(err, errlen, "%s", ferr);
+        dsv4q_errf(err, errlen, "%s", ferr);
         return NULL;
     }
     json_t *root = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &je);
     free(text);
     if (!root) {
-        gfail(err, errlen, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+        dsv4q_errf(err, errlen, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
         return NULL;
     }
     json_t *v = json_object_get(root, "version"), *cs = json_object_get(root, "cases");
     if (!json_is_integer(v) || json_integer_value(v) != DSV4Q_GOLDEN_FORMAT) {
-        gfail(err, errlen, "%s: \"version\" must be %d", path, DSV4Q_GOLDEN_FORMAT);
+        dsv4q_errf(err, errlen, "%s: \"version\" must be %d", path, DSV4Q_GOLDEN_FORMAT);
         goto bad;
     }
     if (!json_is_array(cs)) {
-        gfail(err, errlen, "%s: \"cases\" must be an array", path);
+        dsv4q_errf(err, errlen, "%s: \"cases\" must be an array", path);
         goto bad;
     }
     for (size_t i = 0; i < json_array_size(cs); i++) {
@@ -852,18 +831,18 @@ static json_t *manifest_load(const char *dir, char *err, size_t errlen)
         json_t *nb = json_object_get(e, "payload_bytes");
         if (!json_is_object(e) || !key || !*key || !file || !*file || !is_hex64(sha) || !json_is_integer(nb) ||
             json_integer_value(nb) < 0) {
-            gfail(err, errlen, "%s: cases[%zu] needs \"key\", \"file\", \"payload_bytes\" and a 64-hex-digit "
+            dsv4q_errf(err, errlen, "%s: cases[%zu] needs \"key\", \"file\", \"payload_bytes\" and a 64-hex-digit "
                   "\"sha256_payload\"", path, i);
             goto bad;
         }
         if (file[0] == '/' || strstr(file, "..")) {
-            gfail(err, errlen, "%s: cases[%zu] (%s): file '%s' must be a relative path inside the directory",
+            dsv4q_errf(err, errlen, "%s: cases[%zu] (%s): file '%s' must be a relative path inside the directory",
                   path, i, key, file);
             goto bad;
         }
         for (size_t j = 0; j < i; j++)
             if (!strcmp(key, json_string_value(json_object_get(json_array_get(cs, j), "key")))) {
-                gfail(err, errlen, "%s: case '%s' listed twice", path, key);
+                dsv4q_errf(err, errlen, "%s: case '%s' listed twice", path, key);
                 goto bad;
             }
     }
@@ -893,15 +872,15 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
     char ddir[4200], mpath[4200];
     snprintf(ddir, sizeof ddir, "%s/data", dir);
     snprintf(mpath, sizeof mpath, "%s/%s", dir, DSV4Q_GOLDEN_MANIFEST);
-    if (mkdir_p(ddir)) {
-        gfail(err, errlen, "cannot create %s: %s", ddir, strerror(errno));
+    if (dsv4q_mkdir_p(ddir)) {
+        dsv4q_errf(err, errlen, "cannot create %s: %s", ddir, strerror(errno));
         return DSV4Q_GOLDEN_ERROR;
     }
     json_t *old = NULL;
     if (!all) {   /* keep the other cases' entries: the existing manifest must be sound */
         char merr[1024];
         if (access(mpath, F_OK) == 0 && !(old = manifest_load(dir, merr, sizeof merr))) {
-            gfail(err, errlen, "cannot record a subset over an unreadable manifest (%s); record all cases", merr);
+            dsv4q_errf(err, errlen, "cannot record a subset over an unreadable manifest (%s); record all cases", merr);
             return DSV4Q_GOLDEN_ERROR;
         }
     }
@@ -917,7 +896,7 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
         size_t npay = 0, nz = 0;
         long nvals = 0;
         char distinct[200], sha[65], file[200], path[4400];
-        double t0 = now_s();
+        double t0 = dsv4q_now_s();
         if (build_payload(&cases[i], &pay, &npay, distinct, sizeof distinct, &nvals, err, errlen) ||
             dsv4q_golden_deflate(pay, npay, &z, &nz, err, errlen)) {
             free(pay);
@@ -933,10 +912,10 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
         entries[i] = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "key", cases[i].key, "file", file,
                                "payload_bytes", (json_int_t)npay, "sha256_payload", sha, "profiles", distinct,
                                "inputs", cases[i].inputs);
-        if (!entries[i]) { gfail(err, errlen, "out of memory"); goto out; }
+        if (!entries[i]) { dsv4q_errf(err, errlen, "out of memory"); goto out; }
         if (report)
             fprintf(report, "recorded %-16s %7zu bytes payload, %7zu compressed, %6ld values, %5.2f s; profiles %s\n",
-                    cases[i].key, npay, nz, nvals, now_s() - t0, distinct);
+                    cases[i].key, npay, nz, nvals, dsv4q_now_s() - t0, distinct);
     }
     {
         json_t *arr = json_array(), *root;
@@ -951,10 +930,10 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
                          "cases", arr);
         char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(root);
-        if (!text) { gfail(err, errlen, "out of memory (manifest)"); goto out; }
+        if (!text) { dsv4q_errf(err, errlen, "out of memory (manifest)"); goto out; }
         size_t tl = strlen(text);
         char *t2 = realloc(text, tl + 2);
-        if (!t2) { free(text); gfail(err, errlen, "out of memory (manifest)"); goto out; }
+        if (!t2) { free(text); dsv4q_errf(err, errlen, "out of memory (manifest)"); goto out; }
         t2[tl] = '\n';
         t2[tl + 1] = 0;
         int w = write_atomic(mpath, t2, tl + 1, err, errlen);
@@ -1110,7 +1089,7 @@ static int check_case(const char *dir, const gcase *c, json_t *e, FILE *rep)
     char err[1024], sha[65];
     long nvals = 0;
     int rc;
-    double t0 = now_s();
+    double t0 = dsv4q_now_s();
     if (!e) {
         snprintf(line, sizeof line, "MISSING %s: no entry in %s/%s", c->key, dir, DSV4Q_GOLDEN_MANIFEST);
         rc = DSV4Q_GOLDEN_ERROR;
@@ -1143,7 +1122,7 @@ static int check_case(const char *dir, const gcase *c, json_t *e, FILE *rep)
         rc = DSV4Q_GOLDEN_MISMATCH;
     } else {
         snprintf(line, sizeof line, "ok %s (%zu tensors, %ld values, %.2f s%s)", c->key, dsv4q_st_count(cs), nvals,
-                 now_s() - t0,
+                 dsv4q_now_s() - t0,
                  strcmp(sha, json_string_value(json_object_get(e, "sha256_payload")))
                      ? "; tensors identical, payload metadata differs: re-record to refresh it"
                      : "");
