@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
-#define cfg_fail dsv4q_errf   /* base/util.h */
 
 #define CFG_MAX_MTP 8   /* compress_ratios holds DSV4Q_MAX_LAYERS + 8 entries */
 
@@ -189,7 +188,7 @@ static int cfg_get2(const json_t *root, const char *key, const char *hf, const j
         char ra[48], rb[48];
         cfg_render(a, ra, sizeof ra);
         cfg_render(b, rb, sizeof rb);
-        return cfg_fail(err, errlen, "%s: field '%s' (%s) and '%s' (%s) disagree", origin, key, ra, hf, rb);
+        return dsv4q_errf(err, errlen, "%s: field '%s' (%s) and '%s' (%s) disagree", origin, key, ra, hf, rb);
     }
     return 0;
 }
@@ -218,7 +217,7 @@ static int cfg_int(const json_t *v, const char *used, cfg_range rg, int *out, co
 bad:;
     char r[48];
     cfg_render(v, r, sizeof r);
-    return cfg_fail(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
+    return dsv4q_errf(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
 }
 
 static int cfg_dbl(const json_t *v, const char *used, cfg_range rg, double *out, const char *origin,
@@ -234,7 +233,7 @@ static int cfg_dbl(const json_t *v, const char *used, cfg_range rg, double *out,
     }
     char r[48];
     cfg_render(v, r, sizeof r);
-    return cfg_fail(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
+    return dsv4q_errf(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
 }
 
 /* A string field: returns the string, or NULL + error if not a string. */
@@ -244,7 +243,7 @@ static const char *cfg_str(const json_t *v, const char *used, const char *origin
         return json_string_value(v);
     char r[48];
     cfg_render(v, r, sizeof r);
-    cfg_fail(err, errlen, "%s: field '%s' must be a string, got %s", origin, used, r);
+    dsv4q_errf(err, errlen, "%s: field '%s' must be a string, got %s", origin, used, r);
     return NULL;
 }
 
@@ -278,21 +277,21 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
     int hf_fp8 = 0, hf_ue8m0 = 0;
     if (qc) {
         if (!json_is_object(qc))
-            return cfg_fail(err, errlen, "%s: field 'quantization_config' must be an object", origin);
+            return dsv4q_errf(err, errlen, "%s: field 'quantization_config' must be an object", origin);
         const json_t *fmt = cfg_lookup(root, "quantization_config.fmt");
         const json_t *qm = cfg_lookup(root, "quantization_config.quant_method");
         if (fmt) {
             if (!(s = cfg_str(fmt, "quantization_config.fmt", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "e4m3") != 0)
-                return cfg_fail(err, errlen, "%s: field 'quantization_config.fmt' must be \"e4m3\", got \"%s\"",
+                return dsv4q_errf(err, errlen, "%s: field 'quantization_config.fmt' must be \"e4m3\", got \"%s\"",
                                 origin, s);
         }
         if (qm) {
             if (!(s = cfg_str(qm, "quantization_config.quant_method", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "fp8") != 0)
-                return cfg_fail(err, errlen,
+                return dsv4q_errf(err, errlen,
                                 "%s: field 'quantization_config.quant_method' must be \"fp8\", got \"%s\"",
                                 origin, s);
         }
@@ -302,7 +301,7 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
             if (!(s = cfg_str(sf, "quantization_config.scale_fmt", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "ue8m0") != 0)
-                return cfg_fail(err, errlen,
+                return dsv4q_errf(err, errlen,
                                 "%s: field 'quantization_config.scale_fmt' must be \"ue8m0\" or null, got \"%s\"",
                                 origin, s);
             hf_ue8m0 = 1;
@@ -314,9 +313,9 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(dt, "dtype", origin, err, errlen)))
             return -1;
         if (parse_wdt(s, 0, &c->dtype) != 0)
-            return cfg_fail(err, errlen, "%s: field 'dtype' must be \"bf16\" or \"fp8\", got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen, "%s: field 'dtype' must be \"bf16\" or \"fp8\", got \"%s\"", origin, s);
         if (qc && c->dtype != DSV4Q_WDT_FP8)
-            return cfg_fail(err, errlen, "%s: field 'dtype' (\"%s\") and 'quantization_config' (fp8) disagree",
+            return dsv4q_errf(err, errlen, "%s: field 'dtype' (\"%s\") and 'quantization_config' (fp8) disagree",
                             origin, s);
     } else {
         c->dtype = hf_fp8 ? DSV4Q_WDT_FP8 : DSV4Q_WDT_BF16;
@@ -327,7 +326,7 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(ed, "expert_dtype", origin, err, errlen)))
             return -1;
         if (parse_wdt(s, 1, &c->expert_dtype) != 0)
-            return cfg_fail(err, errlen, "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
+            return dsv4q_errf(err, errlen, "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
                             "got \"%s\"", origin, s);
     } else {
         c->expert_dtype = c->dtype;   /* null / absent: same as dtype */
@@ -339,7 +338,7 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(sf, "scale_fmt", origin, err, errlen)))
             return -1;
         if (strcmp(s, "ue8m0") != 0)
-            return cfg_fail(err, errlen, "%s: field 'scale_fmt' must be \"ue8m0\" or null, got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen, "%s: field 'scale_fmt' must be \"ue8m0\" or null, got \"%s\"", origin, s);
         ue8m0 = 1;
     }
     const json_t *sd = cfg_lookup(root, "scale_dtype");
@@ -358,20 +357,20 @@ static int parse_ratios(dsv4q_config *c, const json_t *root, const char *origin,
 {
     const json_t *v = cfg_lookup(root, "compress_ratios");
     if (!v)
-        return cfg_fail(err, errlen, "%s: missing required field 'compress_ratios'", origin);
+        return dsv4q_errf(err, errlen, "%s: missing required field 'compress_ratios'", origin);
     if (!json_is_array(v))
-        return cfg_fail(err, errlen, "%s: field 'compress_ratios' must be an array of integers", origin);
+        return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' must be an array of integers", origin);
     size_t n = json_array_size(v);
     size_t want = (size_t)c->n_layers + (size_t)c->n_mtp_layers;
     if (n != want && !(n == (size_t)c->n_layers && c->n_mtp_layers > 0))
-        return cfg_fail(err, errlen, "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
+        return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
                         "n_mtp_layers = %zu", origin, n, want);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT_MAX) {
             char r[48];
             cfg_render(e, r, sizeof r);
-            return cfg_fail(err, errlen, "%s: field 'compress_ratios' entry %zu must be a non-negative "
+            return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' entry %zu must be a non-negative "
                             "integer, got %s", origin, i, r);
         }
         c->compress_ratios[i] = (int)json_integer_value(e);
@@ -397,9 +396,9 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (!v) {
             if (f->required)
-                return f->hf ? cfg_fail(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')",
+                return f->hf ? dsv4q_errf(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')",
                                         origin, f->key, f->hf)
-                             : cfg_fail(err, errlen, "%s: missing required field '%s'", origin, f->key);
+                             : dsv4q_errf(err, errlen, "%s: missing required field '%s'", origin, f->key);
             continue;
         }
         void *dst = (char *)c + f->off;
@@ -413,7 +412,7 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
     const json_t *rs = cfg_lookup(root, "rope_scaling");
     if (rs) {
         if (!json_is_object(rs))
-            return cfg_fail(err, errlen, "%s: field 'rope_scaling' must be an object or null", origin);
+            return dsv4q_errf(err, errlen, "%s: field 'rope_scaling' must be an object or null", origin);
         const char *tk = cfg_lookup(root, "rope_scaling.type") ? "rope_scaling.type" : "rope_scaling.rope_type";
         const json_t *ty = cfg_lookup(root, tk);
         if (ty) {
@@ -421,7 +420,7 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             if (!s)
                 return -1;
             if (strcmp(s, "yarn") != 0 && strcmp(s, "deepseek_yarn") != 0)
-                return cfg_fail(err, errlen, "%s: field '%s' must be \"yarn\", got \"%s\"", origin, tk, s);
+                return dsv4q_errf(err, errlen, "%s: field '%s' must be \"yarn\", got \"%s\"", origin, tk, s);
         }
     }
 
@@ -435,16 +434,16 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (strlen(s) >= sizeof c->score_func ||
             (strcmp(s, "sqrtsoftplus") != 0 && strcmp(s, "softmax") != 0 && strcmp(s, "sigmoid") != 0))
-            return cfg_fail(err, errlen, "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
+            return dsv4q_errf(err, errlen, "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
                             "got \"%s\"", origin, used, s);
         snprintf(c->score_func, sizeof c->score_func, "%s", s);
     }
 
     if (c->n_layers > DSV4Q_MAX_LAYERS)
-        return cfg_fail(err, errlen, "%s: field 'n_layers' is %d, at most %d supported",
+        return dsv4q_errf(err, errlen, "%s: field 'n_layers' is %d, at most %d supported",
                         origin, c->n_layers, DSV4Q_MAX_LAYERS);
     if (c->n_mtp_layers > CFG_MAX_MTP)
-        return cfg_fail(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported",
+        return dsv4q_errf(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported",
                         origin, c->n_mtp_layers, CFG_MAX_MTP);
     if (parse_ratios(c, root, origin, err, errlen) != 0)
         return -1;
@@ -455,14 +454,14 @@ int dsv4q_config_parse(dsv4q_config *cfg, const char *json, const char *origin, 
 {
     const char *o = origin && origin[0] ? origin : "config";
     if (!json)
-        return cfg_fail(err, errlen, "%s: no JSON text", o);
+        return dsv4q_errf(err, errlen, "%s: no JSON text", o);
     json_error_t je;
     json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return cfg_fail(err, errlen, "%s: invalid JSON (line %d, column %d): %s", o, je.line, je.column, je.text);
+        return dsv4q_errf(err, errlen, "%s: invalid JSON (line %d, column %d): %s", o, je.line, je.column, je.text);
     int rc;
     if (!json_is_object(root))
-        rc = cfg_fail(err, errlen, "%s: top level is not a JSON object", o);
+        rc = dsv4q_errf(err, errlen, "%s: top level is not a JSON object", o);
     else
         rc = cfg_parse_root(cfg, root, o, err, errlen);
     json_decref(root);
@@ -470,14 +469,14 @@ int dsv4q_config_parse(dsv4q_config *cfg, const char *json, const char *origin, 
         return -1;
     char verr[384];
     if (dsv4q_config_validate(cfg, verr, sizeof verr) != 0)
-        return cfg_fail(err, errlen, "%s: %s", o, verr);
+        return dsv4q_errf(err, errlen, "%s: %s", o, verr);
     return 0;
 }
 
 int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t errlen)
 {
     if (!path)
-        return cfg_fail(err, errlen, "config: NULL path");
+        return dsv4q_errf(err, errlen, "config: NULL path");
     char *text;
     size_t len;
     if (dsv4q_file_read_all(path, "config", DSV4Q_LIMIT_CONFIG, &text, &len, err, errlen) != 0)
@@ -493,7 +492,7 @@ int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t err
 /* ------------------------------------------------------------------------ */
 /* validate                                                                  */
 
-#define VREQ(cond, ...) do { if (!(cond)) return cfg_fail(err, errlen, __VA_ARGS__); } while (0)
+#define VREQ(cond, ...) do { if (!(cond)) return dsv4q_errf(err, errlen, __VA_ARGS__); } while (0)
 
 static int is_pow2(int x)
 {
@@ -503,7 +502,7 @@ static int is_pow2(int x)
 int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
 {
     if (!c)
-        return cfg_fail(err, errlen, "config: NULL");
+        return dsv4q_errf(err, errlen, "config: NULL");
     /* positivity / ranges of every table field */
     for (size_t i = 0; i < NFIELDS; i++) {
         const cfg_field *f = &FIELDS[i];
@@ -791,7 +790,7 @@ static void builtin_pub_tiny_like(dsv4q_config *c)
 int dsv4q_config_builtin(dsv4q_config *cfg, const char *name, char *err, size_t errlen)
 {
     if (!cfg || !name)
-        return cfg_fail(err, errlen, "config: NULL argument");
+        return dsv4q_errf(err, errlen, "config: NULL argument");
     if (strcmp(name, "tiny") == 0) {
         builtin_tiny(cfg, "tiny");
     } else if (strcmp(name, "tiny-bf16") == 0) {
@@ -807,7 +806,7 @@ int dsv4q_config_builtin(dsv4q_config *cfg, const char *name, char *err, size_t 
     } else if (strcmp(name, "pub-tiny-like") == 0) {
         builtin_pub_tiny_like(cfg);
     } else {
-        return cfg_fail(err, errlen, "config: unknown built-in '%s' (known: tiny, tiny-bf16, flash-slice, "
+        return dsv4q_errf(err, errlen, "config: unknown built-in '%s' (known: tiny, tiny-bf16, flash-slice, "
                         "flash, pro, pub-tiny-like)", name);
     }
     return dsv4q_config_validate(cfg, err, errlen);

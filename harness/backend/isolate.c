@@ -32,7 +32,6 @@
 #include "harness/backend/isolate.h"
 #include "harness/ops/oracle_exec.h"
 #include "base/util.h"
-#define now_s dsv4q_now_s   /* base/util.h */
 
 #define GUARD 64
 #define GUARD_BYTE 0x5A
@@ -324,10 +323,10 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
         }
         close(pfd[1]);
         setpgid(pid, pid);   /* race-free: both sides set it */
-        double t0 = now_s();
+        double t0 = dsv4q_now_s();
         int timed_out = 0;
         for (;;) {
-            double left = timeout - (now_s() - t0);
+            double left = timeout - (dsv4q_now_s() - t0);
             if (left <= 0) { timed_out = 1; break; }
             struct pollfd p = {pfd[0], POLLIN, 0};
             int n = poll(&p, 1, (int)(left * 1000) + 1);

@@ -22,10 +22,6 @@
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "base/util.h"
-#define jnum dsv4q_json_num   /* base/util.h */
-#define ulp_in dsv4q_ulp_in   /* harness/measure/verdict.h */
-#define ord32 dsv4q_ord32   /* base/util.h */
-#define ord16 dsv4q_ord16   /* base/util.h */
 
 const char *dsv4q_rverdict_name(dsv4q_rverdict v)
 {
@@ -625,9 +621,9 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
             const dsv4q_rrow *w = &r->row[m];
             if (!w->measured) continue;
             json_t *j = json_object();
-            json_object_set_new(j, "value", jnum(w->value));
-            json_object_set_new(j, "level", jnum(w->level));
-            json_object_set_new(j, "bound", w->gated ? jnum(w->bound) : json_null());
+            json_object_set_new(j, "value", dsv4q_json_num(w->value));
+            json_object_set_new(j, "level", dsv4q_json_num(w->level));
+            json_object_set_new(j, "bound", w->gated ? dsv4q_json_num(w->bound) : json_null());
             json_object_set_new(j, "gated", json_boolean(w->gated));
             json_object_set_new(j, "pass", json_boolean(w->pass));
             json_object_set_new(j, "output", json_string(dsv4q_stage_get(r->stage)->out[w->out].name));
@@ -658,13 +654,13 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
     if (M->why[0]) json_object_set_new(jm, "why", json_string(M->why));
     if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
         json_object_set_new(jm, "rows", json_integer(M->rows));
-        json_object_set_new(jm, "logit_nrms", jnum(M->nrms.value));
-        json_object_set_new(jm, "logit_nrms_level", jnum(M->nrms.level));
-        json_object_set_new(jm, "logit_nrms_bound", M->nrms.gated ? jnum(M->nrms.bound) : json_null());
-        json_object_set_new(jm, "logit_max_abs", jnum(M->val.max_abs));
+        json_object_set_new(jm, "logit_nrms", dsv4q_json_num(M->nrms.value));
+        json_object_set_new(jm, "logit_nrms_level", dsv4q_json_num(M->nrms.level));
+        json_object_set_new(jm, "logit_nrms_bound", M->nrms.gated ? dsv4q_json_num(M->nrms.bound) : json_null());
+        json_object_set_new(jm, "logit_max_abs", dsv4q_json_num(M->val.max_abs));
         json_object_set_new(jm, "greedy_agree", json_integer(M->agree));
         json_object_set_new(jm, "greedy_agree_level", json_integer(M->agree_lvl));
-        json_object_set_new(jm, "greedy_min", M->greedy_gated ? jnum(M->greedy_min) : json_null());
+        json_object_set_new(jm, "greedy_min", M->greedy_gated ? dsv4q_json_num(M->greedy_min) : json_null());
     }
     json_object_set_new(root, "whole_model", jm);
     json_object_set_new(root, "pass", json_integer(res->npass));
