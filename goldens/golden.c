@@ -704,51 +704,6 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
     return 0;
 }
 
-/* --- files ----------------------------------------------------------------- */
-
-static int read_all(const char *path, uint8_t **buf, size_t *len, char *ferr, size_t ferrlen, int *eno)
-{
-    char *b;
-    errno = 0;
-    int r = dsv4q_file_read_all(path, "golden payload", DSV4Q_LIMIT_JSON, &b, len, ferr, ferrlen);
-    *eno = r && access(path, F_OK) != 0 ? ENOENT : 0;
-    *buf = (uint8_t *)b;
-    return r;
-}
-
-static int write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return dsv4q_errf(err, errlen, "%s: cannot create a temporary file: %s", path, strerror(errno));
-    const uint8_t *p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t k = write(fd, p, left);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return dsv4q_errf(err, errlen, "%s: write failed: %s", tmp, strerror(e));
-        }
-        p += k;
-        left -= (size_t)k;
-    }
-    if (fchmod(fd, 0644) || fsync(fd) || close(fd)) {
-        int e = errno;
-        unlink(tmp);
-        return dsv4q_errf(err, errlen, "%s: cannot finish: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        return dsv4q_errf(err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    return 0;
-}
-
 /* --- case selection -------------------------------------------------------- */
 
 /* sel[NCASES]: 1 = selected. Returns 0 or -1 with err naming the bad key. */
@@ -906,7 +861,7 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
         free(pay);
         snprintf(file, sizeof file, "data/%s.st.zz", cases[i].key);
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        int w = write_atomic(path, z, nz, err, errlen);
+        int w = dsv4q_file_write_atomic(path, z, nz, err, errlen);
         free(z);
         if (w) goto out;
         entries[i] = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "key", cases[i].key, "file", file,
@@ -936,7 +891,7 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
         if (!t2) { free(text); dsv4q_errf(err, errlen, "out of memory (manifest)"); goto out; }
         t2[tl] = '\n';
         t2[tl + 1] = 0;
-        int w = write_atomic(mpath, t2, tl + 1, err, errlen);
+        int w = dsv4q_file_write_atomic(mpath, t2, tl + 1, err, errlen);
         free(t2);
         if (w) goto out;
     }
@@ -1038,15 +993,14 @@ static int load_golden(const char *dir, const char *key, json_t *e, uint8_t **pa
     json_int_t want = json_integer_value(json_object_get(e, "payload_bytes"));
     char path[4400], zerr[512], got[65];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    uint8_t *z;
+    char *z;
     size_t nz;
-    int eno;
     char ferr[600];
-    if (read_all(path, &z, &nz, ferr, sizeof ferr, &eno)) {
-        snprintf(line, n, "%s %s: %s", eno == ENOENT ? "MISSING" : "CORRUPT", key, ferr);
+    if (dsv4q_file_read_all(path, "golden payload", DSV4Q_LIMIT_JSON, &z, &nz, ferr, sizeof ferr)) {
+        snprintf(line, n, "%s %s: %s", access(path, F_OK) ? "MISSING" : "CORRUPT", key, ferr);
         return DSV4Q_GOLDEN_ERROR;
     }
-    int r = dsv4q_golden_inflate(z, nz, (size_t)want, pay, npay, zerr, sizeof zerr);
+    int r = dsv4q_golden_inflate((const uint8_t *)z, nz, (size_t)want, pay, npay, zerr, sizeof zerr);
     free(z);
     if (r) {
         snprintf(line, n, "CORRUPT %s: %s: %s", key, path, zerr);

@@ -1257,22 +1257,6 @@ done:
     return rc;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
 {
     if (!w)
@@ -1285,70 +1269,37 @@ int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
     size_t hlen;
     stw_ent **order = NULL;
     uint64_t dlen;
-    char *tmp = NULL;
-    int fd = -1, rc = -1;
+    int rc = -1;
+    char ferr[600];
+    dsv4q_aout out;
     if (stw_layout(w, &hdr, &hlen, &order, &dlen, path, err, errlen) != 0)
         goto done;
-    size_t pl = strlen(path);
-    tmp = malloc(pl + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        dsv4q_errf(err, errlen, "safetensors writer: %s: out of memory", path);
-        goto done;
-    }
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        dsv4q_errf(err, errlen, "safetensors writer: %s: cannot create temporary %s: %s",
-                path, tmp, strerror(errno));
-        free(tmp);
-        tmp = NULL;   /* nothing to unlink */
+    /* S7 through base/file.h: a temporary beside path, fsync, rename. "-"
+     * is a file named "-" here, never standard output (binary data). */
+    FILE *f = dsv4q_aout_open(&out, strcmp(path, "-") ? path : "./-", ferr, sizeof ferr);
+    if (!f) {
+        dsv4q_errf(err, errlen, "safetensors writer: %s", ferr);
         goto done;
     }
     uint8_t lb[8];
     le64(lb, hlen);
-    if (write_all(fd, lb, 8) != 0 || write_all(fd, hdr, hlen) != 0)
-        goto io_error;
-    for (size_t i = 0; i < w->n; i++)
-        if (order[i]->nbytes && write_all(fd, order[i]->data, order[i]->nbytes) != 0)
-            goto io_error;
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
-        goto io_error;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto io_error;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        dsv4q_errf(err, errlen, "safetensors writer: %s: cannot rename %s into place: %s",
-                path, tmp, strerror(errno));
+    int bad = fwrite(lb, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen;
+    for (size_t i = 0; i < w->n && !bad; i++)
+        if (order[i]->nbytes && fwrite(order[i]->data, 1, order[i]->nbytes, f) != order[i]->nbytes)
+            bad = 1;
+    if (bad) {
+        int e = errno;
+        dsv4q_aout_abort(&out);
+        dsv4q_errf(err, errlen, "safetensors writer: %s: cannot write the output: %s (nothing written)", path,
+                   strerror(e));
         goto done;
     }
-    free(tmp);
-    tmp = NULL;
-    {   /* make the rename durable; best effort (some filesystems refuse) */
-        char *dir = path_dir(path);
-        int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
+    if (dsv4q_aout_commit(&out, ferr, sizeof ferr) != 0) {
+        dsv4q_errf(err, errlen, "safetensors writer: %s", ferr);
+        goto done;
     }
     rc = 0;
-    goto done;
-io_error:
-    {
-        int e = errno;
-        dsv4q_errf(err, errlen, "safetensors writer: %s: write to %s failed: %s", path, tmp, strerror(e));
-    }
 done:
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
-        unlink(tmp);   /* S7: never leave a half file */
-        free(tmp);
-    }
     free(hdr);
     free(order);
     dsv4q_stw_free(w);

@@ -45,6 +45,7 @@
 #include "io/safetensors.h"
 #include "oracle/formats.h"
 #include "oracle/ops.h"
+#include "base/file.h"
 #include "base/rng.h"
 #include "base/util.h"
 
@@ -686,27 +687,13 @@ static void fsync_path(const char *path)
     }
 }
 
+/* A small text file inside the temporary directory, through base/file.h
+ * (the directory itself is published by one rename at the end). */
 static int write_text(const char *path, const char *text, char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return dsv4q_errf(err, errlen, "synth: %s: cannot create: %s", path, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, text + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            int e = errno;
-            close(fd);
-            return dsv4q_errf(err, errlen, "synth: %s: write failed: %s", path, strerror(e));
-        }
-        off += (size_t)k;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        return dsv4q_errf(err, errlen, "synth: %s: fsync failed: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) return dsv4q_errf(err, errlen, "synth: %s: close failed: %s", path, strerror(errno));
+    char ferr[600];
+    if (dsv4q_file_write_atomic(path, text, strlen(text), ferr, sizeof ferr))
+        return dsv4q_errf(err, errlen, "synth: %s", ferr);
     return 0;
 }
 
