@@ -1,6 +1,6 @@
 /*
  * model_cases.c - the whole-model golden cases, on a checkpoint synthesized
- * for the occasion: `tiny` (io/config.c built-in) at seed 1, written into a
+ * for the occasion: `tiny` (io/config_builtin.c) at seed 1, written into a
  * temporary directory by io/synth.c and removed after the case.
  *
  * model_tiny pins the logits of a prefill and four decode steps plus the
