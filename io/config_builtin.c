@@ -4,10 +4,10 @@
  * means exactly what the same file on disk would (C1-C5 of io/config.c
  * apply to it), and `dsv4q synth --config NAME` writes it back out.
  *
- * Each text states every field, so none of them depends on a default of
- * C3. flash and pro are the published configs (tests/data/configs/, the
- * reference repository's own files) with a "name" added; tests/test_config.c
- * checks them field by field against those files. tiny, tiny-bf16,
+ * Each text states every field, so none of them depends on a default (C3
+ * of io/config.c). flash and pro are the published configs (the reference
+ * repository's own files, tests/data/configs/) with a "name" added;
+ * tests/test_config.c checks them field by field against those files. tiny, tiny-bf16,
  * flash-slice and pub-tiny-like are ours (docs/synth.md says what each is
  * for). A new built-in is a new row: its text and a line of the table.
  */

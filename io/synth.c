@@ -102,14 +102,14 @@ static inline double sy_log(double u)
 static inline void sy_sincos(double x, double *sn, double *cs)
 {
     double z = x * x, z2 = z * z, z4 = z2 * z2;
-    /* sin x = x + x z (S1 + S2 z + ... + S8 z^7), S_n = (-1)^n / (2n+1)! */
+    /* sin x = x + x z (s1 + s2 z + ... + s8 z^7), s_n = (-1)^n / (2n+1)! */
     double s0 = -1.0 / 6.0 + z * (1.0 / 120.0);
     double s1 = -1.0 / 5040.0 + z * (1.0 / 362880.0);
     double s2 = -1.0 / 39916800.0 + z * (1.0 / 6227020800.0);
     double s3 = -1.0 / 1307674368000.0 + z * (1.0 / 355687428096000.0);
     double ps = (s0 + z2 * s1) + z4 * (s2 + z2 * s3);
     *sn = x + x * (z * ps);
-    /* cos x = 1 - z/2 + z^2 (C2 + C3 z + ... + C9 z^7), C_n = (-1)^n / (2n)! */
+    /* cos x = 1 - z/2 + z^2 (c2 + c3 z + ... + c9 z^7), c_n = (-1)^n / (2n)! */
     double c0 = 1.0 / 24.0 + z * (-1.0 / 720.0);
     double c1 = 1.0 / 40320.0 + z * (-1.0 / 3628800.0);
     double c2 = 1.0 / 479001600.0 + z * (-1.0 / 87178291200.0);

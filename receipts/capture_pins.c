@@ -1,5 +1,8 @@
 /*
- * capture_pins.c - receipts/capture_pins.h: a capture's checkpoint pins.
+ * capture_pins.c - a capture's checkpoint pins (receipts/capture_pins.h):
+ * the SHA-256 of config.json and of the weight files' sha256sum listing,
+ * derived from the receipts' checkpoint pin so that a capture, a replay and
+ * the receipt that records them name the same bytes the same way.
  */
 #include <sys/stat.h>
 #include <jansson.h>

@@ -1,6 +1,6 @@
 /*
  * replay.c - stage-by-stage replay of a capture against the oracle (see
- * replay.h for the method and invariants P1..P3).
+ * replay.h for the method and invariants P1..P6).
  *
  * Order of work: calls in ascending position; within a call the stage
  * table's order (embed, layer 0's eight stages, ..., head), so the stateful
@@ -41,8 +41,6 @@ const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int la
 
 /* ---- metrics ----------------------------------------------------------- */
 
-/* ULP distance of a from b in the storage dtype of a capture tensor: BF16 /
- * F16 in their own units, F32 and F64 in binary32 units. */
 /* The storage dtype an output is judged in (ULPs, the gates' floor_u): the
  * dump's own dtype when it is narrow (BF16, F16), else where the claimed
  * profile keeps that output (stages.h storage: BF16 when its boundary is
