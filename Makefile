@@ -109,6 +109,7 @@ PY_TESTS := tests/install_check.sh tests/pytest_check.sh
 endif
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh
+	@CHECK_REFS_STRICT=$${CHECK_REFS_STRICT:-0} sh scripts/check-refs.sh
 	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS) $(PY_TESTS)
 
 demo: $(BIN)
