@@ -12,6 +12,7 @@
  */
 #include "io/safetensors.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -200,6 +201,7 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
     qsort(bylay, w->n, sizeof *bylay, cmp_ent_layout);
     uint64_t pos = 0;
     for (size_t i = 0; i < w->n; i++) {
+        assert(pos % dsv4q_dtype_size(bylay[i]->dt) == 0);   /* S6: aligned to its element size */
         bylay[i]->begin = pos;
         pos += bylay[i]->nbytes;
     }
@@ -266,6 +268,7 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
     *hdr = text;
     text = NULL;
     *hlen = n + pad;
+    assert((8 + *hlen) % 8 == 0);   /* S6: the data section starts at a multiple of 8 */
     *order = bylay;
     bylay = NULL;
     *dlen = pos;

@@ -83,6 +83,7 @@
  */
 #include "receipts/receipts_internal.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -941,14 +942,19 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
         goto done;
     }
     row.id = last_id + 1;
+    assert(src == SQLITE_ROW || !strcmp(row.f[RF_PREV_HASH], DSV4Q_RCPT_GENESIS));   /* R9: receipt 1 */
 
     if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)))
         goto done;
+    assert(!strncmp(canon, "{\"v\":1,\"id\":", 12));   /* R4: the version tag, then the id */
     dsv4q_rcpt_hash(canon, raw, hash);
+    assert(strlen(hash) == DSV4Q_SHA256_HEX);   /* R4: lowercase hex SHA-256 */
     if (have_key) {
         crypto_sign_detached(sig, NULL, raw, sizeof raw, sk);
         sodium_bin2hex(sighex, sizeof sighex, sig, sizeof sig);
     }
+    /* R10: signed iff signer_key_id is non-empty, and the signature is 128 hex */
+    assert(have_key == (row.f[RF_SIGNER_KEY_ID][0] != 0) && strlen(sighex) == (have_key ? 128u : 0u));
 
     src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (src != SQLITE_OK) {

@@ -10,6 +10,7 @@
  * output, accumulated over the calls (NRMS over all rows of all calls, as
  * `sensitivity` does). Gates are applied once, at the end.
  */
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -50,7 +51,9 @@ int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
 {
     if (dump_dt == DSV4Q_DT_BF16 || dump_dt == DSV4Q_DT_F16) return dump_dt;
     if (t->inner > 0 && ((bs >> (t->inner - 1)) & 1u)) return DSV4Q_DT_BF16;   /* P6 */
-    return dsv4q_stage_storage(t, bs);
+    const int dt = dsv4q_stage_storage(t, bs);
+    assert(dt == DSV4Q_DT_BF16 || dt == DSV4Q_DT_F32);   /* P5/P6: ULPs count in a storage dtype */
+    return dt;
 }
 static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
 
@@ -126,6 +129,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
             if (isnan(v) && isnan(l)) continue;
             const double pl = (*pool)[r->stage][m][t];
             if (pl > l || (isnan(l) && !isnan(pl))) l = pl;
+            assert(isnan(pl) || l >= pl);   /* P4: gated at the largest level over the layers */
             const dsv4q_judgement j = dsv4q_judge(rule, v, l, gate_dtype(r->dtype[t]));
             const int gated = j.gated;
             const double b = gated ? j.bound : NAN;
@@ -402,6 +406,7 @@ int dsv4q_replay_init(dsv4q_replay *res, int nl)
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
 {
     res->npass = res->nfail = res->nunc = res->nabsent = res->npartial = 0;
+    int nabsent_optional = 0;
     pooled_lvl pool_, *pool = &pool_;   /* a few KB */
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
         for (int m = 0; m < DSV4Q_M_COUNT; m++)
@@ -421,9 +426,11 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         dsv4q_rstage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) {
             res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
+            nabsent_optional += dsv4q_stage_get(r->stage)->optional != 0;
             continue;
         }
         judge(r, g, (const pooled_lvl *)pool);
+        assert(r->verdict != DSV4Q_RV_ABSENT);   /* P1: a captured stage is compared or not checkable */
         char miss[160] = "";
         for (int t = 0; t < r->nout; t++)
             if (!r->seen[t] && r->calls_checked)
@@ -435,6 +442,8 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
         res->npartial += (r->verdict == DSV4Q_RV_PASS || r->verdict == DSV4Q_RV_FAIL) && r->calls_unchecked > 0;
     }
+    /* P1: nothing silently skipped - every slot is counted exactly once */
+    assert(res->npass + res->nfail + res->nunc + res->nabsent + nabsent_optional == res->nst);
 }
 
 int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_capture *cap, const dsv4q_replay_opts *o,
