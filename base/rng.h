@@ -43,10 +43,7 @@ static inline uint64_t dsv4q_mix64(uint64_t z)
 }
 
 /* One splitmix64 step: advance the Weyl state, return the mixed value. */
-static inline uint64_t dsv4q_splitmix64(uint64_t *state)
-{
-    return dsv4q_mix64(*state += DSV4Q_RNG_GAMMA);
-}
+static inline uint64_t dsv4q_splitmix64(uint64_t *state) { return dsv4q_mix64(*state += DSV4Q_RNG_GAMMA); }
 
 /* FNV-1a 64 of a NUL-terminated string. */
 static inline uint64_t dsv4q_fnv1a64(const char *s)

@@ -23,8 +23,8 @@
 
 /* ---- weights (width-independent: stored codes) --------------------------- */
 
-static dsv4q_weight wview(const char *name, dsv4q_wfmt fmt, long out, long in, const void *data,
-                          const void *scale, dsv4q_dtype sdt)
+static dsv4q_weight wview(const char *name, dsv4q_wfmt fmt, long out, long in, const void *data, const void *scale,
+                          dsv4q_dtype sdt)
 {
     dsv4q_weight w = {name, fmt, out, in, data, scale, sdt};
     return w;
@@ -44,7 +44,7 @@ static dsv4q_weight w_bf16(gctx *g, const char *stream, long out, long in, doubl
 static dsv4q_weight w_f32(gctx *g, const char *stream, long out, long in, double amp)
 {
     grng r = rng_of(g, stream);
-    float *c = NEW(float, out * in);
+    float *c = NEW(float, (out * in));   /* parenthesised: clang-format reads `float, a * b` as a declaration */
     if (c)
         for (long i = 0; i < out * in; i++) c[i] = (float)(r_normal(&r) * amp);
     return wview(stream, DSV4Q_WF_F32, out, in, c, NULL, DSV4Q_DT_INVALID);
@@ -66,8 +66,7 @@ static dsv4q_weight w_fp8(gctx *g, const char *stream, long out, long in, int f3
             else ((uint8_t *)s)[i] = (uint8_t)dsv4q_e8m0_encode_exp(-14 + r_int(&r, 4));
         }
     }
-    return wview(stream, DSV4Q_WF_FP8, out, in, c && s ? c : NULL, s,
-                 f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0);
+    return wview(stream, DSV4Q_WF_FP8, out, in, c && s ? c : NULL, s, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0);
 }
 
 /* FP4 E2M1 packed [out, in/2] (every code, uniformly) with E8M0 scales
@@ -106,7 +105,9 @@ static dsv4q_weight w_fp4(gctx *g, const char *stream, long out, long in)
 
 /* ---- the table ------------------------------------------------------------- */
 
+/* clang-format off */
 #define OPCASE(k, desc) {#k, desc, c_##k##_f32, c_##k##_f64, NULL, NULL}
+/* clang-format on */
 
 static const gcase cases[] = {
     OPCASE(act_quant, "x [4,320] f32-exact: zero row (amax floor), uniform with 448 and 448+2^-15 block maxima, "
@@ -155,8 +156,7 @@ static const gcase cases[] = {
      "dsv4q synth tiny seed 1; ids from splitmix64('stages_tiny','ids') % 1024: prompt 4 + 1 decode, MTP after "
      "each call on the next ids; SHA-256 [32] U8 of every stage output of oracle/stages.h per call, "
      "c{call}.s{slot}.{tensor}",
-     dsv4q_golden_stages_tiny, dsv4q_golden_stages_tiny, dsv4q_golden_tiny_setup,
-     dsv4q_golden_tiny_teardown},
+     dsv4q_golden_stages_tiny, dsv4q_golden_stages_tiny, dsv4q_golden_tiny_setup, dsv4q_golden_tiny_teardown},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -106,7 +106,10 @@ int dsv4q_golden_record(const char *dir, const char *ops, FILE *report, char *er
         if (w) goto out;
         entries[i] = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "key", c->key, "file", file, "payload_bytes",
                                (json_int_t)npay, "sha256_payload", sha, "profiles", distinct, "inputs", c->inputs);
-        if (!entries[i]) { dsv4q_errf(err, errlen, "out of memory"); goto out; }
+        if (!entries[i]) {
+            dsv4q_errf(err, errlen, "out of memory");
+            goto out;
+        }
         if (report)
             fprintf(report, "recorded %-16s %7zu bytes payload, %7zu compressed, %6ld values, %5.2f s; profiles %s\n",
                     c->key, npay, nz, nvals, dsv4q_now_s() - t0, distinct);

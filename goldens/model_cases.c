@@ -76,8 +76,7 @@ int dsv4q_golden_tiny_setup(gctx *g)
     snprintf(t->dir, sizeof t->dir, "%s/tiny", t->top);
     dsv4q_config cfg;
     if (dsv4q_config_builtin(&cfg, "tiny", g->err, g->errlen) ||
-        dsv4q_synth_write(&cfg, 1, t->dir, 1, g->err, g->errlen) ||
-        dsv4q_model_open(&t->m, t->dir, g->err, g->errlen))
+        dsv4q_synth_write(&cfg, 1, t->dir, 1, g->err, g->errlen) || dsv4q_model_open(&t->m, t->dir, g->err, g->errlen))
         return -1;
     /* pinned in the payload: a model_tiny mismatch can then say whether the
      * synthesized checkpoint itself changed (io/synth.c) */
@@ -102,22 +101,21 @@ int dsv4q_golden_model_tiny(gctx *g)
     if (!lg || !mtp) return -1;
     dsv4q_run *r = NULL;
     int rc = -1;
-    if (dsv4q_run_open(&r, t->m, g->width, g->bs, TINY_PROMPT + TINY_DECODE, NULL, NULL, g->err, g->errlen))
-        return -1;
+    if (dsv4q_run_open(&r, t->m, g->width, g->bs, TINY_PROMPT + TINY_DECODE, NULL, NULL, g->err, g->errlen)) return -1;
     if (dsv4q_run_feed(r, t->ids, TINY_PROMPT, lg, g->err, g->errlen)) goto out;
     for (int i = 0; i < TINY_DECODE; i++)
         if (dsv4q_run_feed(r, &t->ids[TINY_PROMPT + i], 1, lg + (i + 1) * V, g->err, g->errlen)) goto out;
     if (dsv4q_run_mtp(r, &t->ids[TINY_PROMPT + TINY_DECODE], mtp, g->err, g->errlen)) goto out;
     if (g->width == 64) {
-        rc = dsv4q_golden_emit(g, "logits", DSV4Q_DT_F64, 2, (int64_t[]){TINY_DECODE + 1, V}, lg) ||
-             dsv4q_golden_emit(g, "mtp_logits", DSV4Q_DT_F64, 2, (int64_t[]){1, V}, mtp) ? -1 : 0;
+        rc = -(dsv4q_golden_emit(g, "logits", DSV4Q_DT_F64, 2, (int64_t[]){TINY_DECODE + 1, V}, lg) ||
+               dsv4q_golden_emit(g, "mtp_logits", DSV4Q_DT_F64, 2, (int64_t[]){1, V}, mtp));
     } else {   /* the f32 instance's values are floats carried in doubles: exact */
         float *f = NEW(float, (TINY_DECODE + 2) * V);
         if (!f) goto out;
         for (long i = 0; i < (TINY_DECODE + 1) * V; i++) f[i] = (float)lg[i];
         for (long i = 0; i < V; i++) f[(TINY_DECODE + 1) * V + i] = (float)mtp[i];
-        rc = dsv4q_golden_emit(g, "logits", DSV4Q_DT_F32, 2, (int64_t[]){TINY_DECODE + 1, V}, f) ||
-             dsv4q_golden_emit(g, "mtp_logits", DSV4Q_DT_F32, 2, (int64_t[]){1, V}, f + (TINY_DECODE + 1) * V) ? -1 : 0;
+        rc = -(dsv4q_golden_emit(g, "logits", DSV4Q_DT_F32, 2, (int64_t[]){TINY_DECODE + 1, V}, f) ||
+               dsv4q_golden_emit(g, "mtp_logits", DSV4Q_DT_F32, 2, (int64_t[]){1, V}, f + (TINY_DECODE + 1) * V));
     }
 out:
     dsv4q_run_close(r);
@@ -152,8 +150,8 @@ static int emit_stage_digest(stages_rec *sr, int st, int layer, long s, int t, c
     char cap[DSV4Q_STAGE_NAME_MAX], name[DSV4Q_STAGE_NAME_MAX + 24], hex[65];
     const long slot = dsv4q_stage_slot_of(sr->cfg->n_layers, st, layer);
     if (slot < 0 || dsv4q_stage_tensor_name(cap, sizeof cap, st, layer, 1, t))
-        return dsv4q_errf(g->err, g->errlen, "%s: stage %s layer %d is not in the stage table's slots", g->key, si->name,
-                     layer);
+        return dsv4q_errf(g->err, g->errlen, "%s: stage %s layer %d is not in the stage table's slots", g->key,
+                          si->name, layer);
     if (g->width == 32) {
         float *f = NEW(float, n);
         if (!f) return -1;

@@ -86,7 +86,10 @@ static void distinct_groups(uint8_t *const *b, const size_t *n, char *out, size_
     for (int p = 0; p < 4; p++) {
         grp[p] = -1;
         for (int q = 0; q < p; q++)
-            if (n[q] == n[p] && !memcmp(b[q], b[p], n[p])) { grp[p] = grp[q]; break; }
+            if (n[q] == n[p] && !memcmp(b[q], b[p], n[p])) {
+                grp[p] = grp[q];
+                break;
+            }
         if (grp[p] < 0) grp[p] = ng++;
     }
     size_t o = 0;
@@ -123,18 +126,27 @@ int dsv4q_golden_build(const gcase *c, uint8_t **buf, size_t *len, char *distinc
         g.width = wi ? 64 : 32;
         for (int p = 0; p < 4; p++) {
             g.profile = gprofiles[p];
-            if (dsv4q_profile_set(g.profile, &g.bs)) { dsv4q_errf(err, errlen, "unknown profile %s", g.profile); goto out; }
+            if (dsv4q_profile_set(g.profile, &g.bs)) {
+                dsv4q_errf(err, errlen, "unknown profile %s", g.profile);
+                goto out;
+            }
             g.ncombo = 0;
             int r = (wi ? c->f64 : c->f32)(&g);
             arena_free(&g);
             if (r) goto out;
             pb[p] = malloc(g.ncombo ? g.ncombo : 1);
-            if (!pb[p]) { dsv4q_errf(err, errlen, "%s: out of memory", c->key); goto out; }
+            if (!pb[p]) {
+                dsv4q_errf(err, errlen, "%s: out of memory", c->key);
+                goto out;
+            }
             memcpy(pb[p], g.combo, g.ncombo);
             pn[p] = g.ncombo;
         }
         distinct_groups(pb, pn, groups[wi], sizeof groups[wi]);
-        for (int p = 0; p < 4; p++) { free(pb[p]); pb[p] = NULL; }
+        for (int p = 0; p < 4; p++) {
+            free(pb[p]);
+            pb[p] = NULL;
+        }
     }
     char fmt[16];
     snprintf(fmt, sizeof fmt, "%d", DSV4Q_GOLDEN_FORMAT);
@@ -163,8 +175,8 @@ out:
     return rc;
 }
 
-int dsv4q_golden_compute(const char *key, uint8_t **buf, size_t *len, char *distinct, size_t dlen,
-                         char *err, size_t errlen)
+int dsv4q_golden_compute(const char *key, uint8_t **buf, size_t *len, char *distinct, size_t dlen, char *err,
+                         size_t errlen)
 {
     const gcase *c = dsv4q_golden_case(key ? key : "");
     if (!c) return dsv4q_errf(err, errlen, "unknown golden case '%s'", key ? key : "(null)");

@@ -75,21 +75,12 @@ static inline uint64_t rbits(grng *r)
 }
 
 /* Uniform on the 2^-23 grid in [-1, 1): exact in binary32. */
-static inline double r_unif(grng *r)
-{
-    return (double)((int64_t)(rbits(r) >> 40) - ((int64_t)1 << 23)) * 0x1p-23;
-}
+static inline double r_unif(grng *r) { return (double)((int64_t)(rbits(r) >> 40) - ((int64_t)1 << 23)) * 0x1p-23; }
 
 /* Uniform on the 2^-24 grid in [0, 1): exact in binary32. */
-static inline double r_unit(grng *r)
-{
-    return (double)(rbits(r) >> 40) * 0x1p-24;
-}
+static inline double r_unit(grng *r) { return (double)(rbits(r) >> 40) * 0x1p-24; }
 
-static inline int r_int(grng *r, int n)
-{
-    return (int)(rbits(r) % (uint64_t)n);
-}
+static inline int r_int(grng *r, int n) { return (int)(rbits(r) % (uint64_t)n); }
 
 /* Standard normal (Box-Muller with the oracle's own log/cos, IEEE sqrt),
  * rounded to binary32 so both widths see the same value. */
@@ -102,10 +93,7 @@ static inline double r_normal(grng *r)
 }
 
 /* BF16-valued normal times a power of two. */
-static inline double r_bf16(grng *r, double amp)
-{
-    return dsv4q_bf16_decode(dsv4q_bf16_encode(r_normal(r) * amp));
-}
+static inline double r_bf16(grng *r, double amp) { return dsv4q_bf16_decode(dsv4q_bf16_encode(r_normal(r) * amp)); }
 
 /* --- outputs ------------------------------------------------------------- */
 

@@ -50,7 +50,10 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
     size_t cap = max_out < 65536 ? max_out + 1 : 65536, used = 0;
     uint8_t *b = malloc(cap);
     int z = Z_OK;
-    if (!b) { inflateEnd(&zs); return dsv4q_errf(err, errlen, "inflate: out of memory"); }
+    if (!b) {
+        inflateEnd(&zs);
+        return dsv4q_errf(err, errlen, "inflate: out of memory");
+    }
     zs.next_in = (Bytef *)in;
     zs.avail_in = 0;
     size_t fed = 0;
@@ -65,7 +68,11 @@ int dsv4q_golden_inflate(const uint8_t *in, size_t n, size_t max_out, uint8_t **
             if (cap > max_out) break;   /* output longer than allowed */
             size_t nc = cap * 2 > max_out + 1 ? max_out + 1 : cap * 2;
             uint8_t *nb = realloc(b, nc);
-            if (!nb) { free(b); inflateEnd(&zs); return dsv4q_errf(err, errlen, "inflate: out of memory"); }
+            if (!nb) {
+                free(b);
+                inflateEnd(&zs);
+                return dsv4q_errf(err, errlen, "inflate: out of memory");
+            }
             b = nb;
             cap = nc;
         }
@@ -141,13 +148,15 @@ json_t *dsv4q_golden_manifest_load(const char *dir, char *err, size_t errlen)
         json_t *nb = json_object_get(e, "payload_bytes");
         if (!json_is_object(e) || !key || !*key || !file || !*file || !is_hex64(sha) || !json_is_integer(nb) ||
             json_integer_value(nb) < 0) {
-            dsv4q_errf(err, errlen, "%s: cases[%zu] needs \"key\", \"file\", \"payload_bytes\" and a 64-hex-digit "
-                  "\"sha256_payload\"", path, i);
+            dsv4q_errf(err, errlen,
+                       "%s: cases[%zu] needs \"key\", \"file\", \"payload_bytes\" and a 64-hex-digit "
+                       "\"sha256_payload\"",
+                       path, i);
             goto bad;
         }
         if (file[0] == '/' || strstr(file, "..")) {
-            dsv4q_errf(err, errlen, "%s: cases[%zu] (%s): file '%s' must be a relative path inside the directory",
-                  path, i, key, file);
+            dsv4q_errf(err, errlen, "%s: cases[%zu] (%s): file '%s' must be a relative path inside the directory", path,
+                       i, key, file);
             goto bad;
         }
         for (size_t j = 0; j < i; j++)
@@ -179,13 +188,12 @@ int dsv4q_golden_manifest_write(const char *dir, json_t *const *entries, int n, 
     json_t *arr = json_array(), *root;
     for (int i = 0; i < n; i++)
         if (entries[i]) json_array_append(arr, entries[i]);
-    root = json_pack("{s:i, s:s, s:s, s:s, s:o}", "version", DSV4Q_GOLDEN_FORMAT, "generator",
-                     "dsv4q golden record", "payload",
-                     "zlib(safetensors); tensors {f32|f64}.{source|model|qat|exact}.{output}; see docs/goldens.md",
-                     "inputs_seed",
-                     "per case key and stream name: splitmix64 over FNV-1a (goldens/payload.h rng_of); "
-                     "values binary32-exact",
-                     "cases", arr);
+    root = json_pack(
+        "{s:i, s:s, s:s, s:s, s:o}", "version", DSV4Q_GOLDEN_FORMAT, "generator", "dsv4q golden record", "payload",
+        "zlib(safetensors); tensors {f32|f64}.{source|model|qat|exact}.{output}; see docs/goldens.md", "inputs_seed",
+        "per case key and stream name: splitmix64 over FNV-1a (goldens/payload.h rng_of); "
+        "values binary32-exact",
+        "cases", arr);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text) return dsv4q_errf(err, errlen, "out of memory (manifest)");
@@ -258,8 +266,7 @@ int dsv4q_golden_payload_load(const char *dir, const char *key, json_t *e, uint8
     }
     const char *mk = dsv4q_st_meta(st, "dsv4q.golden.case");
     int wrong = !mk || strcmp(mk, key);
-    if (wrong)
-        snprintf(line, n, "CORRUPT %s: %s holds case '%s'", key, path, mk ? mk : "(none)");
+    if (wrong) snprintf(line, n, "CORRUPT %s: %s holds case '%s'", key, path, mk ? mk : "(none)");
     dsv4q_st_close(st);
     if (wrong) goto bad;
     return DSV4Q_GOLDEN_OK;

@@ -286,15 +286,14 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
                 return -1;
             if (strcmp(s, "e4m3") != 0)
                 return dsv4q_errf(err, errlen, "%s: field 'quantization_config.fmt' must be \"e4m3\", got \"%s\"",
-                                origin, s);
+                                  origin, s);
         }
         if (qm) {
             if (!(s = cfg_str(qm, "quantization_config.quant_method", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "fp8") != 0)
-                return dsv4q_errf(err, errlen,
-                                "%s: field 'quantization_config.quant_method' must be \"fp8\", got \"%s\"",
-                                origin, s);
+                return dsv4q_errf(
+                    err, errlen, "%s: field 'quantization_config.quant_method' must be \"fp8\", got \"%s\"", origin, s);
         }
         hf_fp8 = 1;
         const json_t *sf = cfg_lookup(root, "quantization_config.scale_fmt");
@@ -303,8 +302,8 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
                 return -1;
             if (strcmp(s, "ue8m0") != 0)
                 return dsv4q_errf(err, errlen,
-                                "%s: field 'quantization_config.scale_fmt' must be \"ue8m0\" or null, got \"%s\"",
-                                origin, s);
+                                  "%s: field 'quantization_config.scale_fmt' must be \"ue8m0\" or null, got \"%s\"",
+                                  origin, s);
             hf_ue8m0 = 1;
         }
     }
@@ -317,7 +316,7 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
             return dsv4q_errf(err, errlen, "%s: field 'dtype' must be \"bf16\" or \"fp8\", got \"%s\"", origin, s);
         if (qc && c->dtype != DSV4Q_WDT_FP8)
             return dsv4q_errf(err, errlen, "%s: field 'dtype' (\"%s\") and 'quantization_config' (fp8) disagree",
-                            origin, s);
+                              origin, s);
     } else {
         c->dtype = hf_fp8 ? DSV4Q_WDT_FP8 : DSV4Q_WDT_BF16;
     }
@@ -327,8 +326,10 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(ed, "expert_dtype", origin, err, errlen)))
             return -1;
         if (parse_wdt(s, 1, &c->expert_dtype) != 0)
-            return dsv4q_errf(err, errlen, "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
-                            "got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen,
+                              "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
+                              "got \"%s\"",
+                              origin, s);
     } else {
         c->expert_dtype = c->dtype;   /* null / absent: same as dtype */
     }
@@ -357,22 +358,25 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
 static int parse_ratios(dsv4q_config *c, const json_t *root, const char *origin, char *err, size_t errlen)
 {
     const json_t *v = cfg_lookup(root, "compress_ratios");
-    if (!v)
-        return dsv4q_errf(err, errlen, "%s: missing required field 'compress_ratios'", origin);
+    if (!v) return dsv4q_errf(err, errlen, "%s: missing required field 'compress_ratios'", origin);
     if (!json_is_array(v))
         return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' must be an array of integers", origin);
     size_t n = json_array_size(v);
     size_t want = (size_t)c->n_layers + (size_t)c->n_mtp_layers;
     if (n != want && !(n == (size_t)c->n_layers && c->n_mtp_layers > 0))
-        return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
-                        "n_mtp_layers = %zu", origin, n, want);
+        return dsv4q_errf(err, errlen,
+                          "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
+                          "n_mtp_layers = %zu",
+                          origin, n, want);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT_MAX) {
             char r[48];
             cfg_render(e, r, sizeof r);
-            return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' entry %zu must be a non-negative "
-                            "integer, got %s", origin, i, r);
+            return dsv4q_errf(err, errlen,
+                              "%s: field 'compress_ratios' entry %zu must be a non-negative "
+                              "integer, got %s",
+                              origin, i, r);
         }
         c->compress_ratios[i] = (int)json_integer_value(e);
     }
@@ -397,8 +401,8 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (!v) {
             if (f->required)
-                return f->hf ? dsv4q_errf(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')",
-                                        origin, f->key, f->hf)
+                return f->hf ? dsv4q_errf(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')", origin,
+                                          f->key, f->hf)
                              : dsv4q_errf(err, errlen, "%s: missing required field '%s'", origin, f->key);
             continue;
         }
@@ -435,17 +439,19 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (strlen(s) >= sizeof c->score_func ||
             (strcmp(s, "sqrtsoftplus") != 0 && strcmp(s, "softmax") != 0 && strcmp(s, "sigmoid") != 0))
-            return dsv4q_errf(err, errlen, "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
-                            "got \"%s\"", origin, used, s);
+            return dsv4q_errf(err, errlen,
+                              "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
+                              "got \"%s\"",
+                              origin, used, s);
         snprintf(c->score_func, sizeof c->score_func, "%s", s);
     }
 
     if (c->n_layers > DSV4Q_MAX_LAYERS)
-        return dsv4q_errf(err, errlen, "%s: field 'n_layers' is %d, at most %d supported",
-                        origin, c->n_layers, DSV4Q_MAX_LAYERS);
+        return dsv4q_errf(err, errlen, "%s: field 'n_layers' is %d, at most %d supported", origin, c->n_layers,
+                          DSV4Q_MAX_LAYERS);
     if (c->n_mtp_layers > CFG_MAX_MTP)
-        return dsv4q_errf(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported",
-                        origin, c->n_mtp_layers, CFG_MAX_MTP);
+        return dsv4q_errf(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported", origin, c->n_mtp_layers,
+                          CFG_MAX_MTP);
     if (parse_ratios(c, root, origin, err, errlen) != 0)
         return -1;
     return parse_precision(c, root, origin, err, errlen);
@@ -454,30 +460,26 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
 int dsv4q_config_parse(dsv4q_config *cfg, const char *json, const char *origin, char *err, size_t errlen)
 {
     const char *o = origin && origin[0] ? origin : "config";
-    if (!json)
-        return dsv4q_errf(err, errlen, "%s: no JSON text", o);
+    if (!json) return dsv4q_errf(err, errlen, "%s: no JSON text", o);
     json_error_t je;
     json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return dsv4q_errf(err, errlen, "%s: invalid JSON (line %d, column %d): %s", o, je.line, je.column, je.text);
     int rc;
-    if (!json_is_object(root))
-        rc = dsv4q_errf(err, errlen, "%s: top level is not a JSON object", o);
+    if (!json_is_object(root)) rc = dsv4q_errf(err, errlen, "%s: top level is not a JSON object", o);
     else
         rc = cfg_parse_root(cfg, root, o, err, errlen);
     json_decref(root);
     if (rc != 0)
         return -1;
     char verr[384];
-    if (dsv4q_config_validate(cfg, verr, sizeof verr) != 0)
-        return dsv4q_errf(err, errlen, "%s: %s", o, verr);
+    if (dsv4q_config_validate(cfg, verr, sizeof verr) != 0) return dsv4q_errf(err, errlen, "%s: %s", o, verr);
     return 0;
 }
 
 int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t errlen)
 {
-    if (!path)
-        return dsv4q_errf(err, errlen, "config: NULL path");
+    if (!path) return dsv4q_errf(err, errlen, "config: NULL path");
     char *text;
     size_t len;
     if (dsv4q_file_read_all(path, "config", DSV4Q_LIMIT_CONFIG, &text, &len, err, errlen) != 0)
@@ -493,7 +495,10 @@ int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t err
 /* ------------------------------------------------------------------------ */
 /* validate                                                                  */
 
-#define VREQ(cond, ...) do { if (!(cond)) return dsv4q_errf(err, errlen, __VA_ARGS__); } while (0)
+#define VREQ(cond, ...)                                                                                                \
+    do {                                                                                                               \
+        if (!(cond)) return dsv4q_errf(err, errlen, __VA_ARGS__);                                                      \
+    } while (0)
 
 static int is_pow2(int x)
 {
@@ -502,8 +507,7 @@ static int is_pow2(int x)
 
 int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
 {
-    if (!c)
-        return dsv4q_errf(err, errlen, "config: NULL");
+    if (!c) return dsv4q_errf(err, errlen, "config: NULL");
     /* positivity / ranges of every table field */
     for (size_t i = 0; i < NFIELDS; i++) {
         const cfg_field *f = &FIELDS[i];

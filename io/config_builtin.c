@@ -109,6 +109,7 @@ static const char CFG_PUB_TINY_LIKE[] =
     " \"hc_sinkhorn_iters\": 20, \"hc_eps\": 1e-06, \"dtype\": \"bf16\", \"expert_dtype\": \"bf16\",\n"
     " \"scale_fmt\": \"ue8m0\"}\n";
 
+/* clang-format off */
 static const struct {
     const char *name, *json;
 } builtins[] = {
@@ -119,6 +120,7 @@ static const struct {
     {"pro", CFG_PRO},
     {"pub-tiny-like", CFG_PUB_TINY_LIKE},
 };
+/* clang-format on */
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])
 
 const char *dsv4q_config_builtin_json(const char *name)

@@ -133,13 +133,11 @@ static int st_map(st_file *f, char *err, size_t errlen)
     struct stat sb;
     char ferr[400];
     int fd = dsv4q_file_open_read(f->path, "safetensors file", &sb, ferr, sizeof ferr);
-    if (fd < 0)
-        return dsv4q_errf(err, errlen, "safetensors: %s", ferr);
+    if (fd < 0) return dsv4q_errf(err, errlen, "safetensors: %s", ferr);
     if (sb.st_size < 8) {
         close(fd);
-        return dsv4q_errf(err, errlen,
-                       "safetensors: %s: file is %lld bytes, shorter than the 8-byte header length",
-                       f->path, (long long)sb.st_size);
+        return dsv4q_errf(err, errlen, "safetensors: %s: file is %lld bytes, shorter than the 8-byte header length",
+                          f->path, (long long)sb.st_size);
     }
     if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX) {
         close(fd);
@@ -148,8 +146,7 @@ static int st_map(st_file *f, char *err, size_t errlen)
     void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);   /* the mapping keeps the file alive */
-    if (p == MAP_FAILED)
-        return dsv4q_errf(err, errlen, "safetensors: %s: mmap failed: %s", f->path, strerror(e));
+    if (p == MAP_FAILED) return dsv4q_errf(err, errlen, "safetensors: %s: mmap failed: %s", f->path, strerror(e));
     f->base = p;
     f->size = (size_t)sb.st_size;
     f->mapped = 1;
@@ -298,14 +295,13 @@ static json_t *st_parse_json(const char *text, size_t n, const char *file, const
         if (json_error_code(&je) == json_error_duplicate_key) {
             char key[256];
             if (js_find_dup_key(text, n, key, sizeof key))
-                dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' in %s",
-                        file, key, what);
+                dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' in %s", file, key, what);
             else
-                dsv4q_errf(err, errlen, "safetensors: %s: duplicate key in %s (line %d, column %d): %s",
-                        file, what, je.line, je.column, je.text);
+                dsv4q_errf(err, errlen, "safetensors: %s: duplicate key in %s (line %d, column %d): %s", file, what,
+                           je.line, je.column, je.text);
         } else {
             dsv4q_errf(err, errlen, "safetensors: %s: %s is not valid UTF-8 JSON (line %d, column %d, byte %d): %s",
-                    file, what, je.line, je.column, je.position, je.text);
+                       file, what, je.line, je.column, je.position, je.text);
         }
         return NULL;
     }
@@ -343,37 +339,33 @@ static int st_parse_entry(dsv4q_st *st, size_t fi, const char *name, const json_
     const json_t *jdt = json_object_get(e, "dtype");
     const json_t *jsh = json_object_get(e, "shape");
     const json_t *jof = json_object_get(e, "data_offsets");
-    if (!jdt)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"dtype\"", file, name);
-    if (!jsh)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"shape\"", file, name);
-    if (!jof)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"data_offsets\"", file, name);
+    if (!jdt) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"dtype\"", file, name);
+    if (!jsh) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"shape\"", file, name);
+    if (!jof) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"data_offsets\"", file, name);
 
     if (!json_is_string(jdt))
         return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"dtype\" is not a string", file, name);
     dsv4q_dtype dt = dsv4q_dtype_from_name(json_string_value(jdt));
     size_t esz = dsv4q_dtype_size(dt);
     if (dt == DSV4Q_DT_INVALID || esz == 0)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': unknown dtype '%s'",
-                       file, name, json_string_value(jdt));
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': unknown dtype '%s'", file, name,
+                          json_string_value(jdt));
 
     if (!json_is_array(jsh))
         return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"shape\" is not an array", file, name);
     size_t nd = json_array_size(jsh);
     if (nd > DSV4Q_ST_MAX_DIMS)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': %zu dimensions, at most %d supported",
-                       file, name, nd, DSV4Q_ST_MAX_DIMS);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': %zu dimensions, at most %d supported", file, name,
+                          nd, DSV4Q_ST_MAX_DIMS);
     int64_t shape[DSV4Q_ST_MAX_DIMS];
     int64_t numel = 1;
     for (size_t d = 0; d < nd; d++) {
         const json_t *v = json_array_get(jsh, d);
         if (json_is_integer(v) && json_integer_value(v) < 0)
-            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': negative dimension %lld at axis %zu",
-                           file, name, (long long)json_integer_value(v), d);
+            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': negative dimension %lld at axis %zu", file,
+                              name, (long long)json_integer_value(v), d);
         if (!js_nonneg_int(v, &shape[d]))
-            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': shape[%zu] is not an integer",
-                           file, name, d);
+            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': shape[%zu] is not an integer", file, name, d);
         if (shape[d] != 0 && numel > INT64_MAX / shape[d])
             return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': element count overflows", file, name);
         numel *= shape[d];
@@ -381,31 +373,28 @@ static int st_parse_entry(dsv4q_st *st, size_t fi, const char *name, const json_
 
     if (!json_is_array(jof) || json_array_size(jof) != 2)
         return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"data_offsets\" is not a [begin, end] pair",
-                       file, name);
+                          file, name);
     int64_t b, en;
     if (!js_nonneg_int(json_array_get(jof, 0), &b) || !js_nonneg_int(json_array_get(jof, 1), &en))
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets must be non-negative integers",
-                       file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets must be non-negative integers", file,
+                          name);
     if (en < b)
-        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] end before begin",
-                       file, name, (long long)b, (long long)en);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] end before begin", file,
+                          name, (long long)b, (long long)en);
     if ((uint64_t)en > data_len)
         return dsv4q_errf(err, errlen,
-                       "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] out of the file "
-                       "(data section is %llu bytes; truncated file?)",
-                       file, name, (long long)b, (long long)en, (unsigned long long)data_len);
+                          "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] out of the file "
+                          "(data section is %llu bytes; truncated file?)",
+                          file, name, (long long)b, (long long)en, (unsigned long long)data_len);
     if ((uint64_t)numel > UINT64_MAX / esz || (uint64_t)(en - b) != (uint64_t)numel * esz)
-        return dsv4q_errf(err, errlen,
-                       "safetensors: %s: tensor '%s': %lld bytes in data_offsets but shape x %s needs %llu",
-                       file, name, (long long)(en - b), json_string_value(jdt),
-                       (unsigned long long)((uint64_t)numel * esz));
+        return dsv4q_errf(
+            err, errlen, "safetensors: %s: tensor '%s': %lld bytes in data_offsets but shape x %s needs %llu", file,
+            name, (long long)(en - b), json_string_value(jdt), (unsigned long long)((uint64_t)numel * esz));
 
     dsv4q_st_tensor *t = st_push_tensor(st);
-    if (!t)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
+    if (!t) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
     t->name = strdup(name);
-    if (!t->name)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
+    if (!t->name) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
     st->n++;
     t->dtype = dt;
     t->ndim = (int)nd;
@@ -441,23 +430,24 @@ static int st_check_tiling(const char *file, st_range *rg, size_t n, uint64_t da
     const char *prev = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rg[i].begin < pos)
-            return dsv4q_errf(err, errlen,
-                           "safetensors: %s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' (ends at %llu)",
-                           file, rg[i].name, (unsigned long long)rg[i].begin,
-                           (unsigned long long)rg[i].end, prev ? prev : "?", (unsigned long long)pos);
+            return dsv4q_errf(
+                err, errlen,
+                "safetensors: %s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' (ends at %llu)", file,
+                rg[i].name, (unsigned long long)rg[i].begin, (unsigned long long)rg[i].end, prev ? prev : "?",
+                (unsigned long long)pos);
         if (rg[i].begin > pos)
             return dsv4q_errf(err, errlen,
-                           "safetensors: %s: tensor '%s': data_offsets begin at %llu, leaving bytes [%llu, %llu) "
-                           "of the data section to no tensor",
-                           file, rg[i].name, (unsigned long long)rg[i].begin,
-                           (unsigned long long)pos, (unsigned long long)rg[i].begin);
+                              "safetensors: %s: tensor '%s': data_offsets begin at %llu, leaving bytes [%llu, %llu) "
+                              "of the data section to no tensor",
+                              file, rg[i].name, (unsigned long long)rg[i].begin, (unsigned long long)pos,
+                              (unsigned long long)rg[i].begin);
         pos = rg[i].end;
         prev = rg[i].name;
     }
     if (pos != data_len)
         return dsv4q_errf(err, errlen,
-                       "safetensors: %s: data section is %llu bytes but tensors cover %llu (trailing bytes)",
-                       file, (unsigned long long)data_len, (unsigned long long)pos);
+                          "safetensors: %s: data section is %llu bytes but tensors cover %llu (trailing bytes)", file,
+                          (unsigned long long)data_len, (unsigned long long)pos);
     return 0;
 }
 
@@ -468,17 +458,18 @@ static int st_parse_file(dsv4q_st *st, size_t fi, char *err, size_t errlen)
     const char *file = f->path;
     if (f->size < 8)
         return dsv4q_errf(err, errlen, "safetensors: %s: image is %zu bytes, shorter than the 8-byte header length",
-                       file, f->size);
+                          file, f->size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | f->base[i];
     if (hlen > (uint64_t)(f->size - 8))
-        return dsv4q_errf(err, errlen, "safetensors: %s: header length %llu exceeds the %zu bytes after it "
-                       "(file size %zu; truncated file?)",
-                       file, (unsigned long long)hlen, f->size - 8, f->size);
+        return dsv4q_errf(err, errlen,
+                          "safetensors: %s: header length %llu exceeds the %zu bytes after it "
+                          "(file size %zu; truncated file?)",
+                          file, (unsigned long long)hlen, f->size - 8, f->size);
     if (hlen > ST_MAX_HEADER)
-        return dsv4q_errf(err, errlen, "safetensors: %s: header length %llu exceeds the %u-byte limit",
-                       file, (unsigned long long)hlen, ST_MAX_HEADER);
+        return dsv4q_errf(err, errlen, "safetensors: %s: header length %llu exceeds the %u-byte limit", file,
+                          (unsigned long long)hlen, ST_MAX_HEADER);
     if (hlen < 2 || f->base[8] != '{')
         return dsv4q_errf(err, errlen, "safetensors: %s: header does not start with '{'", file);
 
@@ -507,8 +498,8 @@ static int st_parse_file(dsv4q_st *st, size_t fi, char *err, size_t errlen)
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
-                    dsv4q_errf(err, errlen, "safetensors: %s: \"__metadata__\" value of '%s' is not a string",
-                            file, mk);
+                    dsv4q_errf(err, errlen, "safetensors: %s: \"__metadata__\" value of '%s' is not a string", file,
+                               mk);
                     goto done;
                 }
             }
@@ -550,8 +541,8 @@ static int st_finish(dsv4q_st *st, char *err, size_t errlen)
         qsort(st->t, st->n, sizeof *st->t, cmp_tensor);
     for (size_t i = 1; i < st->n; i++) {
         if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
-            return dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' (also in %s)",
-                           st->t[i].file, st->t[i].name, st->t[i - 1].file);
+            return dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' (also in %s)", st->t[i].file,
+                              st->t[i].name, st->t[i - 1].file);
     }
     return 0;
 }
@@ -593,8 +584,7 @@ static char *path_dir(const char *path)
 static int st_open_one(dsv4q_st *st, const char *path, char *err, size_t errlen)
 {
     long fi = st_add_file(st, path);
-    if (fi < 0)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
+    if (fi < 0) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
     if (st_map(&st->files[fi], err, errlen) != 0)
         return -1;
     return st_parse_file(st, (size_t)fi, err, errlen);
@@ -638,8 +628,7 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     char *text = NULL;
     const char **fnames = NULL;
     json_t *root = NULL;
-    if (!dir)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
+    if (!dir) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
 
     size_t len = 0;
     char ferr[400];
@@ -673,12 +662,14 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
         const char *fn = json_string_value(val);
         if (!fn || !fn[0] || fn[0] == '/') {
             dsv4q_errf(err, errlen, "safetensors: %s: weight_map entry for tensor '%s' is not a relative file name",
-                    ipath, key);
+                       ipath, key);
             goto done;
         }
         if (name_has_dotdot(fn)) {
-            dsv4q_errf(err, errlen, "safetensors: %s: weight_map entry '%s' for tensor '%s' leaves the checkpoint "
-                    "directory (a '..' component); shard files must be inside %s", ipath, fn, key, dir);
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map entry '%s' for tensor '%s' leaves the checkpoint "
+                       "directory (a '..' component); shard files must be inside %s",
+                       ipath, fn, key, dir);
             goto done;
         }
         fnames[nf++] = fn;
@@ -704,14 +695,18 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
                     break;
                 }
             }
-            dsv4q_errf(err, errlen, "safetensors: %s: weight_map names file '%s' (tensor '%s'), "
-                    "which cannot be opened: %s", ipath, p, who, strerror(errno));
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map names file '%s' (tensor '%s'), "
+                       "which cannot be opened: %s",
+                       ipath, p, who, strerror(errno));
             free(p);
             goto done;
         }
         if (!inside_dir(dir, p)) {   /* a symlink pointing out of the checkpoint */
-            dsv4q_errf(err, errlen, "safetensors: %s: weight_map file '%s' resolves outside the checkpoint "
-                    "directory %s (a symlink escape); shard files must be inside it", ipath, fnames[i], dir);
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map file '%s' resolves outside the checkpoint "
+                       "directory %s (a symlink escape); shard files must be inside it",
+                       ipath, fnames[i], dir);
             free(p);
             goto done;
         }
@@ -733,8 +728,10 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
         }
         int ok = t && strcmp(t->file, want) == 0;
         if (!ok)
-            dsv4q_errf(err, errlen, "safetensors: %s: weight_map puts tensor '%s' in %s, but that file has "
-                    "no such tensor%s%s", ipath, key, want, t ? "; it is in " : "", t ? t->file : "");
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map puts tensor '%s' in %s, but that file has "
+                       "no such tensor%s%s",
+                       ipath, key, want, t ? "; it is in " : "", t ? t->file : "");
         free(want);
         if (!ok)
             goto done;
@@ -743,7 +740,7 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
         for (size_t i = 0; i < st->n; i++) {
             if (!json_object_get(wm, st->t[i].name)) {
                 dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s' in %s is not listed in the index weight_map",
-                        ipath, st->t[i].name, st->t[i].file);
+                           ipath, st->t[i].name, st->t[i].file);
                 goto done;
             }
         }
@@ -760,8 +757,7 @@ done:
 static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
 {
     char *ipath = path_join(dir, ST_INDEX_NAME);
-    if (!ipath)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
+    if (!ipath) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
     struct stat sb;
     if (stat(ipath, &sb) == 0 && S_ISREG(sb.st_mode)) {
         int r = st_open_index(st, ipath, err, errlen);
@@ -771,8 +767,7 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
     free(ipath);
 
     DIR *d = opendir(dir);
-    if (!d)
-        return dsv4q_errf(err, errlen, "safetensors: %s: cannot open directory: %s", dir, strerror(errno));
+    if (!d) return dsv4q_errf(err, errlen, "safetensors: %s: cannot open directory: %s", dir, strerror(errno));
     size_t cap = 16, n = 0;
     char **names = malloc(cap * sizeof *names);
     int rc = -1;
@@ -792,8 +787,7 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
             n++;
     }
     closedir(d);
-    if (!names)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
+    if (!names) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
     qsort(names, n, sizeof *names, cmp_str_ptr);
     size_t used = 0;
     for (size_t i = 0; i < n; i++) {
@@ -813,8 +807,8 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
         used++;
     }
     if (used == 0) {
-        dsv4q_errf(err, errlen, "safetensors: %s: directory holds neither %s nor any *%s file",
-                dir, ST_INDEX_NAME, ST_SUFFIX);
+        dsv4q_errf(err, errlen, "safetensors: %s: directory holds neither %s nor any *%s file", dir, ST_INDEX_NAME,
+                   ST_SUFFIX);
         goto done;
     }
     rc = st_finish(st, err, errlen);
@@ -828,15 +822,12 @@ done:
 int dsv4q_st_open(dsv4q_st **out, const char *path, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!path || !path[0])
-        return dsv4q_errf(err, errlen, "safetensors: empty path");
+    if (!path || !path[0]) return dsv4q_errf(err, errlen, "safetensors: empty path");
     dsv4q_st *st = st_new();
-    if (!st)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
+    if (!st) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
     struct stat sb;
     int r;
-    if (stat(path, &sb) != 0)
-        r = dsv4q_errf(err, errlen, "safetensors: %s: cannot open: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0) r = dsv4q_errf(err, errlen, "safetensors: %s: cannot open: %s", path, strerror(errno));
     else if (S_ISDIR(sb.st_mode))
         r = st_open_dir(st, path, err, errlen);
     else if (ends_with(path, ".json"))
@@ -859,11 +850,9 @@ int dsv4q_st_open_buffer(dsv4q_st **out, const uint8_t *buf, size_t len, const c
 {
     *out = NULL;
     const char *name = origin && origin[0] ? origin : "<buffer>";
-    if (!buf && len > 0)
-        return dsv4q_errf(err, errlen, "safetensors: %s: NULL buffer", name);
+    if (!buf && len > 0) return dsv4q_errf(err, errlen, "safetensors: %s: NULL buffer", name);
     dsv4q_st *st = st_new();
-    if (!st)
-        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", name);
+    if (!st) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", name);
     long fi = st_add_file(st, name);
     if (fi < 0) {
         dsv4q_st_close(st);
@@ -928,7 +917,4 @@ size_t dsv4q_st_nfiles(const dsv4q_st *st)
     return st ? st->nfiles : 0;
 }
 
-const char *dsv4q_st_file(const dsv4q_st *st, size_t i)
-{
-    return st && i < st->nfiles ? st->files[i].path : NULL;
-}
+const char *dsv4q_st_file(const dsv4q_st *st, size_t i) { return st && i < st->nfiles ? st->files[i].path : NULL; }

@@ -40,8 +40,7 @@ struct dsv4q_stw {
 dsv4q_stw *dsv4q_stw_new(void)
 {
     dsv4q_stw *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
+    if (!w) return NULL;
     w->meta = json_object();
     if (!w->meta) {
         free(w);
@@ -52,8 +51,7 @@ dsv4q_stw *dsv4q_stw_new(void)
 
 void dsv4q_stw_free(dsv4q_stw *w)
 {
-    if (!w)
-        return;
+    if (!w) return;
     for (size_t i = 0; i < w->n; i++) {
         free(w->v[i].name);
         free(w->v[i].data);
@@ -66,40 +64,35 @@ void dsv4q_stw_free(dsv4q_stw *w)
 /* An I8 tensor given with its logical E2M1 shape [.., k] and ceil(numel/2)
  * packed bytes is stored with the byte shape [.., k/2] (the layout DeepSeek
  * ships), so the file obeys S2 and reads back as bytes. */
-int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape,
-                  const void *data, size_t nbytes, char *err, size_t errlen)
+int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape, const void *data,
+                  size_t nbytes, char *err, size_t errlen)
 {
-    if (!w)
-        return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
-    if (!name || !name[0])
-        return dsv4q_errf(err, errlen, "safetensors writer: empty tensor name");
+    if (!w) return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
+    if (!name || !name[0]) return dsv4q_errf(err, errlen, "safetensors writer: empty tensor name");
     if (strcmp(name, "__metadata__") == 0)
         return dsv4q_errf(err, errlen, "safetensors writer: tensor name '__metadata__' is reserved");
     json_t *probe = json_string(name);
-    if (!probe)
-        return dsv4q_errf(err, errlen, "safetensors writer: tensor name is not valid UTF-8");
+    if (!probe) return dsv4q_errf(err, errlen, "safetensors writer: tensor name is not valid UTF-8");
     json_decref(probe);
     size_t esz = dsv4q_dtype_size(dt);
     if (dt == DSV4Q_DT_INVALID || esz == 0)
         return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': invalid dtype %d", name, (int)dt);
     if (ndim < 0 || ndim > DSV4Q_ST_MAX_DIMS || (ndim > 0 && !shape))
-        return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': ndim %d out of [0, %d]",
-                       name, ndim, DSV4Q_ST_MAX_DIMS);
+        return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': ndim %d out of [0, %d]", name, ndim,
+                          DSV4Q_ST_MAX_DIMS);
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
-            return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': negative dimension %lld at axis %d",
-                           name, (long long)shape[d], d);
+            return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': negative dimension %lld at axis %d", name,
+                              (long long)shape[d], d);
         if (shape[d] != 0 && numel > INT64_MAX / shape[d])
             return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': element count overflows", name);
         numel *= shape[d];
     }
-    if (nbytes > 0 && !data)
-        return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': NULL data", name);
+    if (nbytes > 0 && !data) return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': NULL data", name);
 
     int64_t sh[DSV4Q_ST_MAX_DIMS];
-    for (int d = 0; d < ndim; d++)
-        sh[d] = shape[d];
+    for (int d = 0; d < ndim; d++) sh[d] = shape[d];
     if ((uint64_t)numel > SIZE_MAX / esz)
         return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': byte size overflows", name);
     size_t want = (size_t)numel * esz;
@@ -108,17 +101,15 @@ int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, cons
         if (dt == DSV4Q_DT_I8 && nbytes == packed && ndim >= 1 && sh[ndim - 1] % 2 == 0) {
             sh[ndim - 1] /= 2;   /* logical E2M1 shape -> byte shape */
         } else {
-            return dsv4q_errf(err, errlen,
-                           "safetensors writer: tensor '%s': %zu bytes given, shape x %s needs %zu",
-                           name, nbytes, dsv4q_dtype_name(dt), want);
+            return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': %zu bytes given, shape x %s needs %zu",
+                              name, nbytes, dsv4q_dtype_name(dt), want);
         }
     }
 
     if (w->n == w->cap) {
         size_t nc = w->cap ? 2 * w->cap : 32;
         stw_ent *nv = realloc(w->v, nc * sizeof *nv);
-        if (!nv)
-            return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': out of memory", name);
+        if (!nv) return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': out of memory", name);
         w->v = nv;
         w->cap = nc;
     }
@@ -131,12 +122,10 @@ int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, cons
         free(e->data);
         return dsv4q_errf(err, errlen, "safetensors writer: tensor '%s': out of memory", name);
     }
-    if (nbytes)
-        memcpy(e->data, data, nbytes);
+    if (nbytes) memcpy(e->data, data, nbytes);
     e->dt = dt;
     e->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        e->shape[d] = sh[d];
+    for (int d = 0; d < ndim; d++) e->shape[d] = sh[d];
     e->nbytes = nbytes;
     w->n++;
     return 0;
@@ -144,18 +133,13 @@ int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, cons
 
 int dsv4q_stw_meta(dsv4q_stw *w, const char *key, const char *value)
 {
-    if (!w || !key || !value)
-        return -1;
+    if (!w || !key || !value) return -1;
     json_t *s = json_string(value);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     return json_object_set_new(w->meta, key, s) == 0 ? 0 : -1;
 }
 
-static int cmp_str_ptr(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int cmp_ent_name(const void *pa, const void *pb)
 {
@@ -167,16 +151,15 @@ static int cmp_ent_layout(const void *pa, const void *pb)
 {
     const stw_ent *a = *(const stw_ent *const *)pa, *b = *(const stw_ent *const *)pb;
     size_t sa = dsv4q_dtype_size(a->dt), sb = dsv4q_dtype_size(b->dt);
-    if (sa != sb)
-        return sa > sb ? -1 : 1;
+    if (sa != sb) return sa > sb ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 
 /* The layout of S6. On success *hdr is the padded header text (hlen bytes,
  * malloc'd), *order the entries in data order (malloc'd), *dlen the data
  * section size. */
-static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, uint64_t *dlen,
-                      const char *path, char *err, size_t errlen)
+static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, uint64_t *dlen, const char *path,
+                      char *err, size_t errlen)
 {
     *hdr = NULL;
     *order = NULL;
@@ -189,8 +172,7 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
         dsv4q_errf(err, errlen, "safetensors writer: %s: out of memory", path);
         goto done;
     }
-    for (size_t i = 0; i < w->n; i++)
-        byname[i] = bylay[i] = &w->v[i];
+    for (size_t i = 0; i < w->n; i++) byname[i] = bylay[i] = &w->v[i];
     qsort(byname, w->n, sizeof *byname, cmp_ent_name);
     for (size_t i = 1; i < w->n; i++) {
         if (strcmp(byname[i - 1]->name, byname[i]->name) == 0) {
@@ -219,11 +201,9 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
             dsv4q_errf(err, errlen, "safetensors writer: %s: out of memory", path);
             goto done;
         }
-        json_object_foreach(w->meta, key, val)
-            mk[k++] = key;
+        json_object_foreach(w->meta, key, val) mk[k++] = key;
         qsort(mk, nm, sizeof *mk, cmp_str_ptr);
-        for (k = 0; k < nm; k++)
-            bad |= json_object_set(meta, mk[k], json_object_get(w->meta, mk[k]));
+        for (k = 0; k < nm; k++) bad |= json_object_set(meta, mk[k], json_object_get(w->meta, mk[k]));
         bad |= json_object_set_new(root, "__metadata__", meta);
         free((void *)mk);
     }
@@ -237,8 +217,7 @@ static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, 
             bad = 1;
             break;
         }
-        for (int d = 0; d < e->ndim; d++)
-            bad |= json_array_append_new(shp, json_integer((json_int_t)e->shape[d]));
+        for (int d = 0; d < e->ndim; d++) bad |= json_array_append_new(shp, json_integer((json_int_t)e->shape[d]));
         bad |= json_array_append_new(off, json_integer((json_int_t)e->begin));
         bad |= json_array_append_new(off, json_integer((json_int_t)(e->begin + e->nbytes)));
         bad |= json_object_set_new(ent, "dtype", json_string(dsv4q_dtype_name(e->dt)));
@@ -283,16 +262,14 @@ done:
 
 static void le64(uint8_t out[8], uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++) out[i] = (uint8_t)(v >> (8 * i));
 }
 
 int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
     *buf = NULL;
     *len = 0;
-    if (!w)
-        return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
+    if (!w) return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
     char *hdr;
     size_t hlen;
     stw_ent **order;
@@ -311,8 +288,7 @@ int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, siz
     le64(b, hlen);
     memcpy(b + 8, hdr, hlen);
     for (size_t i = 0; i < w->n; i++)
-        if (order[i]->nbytes)
-            memcpy(b + 8 + hlen + order[i]->begin, order[i]->data, order[i]->nbytes);
+        if (order[i]->nbytes) memcpy(b + 8 + hlen + order[i]->begin, order[i]->data, order[i]->nbytes);
     *buf = b;
     *len = total;
     rc = 0;
@@ -325,8 +301,7 @@ done:
 
 int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
 {
-    if (!w)
-        return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
+    if (!w) return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
     if (!path || !path[0]) {
         dsv4q_stw_free(w);
         return dsv4q_errf(err, errlen, "safetensors writer: empty path");
@@ -338,8 +313,7 @@ int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
     int rc = -1;
     char ferr[600];
     dsv4q_aout out;
-    if (stw_layout(w, &hdr, &hlen, &order, &dlen, path, err, errlen) != 0)
-        goto done;
+    if (stw_layout(w, &hdr, &hlen, &order, &dlen, path, err, errlen) != 0) goto done;
     /* S7 through base/file.h: a temporary beside path, fsync, rename. "-"
      * is a file named "-" here, never standard output (binary data). */
     FILE *f = dsv4q_aout_open(&out, strcmp(path, "-") ? path : "./-", ferr, sizeof ferr);
@@ -351,8 +325,7 @@ int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
     le64(lb, hlen);
     int bad = fwrite(lb, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen;
     for (size_t i = 0; i < w->n && !bad; i++)
-        if (order[i]->nbytes && fwrite(order[i]->data, 1, order[i]->nbytes, f) != order[i]->nbytes)
-            bad = 1;
+        if (order[i]->nbytes && fwrite(order[i]->data, 1, order[i]->nbytes, f) != order[i]->nbytes) bad = 1;
     if (bad) {
         int e = errno;
         dsv4q_aout_abort(&out);

@@ -57,10 +57,7 @@ uint64_t dsv4q_synth_key(uint64_t seed, const char *name)
     return dsv4q_mix64(dsv4q_mix64(seed + DSV4Q_RNG_GAMMA) ^ dsv4q_fnv1a64(name ? name : ""));
 }
 
-uint64_t dsv4q_synth_bits(uint64_t key, uint64_t counter)
-{
-    return dsv4q_mix64(key + (counter + 1) * DSV4Q_RNG_GAMMA);
-}
+uint64_t dsv4q_synth_bits(uint64_t key, uint64_t counter) { return dsv4q_mix64(key + (counter + 1) * DSV4Q_RNG_GAMMA); }
 
 /* ln(u) for u in [2^-53, 1]: u = m 2^e with m in [sqrt(1/2), sqrt(2)),
  * ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^21/21), s = (m-1)/(m+1),
@@ -360,7 +357,8 @@ static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out
     }
     int rc;
     if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
-    else if (bad) rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a block scale is outside E8M0's range", wname);
+    else if (bad)
+        rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a block scale is outside E8M0's range", wname);
     else {
         int64_t ws[2] = {out, in}, ss[2] = {so, si};
         rc = add(c, wname, DSV4Q_DT_F8_E4M3, 2, ws, q, (size_t)(out * in));
@@ -376,7 +374,7 @@ static int emit_fp4(sy_ctx *c, const char *wname, const char *sname, int64_t out
 {
     if (in % 32 != 0)
         return dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': FP4 needs in_features (%lld) divisible by 32", wname,
-                       (long long)in);
+                          (long long)in);
     const int64_t G = 32, ng = in / G, nb = in / 2;
     uint8_t *q = malloc((size_t)(out * nb));
     uint8_t *sc = malloc((size_t)(out * ng));
@@ -421,7 +419,8 @@ static int emit_fp4(sy_ctx *c, const char *wname, const char *sname, int64_t out
     }
     int rc;
     if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
-    else if (bad) rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a group scale is outside E8M0's range", wname);
+    else if (bad)
+        rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a group scale is outside E8M0's range", wname);
     else {
         int64_t ws[2] = {out, nb}, ss[2] = {out, ng};
         rc = add(c, wname, DSV4Q_DT_I8, 2, ws, q, (size_t)(out * nb));
@@ -740,8 +739,9 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     const int nl = cfg->n_layers + cfg->n_mtp_layers;
     if (shards < 1) shards = 1;
     if (shards > nl)
-        return dsv4q_errf(err, errlen, "synth: %s: %d shards requested but the model has %d layers (shards split by layer)",
-                       out_dir, shards, nl);
+        return dsv4q_errf(err, errlen,
+                          "synth: %s: %d shards requested but the model has %d layers (shards split by layer)", out_dir,
+                          shards, nl);
     if (shards > 99999) return dsv4q_errf(err, errlen, "synth: %s: too many shards (%d)", out_dir, shards);
 
     /* out_dir without trailing slashes, its parent and base name */
@@ -757,12 +757,13 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     else snprintf(parent, sizeof parent, "%.*s", (int)(slash - dir), dir);
     if (!strcmp(base, ".") || !strcmp(base, "..") || !strcmp(dir, "/"))
         return dsv4q_errf(err, errlen, "synth: %s: output must name a new directory", out_dir);
-    if (dsv4q_mkdir_p(parent)) return dsv4q_errf(err, errlen, "synth: cannot create directory %s: %s", parent, strerror(errno));
+    if (dsv4q_mkdir_p(parent))
+        return dsv4q_errf(err, errlen, "synth: cannot create directory %s: %s", parent, strerror(errno));
     if (dir_state(dir) < 0)
         return dsv4q_errf(err, errlen, "synth: %s exists and is not an empty directory (refusing to overwrite)", dir);
     snprintf(tmp, sizeof tmp, "%s/.%s.synth-XXXXXX", parent, base);
-    if (!mkdtemp(tmp)) return dsv4q_errf(err, errlen, "synth: cannot create a temporary directory in %s: %s", parent,
-                                      strerror(errno));
+    if (!mkdtemp(tmp))
+        return dsv4q_errf(err, errlen, "synth: cannot create a temporary directory in %s: %s", parent, strerror(errno));
     (void)chmod(tmp, 0755);
     snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
     g_tmp_live = 1;
@@ -835,8 +836,8 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
                 struct statvfs vf;
                 if (statvfs(parent, &vf) == 0) avail = (double)vf.f_bavail * (double)vf.f_frsize;
                 if (avail >= 0 && est > avail) {
-                    dsv4q_errf(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir, est / 1e6,
-                            avail / 1e6, parent);
+                    dsv4q_errf(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir,
+                               est / 1e6, avail / 1e6, parent);
                     dsv4q_stw_free(c.w);
                     goto done;
                 }
@@ -878,7 +879,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     fsync_path(tmp);
     if (rename(tmp, dir) != 0) {
         dsv4q_errf(err, errlen, "synth: cannot move %s into place as %s: %s%s", tmp, dir, strerror(errno),
-                errno == ENOTEMPTY || errno == EEXIST ? " (it appeared meanwhile and is not empty)" : "");
+                   errno == ENOTEMPTY || errno == EEXIST ? " (it appeared meanwhile and is not empty)" : "");
         goto done;
     }
     fsync_path(parent);

@@ -84,9 +84,9 @@ static int read_small(const char *path, char *buf, size_t buflen, int secret,
     }
     if (secret && (st.st_mode & 077)) {
         dsv4q_errf(err, errlen,
-                       "signing key %s is accessible by group/others (mode 0%03o); "
-                       "refusing to use it (chmod 600 %s)",
-                       path, (unsigned)(st.st_mode & 0777), path);
+                   "signing key %s is accessible by group/others (mode 0%03o); "
+                   "refusing to use it (chmod 600 %s)",
+                   path, (unsigned)(st.st_mode & 0777), path);
         goto done;
     }
     while (n + 1 < buflen && (k = read(fd, buf + n, buflen - 1 - n)) != 0) {
@@ -149,15 +149,14 @@ int dsv4q_rcpt_load_secret(const char *path, unsigned char sk[64], unsigned char
     }
     if (find_hex32(buf, "seed:", seed) || find_hex32(buf, "public:", pk_file)) {
         dsv4q_errf(err, errlen,
-                       "signing key %s is malformed (expected \"seed: <64 hex>\" and "
-                       "\"public: <64 hex>\" lines)", path);
+                   "signing key %s is malformed (expected \"seed: <64 hex>\" and "
+                   "\"public: <64 hex>\" lines)",
+                   path);
         goto done;
     }
     crypto_sign_seed_keypair(pk, sk, seed);
     if (sodium_memcmp(pk, pk_file, 32) != 0) {
-        dsv4q_errf(err, errlen,
-                       "signing key %s is corrupt: its seed does not produce its public key",
-                       path);
+        dsv4q_errf(err, errlen, "signing key %s is corrupt: its seed does not produce its public key", path);
         goto done;
     }
     rc = 0;
@@ -177,13 +176,11 @@ int dsv4q_rcpt_load_pubkey(const char *path, unsigned char pk[32], char *err, si
     r = read_small(path, buf, sizeof buf, 0, err, errlen);
     if (r != 0) {
         rc = r;
-        if (r == 1)
-            dsv4q_errf(err, errlen, "no public key file %s", path);
+        if (r == 1) dsv4q_errf(err, errlen, "no public key file %s", path);
         goto done;
     }
     if (find_hex32(buf, "public:", pk) && find_hex32(buf, "", pk)) {
-        dsv4q_errf(err, errlen,
-                       "public key %s is malformed (expected a line of 64 hex digits)", path);
+        dsv4q_errf(err, errlen, "public key %s is malformed (expected a line of 64 hex digits)", path);
         goto done;
     }
     rc = 0;
@@ -262,10 +259,8 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
 
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
-        if (errno == EEXIST)
-            dsv4q_errf(err, errlen, "refusing to overwrite existing key %s", path);
-        else
-            dsv4q_errf(err, errlen, "cannot create key %s: %s", path, strerror(errno));
+        if (errno == EEXIST) dsv4q_errf(err, errlen, "refusing to overwrite existing key %s", path);
+        else dsv4q_errf(err, errlen, "cannot create key %s: %s", path, strerror(errno));
         goto done;
     }
     created = 1;
@@ -299,8 +294,7 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
 
     pfd = open(pubpath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (pfd < 0) {
-        dsv4q_errf(err, errlen, "cannot create public key %s: %s", pubpath,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot create public key %s: %s", pubpath, strerror(errno));
         goto done;
     }
     n = snprintf(text, sizeof text, "# dsv4q Ed25519 public key, key id %s\n%s\n", keyid, pkhex);

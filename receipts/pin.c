@@ -126,7 +126,10 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
             base = base ? base + 1 : model_dir;
             if (dsv4q_sha256_file(model_dir, hex, &bytes, err, errlen)) return -1;
             json_t *jn = json_string(base);
-            if (!jn) { dsv4q_errf(err, errlen, "file name %s is not valid UTF-8", model_dir); return -1; }
+            if (!jn) {
+                dsv4q_errf(err, errlen, "file name %s is not valid UTF-8", model_dir);
+                return -1;
+            }
             root = json_pack("{s:s,s:s,s:[{s:I,s:o,s:s}],s:I}", "format", "gguf", "gguf_sha256", hex, "files",
                              "bytes", (json_int_t)bytes, "name", jn, "sha256", hex, "total_bytes", (json_int_t)bytes);
             if (!root || !(*json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII))) {
@@ -140,8 +143,7 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
     }
     d = opendir(model_dir);
     if (!d) {
-        dsv4q_errf(err, errlen, "cannot open checkpoint directory %s: %s", model_dir,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot open checkpoint directory %s: %s", model_dir, strerror(errno));
         goto done;
     }
     while ((de = readdir(d)) != NULL) {

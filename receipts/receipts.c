@@ -225,19 +225,16 @@ char *dsv4q_rcpt_canon_json(const char *text, const char *what, char *err, size_
 
     if (!text || !*text) {
         out = strdup("null");
-        if (!out)
-            dsv4q_errf(err, errlen, "out of memory");
+        if (!out) dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     if (!v) {
-        dsv4q_errf(err, errlen, "%s is not valid JSON (line %d column %d: %s)",
-                       what, je.line, je.column, je.text);
+        dsv4q_errf(err, errlen, "%s is not valid JSON (line %d column %d: %s)", what, je.line, je.column, je.text);
         goto done;
     }
     out = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
-    if (!out)
-        dsv4q_errf(err, errlen, "%s: cannot serialize JSON", what);
+    if (!out) dsv4q_errf(err, errlen, "%s: cannot serialize JSON", what);
 done:
     json_decref(v);
     return out;
@@ -337,14 +334,13 @@ int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t e
     for (i = 0; i < RF_COUNT; i++) {
         const char *cn = sqlite3_column_name(st, i + 1);
         if (!cn || strcmp(cn, dsv4q_rcpt_fields[i].name) != 0) {
-            dsv4q_errf(err, errlen, "internal: column %d is %s, expected %s", i + 1,
-                           cn ? cn : "?", dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "internal: column %d is %s, expected %s", i + 1, cn ? cn : "?",
+                       dsv4q_rcpt_fields[i].name);
             goto done;
         }
         r->f[i] = col_dup(st, i + 1);
         if (!r->f[i]) {
-            dsv4q_errf(err, errlen, "receipt %lld: column %s is NULL", r->id,
-                           dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "receipt %lld: column %s is NULL", r->id, dsv4q_rcpt_fields[i].name);
             goto done;
         }
     }
@@ -361,8 +357,7 @@ done:
     return rc;
 }
 
-int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err,
-                       size_t errlen)
+int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err, size_t errlen)
 {
     char sql[1024];
     sqlite3_stmt *st = NULL;
@@ -423,19 +418,15 @@ static void db_error(sqlite3 *db, int src, const char *path, const char *doing,
             *corrupt = 1;
         dsv4q_errf(err, errlen, "database %s is corrupt (%s while %s)", path, m, doing);
         break;
-    case SQLITE_NOTADB:
-        dsv4q_errf(err, errlen, "%s is not an SQLite database (%s)", path, m);
-        break;
+    case SQLITE_NOTADB: dsv4q_errf(err, errlen, "%s is not an SQLite database (%s)", path, m); break;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         dsv4q_errf(err, errlen,
-                       "database %s is locked by another connection (waited up to %d s) "
-                       "while %s (%s)",
-                       path, DSV4Q_RCPT_BUSY_MS / 1000, doing, m);
+                   "database %s is locked by another connection (waited up to %d s) "
+                   "while %s (%s)",
+                   path, DSV4Q_RCPT_BUSY_MS / 1000, doing, m);
         break;
-    default:
-        dsv4q_errf(err, errlen, "database %s: %s failed: %s", path, doing, m);
-        break;
+    default: dsv4q_errf(err, errlen, "database %s: %s failed: %s", path, doing, m); break;
     }
 }
 
@@ -466,16 +457,15 @@ static int identify(sqlite3 *db, const char *path, long long *ver, int *corrupt,
     nobj = sqlite3_column_int64(st, 2);
     if (app == DSV4Q_RCPT_APP_ID) {
         if (*ver < 0) {
-            dsv4q_errf(err, errlen,
-                           "database %s has receipts schema version %lld; expected 0 to %d",
-                           path, *ver, DSV4Q_RCPT_SCHEMA);
+            dsv4q_errf(err, errlen, "database %s has receipts schema version %lld; expected 0 to %d", path, *ver,
+                       DSV4Q_RCPT_SCHEMA);
             goto done;
         }
         if (*ver > DSV4Q_RCPT_SCHEMA) {
             dsv4q_errf(err, errlen,
-                           "database %s has receipts schema version %lld, newer than this "
-                           "dsv4q %s supports (%d); upgrade dsv4q",
-                           path, *ver, DSV4Q_VERSION, DSV4Q_RCPT_SCHEMA);
+                       "database %s has receipts schema version %lld, newer than this "
+                       "dsv4q %s supports (%d); upgrade dsv4q",
+                       path, *ver, DSV4Q_VERSION, DSV4Q_RCPT_SCHEMA);
             goto done;
         }
         rc = 0;
@@ -483,9 +473,9 @@ static int identify(sqlite3 *db, const char *path, long long *ver, int *corrupt,
         rc = 1;
     } else {
         dsv4q_errf(err, errlen,
-                       "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
-                       "schema objects)",
-                       path, (unsigned long long)app & 0xffffffffULL, nobj);
+                   "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
+                   "schema objects)",
+                   path, (unsigned long long)app & 0xffffffffULL, nobj);
     }
 done:
     sqlite3_finalize(st);
@@ -537,7 +527,7 @@ static int ensure_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
     mode = sqlite3_column_text(st, 0);
     if (!mode || strcmp((const char *)mode, "wal") != 0) {
         dsv4q_errf(err, errlen, "database %s: cannot use WAL journal mode (got %s)", path,
-                       mode ? (const char *)mode : "?");
+                   mode ? (const char *)mode : "?");
         goto done;
     }
     rc = 0;
@@ -637,15 +627,15 @@ static int check_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
         while (b > got && b[-1] != '\n') b--;
         while (a > want && a[-1] != '\n') a--;
         const char *be = strchr(b, '\n'), *ae = strchr(a, '\n');
-        dsv4q_errf(err, errlen, "%s has an unexpected receipts schema (refused: it could run unbounded queries "
-                       "or store what dsv4q does not check): found \"%.*s\" where \"%.*s\" was expected",
-                       path, be ? (int)(be - b) : (int)strlen(b), b, ae ? (int)(ae - a) : (int)strlen(a), a);
+        dsv4q_errf(err, errlen,
+                   "%s has an unexpected receipts schema (refused: it could run unbounded queries "
+                   "or store what dsv4q does not check): found \"%.*s\" where \"%.*s\" was expected",
+                   path, be ? (int)(be - b) : (int)strlen(b), b, ae ? (int)(ae - a) : (int)strlen(a), a);
         goto done;
     }
     rc = 0;
 done:
-    if (rc && err && errlen && !err[0])
-        dsv4q_errf(err, errlen, "database %s: cannot check its schema", path);
+    if (rc && err && errlen && !err[0]) dsv4q_errf(err, errlen, "database %s: cannot check its schema", path);
     free(want);
     free(got);
     sqlite3_close(ref);
@@ -666,15 +656,14 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
     if (!path || !*path)
         path = dsv4q_receipts_default_db();
     if (!create && stat(path, &sb) != 0) {
-        dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path, strerror(errno));
         goto done;
     }
     src = sqlite3_open_v2(path, &db,
                           SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), NULL);
     if (src != SQLITE_OK) {
         dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path,
-                       db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+                   db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
         goto done;
     }
     sqlite3_extended_result_codes(db, 1);
@@ -721,7 +710,7 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
         else snprintf(dir, sizeof dir, "%.*s", (int)(sl - db_path), db_path);
         if (access(dir, W_OK | X_OK) != 0) {
             dsv4q_errf(err, errlen, "cannot create receipts database %s: directory %s: %s", db_path, dir,
-                           strerror(errno));
+                       strerror(errno));
             return -1;
         }
         return 0;
@@ -730,8 +719,10 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
         return -1;
     int rc = 0;
     if (sqlite3_db_readonly(db, "main") == 1) {
-        dsv4q_errf(err, errlen, "receipts database %s is read-only: no receipt could be stored "
-                       "(use --db or DSV4Q_DB for a writable one)", db_path);
+        dsv4q_errf(err, errlen,
+                   "receipts database %s is read-only: no receipt could be stored "
+                   "(use --db or DSV4Q_DB for a writable one)",
+                   db_path);
         rc = -1;
     }
     sqlite3_close(db);
@@ -757,8 +748,7 @@ static char *hex_field(const char *v, const char *what, char *err, size_t errlen
     if (!v)
         v = "";
     if (*v && !dsv4q_rcpt_is_hex(v, DSV4Q_SHA256_HEX)) {
-        dsv4q_errf(err, errlen, "%s must be empty or 64 hex digits (SHA-256), got \"%.80s\"",
-                       what, v);
+        dsv4q_errf(err, errlen, "%s must be empty or 64 hex digits (SHA-256), got \"%.80s\"", what, v);
         return NULL;
     }
     p = strdup(v);
@@ -774,8 +764,7 @@ static char *hex_field(const char *v, const char *what, char *err, size_t errlen
 static char *text_field(const char *v, char *err, size_t errlen)
 {
     char *p = strdup(v ? v : "");
-    if (!p)
-        dsv4q_errf(err, errlen, "out of memory");
+    if (!p) dsv4q_errf(err, errlen, "out of memory");
     return p;
 }
 
@@ -789,13 +778,13 @@ static int fill_row(dsv4q_rcpt_row *row, const dsv4q_receipt *r, const char *key
     int i, rc = -1;
 
     if (!in_list(r->kind, kinds, sizeof kinds / sizeof *kinds)) {
-        dsv4q_errf(err, errlen, "receipt kind \"%s\" is not one of: %s",
-                       r->kind ? r->kind : "(null)", DSV4Q_RECEIPT_KINDS);
+        dsv4q_errf(err, errlen, "receipt kind \"%s\" is not one of: %s", r->kind ? r->kind : "(null)",
+                   DSV4Q_RECEIPT_KINDS);
         goto done;
     }
     if (!in_list(r->verdict, verdicts, sizeof verdicts / sizeof *verdicts)) {
-        dsv4q_errf(err, errlen, "receipt verdict \"%s\" is not one of: %s",
-                       r->verdict ? r->verdict : "(null)", DSV4Q_RECEIPT_VERDICTS);
+        dsv4q_errf(err, errlen, "receipt verdict \"%s\" is not one of: %s", r->verdict ? r->verdict : "(null)",
+                   DSV4Q_RECEIPT_VERDICTS);
         goto done;
     }
     gmtime_r(&now, &tm);
@@ -898,8 +887,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
         }
     } else if (*key_path) {
         lr = dsv4q_rcpt_load_secret(key_path, sk, pk, err, errlen);
-        if (lr == 1)
-            dsv4q_errf(err, errlen, "no signing key at %s", key_path);
+        if (lr == 1) dsv4q_errf(err, errlen, "no signing key at %s", key_path);
         if (lr != 0)
             goto done;
         have_key = 1;

@@ -75,8 +75,7 @@ void dsv4q_rcpt_row_free(dsv4q_rcpt_row *r);
 /* Receipt `id` of an open database (db_path names it in messages): 0 with
  * *r loaded, 1 if there is no such receipt ("no receipt N in PATH"), -1 on
  * any other error; err set unless 0. The caller frees *r (also after 1). */
-int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err,
-                       size_t errlen);
+int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err, size_t errlen);
 
 /* Canonical re-serialization of a JSON text (R3): NULL or "" -> "null",
  * else parse (any value, duplicate keys rejected) and dump with

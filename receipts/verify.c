@@ -238,8 +238,7 @@ static int read_failed(sqlite3 *db, int src, const char *db_path, FILE *report,
             sqlite3_errmsg(db));
         return 1;
     }
-    dsv4q_errf(err, errlen, "database %s: reading receipts failed: %s", db_path,
-                   sqlite3_errmsg(db));
+    dsv4q_errf(err, errlen, "database %s: reading receipts failed: %s", db_path, sqlite3_errmsg(db));
     return -1;
 }
 
@@ -383,15 +382,15 @@ static json_t *row_to_json(const dsv4q_rcpt_row *row, char *err, size_t errlen)
         if (dsv4q_rcpt_fields[i].is_json) {
             v = json_loads(row->f[i], JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
             if (!v) {
-                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)",
-                               row->id, dsv4q_rcpt_fields[i].name, je.text);
+                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)", row->id,
+                           dsv4q_rcpt_fields[i].name, je.text);
                 goto done;
             }
         } else {
             v = json_string(row->f[i]);
             if (!v) {
-                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid UTF-8",
-                               row->id, dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid UTF-8", row->id,
+                           dsv4q_rcpt_fields[i].name);
                 goto done;
             }
         }
@@ -426,8 +425,7 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
         goto done;
     if (dsv4q_rcpt_open(db_path, 0, &db, NULL, err, errlen))
         goto done;
-    if (dsv4q_rcpt_row_get(db, db_path, id, &row, err, errlen))
-        goto done;
+    if (dsv4q_rcpt_row_get(db, db_path, id, &row, err, errlen)) goto done;
     if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)) ||
         !(rec = row_to_json(&row, err, errlen)))
         goto done;
@@ -435,9 +433,8 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
         if (strcmp(k.id, row.f[RF_SIGNER_KEY_ID]) == 0)
             sodium_bin2hex(pkhex, sizeof pkhex, k.pk, sizeof k.pk);
         else if (k.mode == KEY_STRICT) {
-            dsv4q_errf(err, errlen,
-                           "public key %s (key id %s) did not sign receipt %lld (signer %s)",
-                           k.path, k.id, id, row.f[RF_SIGNER_KEY_ID]);
+            dsv4q_errf(err, errlen, "public key %s (key id %s) did not sign receipt %lld (signer %s)", k.path, k.id, id,
+                       row.f[RF_SIGNER_KEY_ID]);
             goto done;
         }
     }
@@ -496,14 +493,12 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
         goto done;
     doc = json_loads(json_text ? json_text : "", JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
-        dsv4q_errf(err, errlen, "export is not valid JSON (line %d column %d: %s)", je.line,
-                       je.column, je.text);
+        dsv4q_errf(err, errlen, "export is not valid JSON (line %d column %d: %s)", je.line, je.column, je.text);
         goto done;
     }
     fmt = jstr(doc, "format");
     if (!fmt || strcmp(fmt, EXPORT_FORMAT) != 0) {
-        dsv4q_errf(err, errlen, "not a dsv4q receipt export (format is not \"%s\")",
-                       EXPORT_FORMAT);
+        dsv4q_errf(err, errlen, "not a dsv4q receipt export (format is not \"%s\")", EXPORT_FORMAT);
         goto done;
     }
     rec = json_object_get(doc, "receipt");
@@ -517,8 +512,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     }
     v = json_object_get(rec, "v");
     if (!json_is_integer(v) || json_integer_value(v) != DSV4Q_RCPT_CANON_V) {
-        dsv4q_errf(err, errlen, "export has an unsupported canonical version (want %d)",
-                       DSV4Q_RCPT_CANON_V);
+        dsv4q_errf(err, errlen, "export has an unsupported canonical version (want %d)", DSV4Q_RCPT_CANON_V);
         goto done;
     }
     v = json_object_get(rec, "id");

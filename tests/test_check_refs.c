@@ -46,8 +46,10 @@ static int run(char *out, size_t n, const char *env)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-#define ASSERT_HAS(s, needle) \
-    do { if (!strstr((s), (needle))) fail_msg("output lacks '%s':\n%s", (needle), (s)); } while (0)
+#define ASSERT_HAS(s, needle)                                                                                          \
+    do {                                                                                                               \
+        if (!strstr((s), (needle))) fail_msg("output lacks '%s':\n%s", (needle), (s));                                 \
+    } while (0)
 
 static void finds_each_kind_and_passes_when_fixed(void **state)
 {

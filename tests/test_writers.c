@@ -38,8 +38,10 @@ static int teardown(void **state)
     return tinyfix_remove(root);
 }
 
-#define ASSERT_HAS(s, needle) \
-    do { if (!strstr((s), (needle))) fail_msg("'%s' lacks '%s'", (s), (needle)); } while (0)
+#define ASSERT_HAS(s, needle)                                                                                          \
+    do {                                                                                                               \
+        if (!strstr((s), (needle))) fail_msg("'%s' lacks '%s'", (s), (needle));                                        \
+    } while (0)
 
 /* Nothing in dir but the names listed (NULL-terminated): no temporaries. */
 static void assert_only(const char *dir, const char *const *names)
@@ -187,10 +189,8 @@ static void rng_bits_are_the_published_ones(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(safetensors_writer_honours_fault),
-        cmocka_unit_test(synth_honours_fault),
-        cmocka_unit_test(golden_record_honours_fault),
-        cmocka_unit_test(junit_honours_fault),
+        cmocka_unit_test(safetensors_writer_honours_fault), cmocka_unit_test(synth_honours_fault),
+        cmocka_unit_test(golden_record_honours_fault),      cmocka_unit_test(junit_honours_fault),
         cmocka_unit_test(rng_bits_are_the_published_ones),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -73,23 +73,32 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
     const char *f = c->file;
     for (int i = 0; required_meta[i]; i++)
         if (!dsv4q_st_meta(c->st, required_meta[i]))
-            return dsv4q_errf(err, errlen, "capture %s: __metadata__ lacks \"%s\" (required: dsv4q_capture_version, "
-                        "checkpoint_sha256, position, token_ids, engine, engine_version, profile; see "
-                        "docs/captures.md)", f, required_meta[i]);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: __metadata__ lacks \"%s\" (required: dsv4q_capture_version, "
+                              "checkpoint_sha256, position, token_ids, engine, engine_version, profile; see "
+                              "docs/captures.md)",
+                              f, required_meta[i]);
     const char *ver = dsv4q_st_meta(c->st, "dsv4q_capture_version");
     if (strcmp(ver, DSV4Q_CAPTURE_VERSION))
-        return dsv4q_errf(err, errlen, "capture %s: dsv4q_capture_version \"%s\" is not supported (this dsv4q reads \"%s\")",
-                    f, ver, DSV4Q_CAPTURE_VERSION);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: dsv4q_capture_version \"%s\" is not supported (this dsv4q reads \"%s\")", f, ver,
+                          DSV4Q_CAPTURE_VERSION);
     if (parse_position(dsv4q_st_meta(c->st, "position"), &c->pos))
-        return dsv4q_errf(err, errlen, "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
-                    "position of the call)", f, dsv4q_st_meta(c->st, "position"));
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
+                          "position of the call)",
+                          f, dsv4q_st_meta(c->st, "position"));
     if (c->pos >= dsv4q_run_max_seq_len(cfg))
-        return dsv4q_errf(err, errlen, "capture %s: metadata position %ld is past the model's max_seq_len %ld "
-                    "(original_seq_len x rope_factor)", f, c->pos, dsv4q_run_max_seq_len(cfg));
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata position %ld is past the model's max_seq_len %ld "
+                          "(original_seq_len x rope_factor)",
+                          f, c->pos, dsv4q_run_max_seq_len(cfg));
     const char *ck = dsv4q_st_meta(c->st, "checkpoint_sha256"), *wk = dsv4q_st_meta(c->st, "weights_sha256");
     if (!is_hex64(ck))
-        return dsv4q_errf(err, errlen, "capture %s: metadata checkpoint_sha256 must be 64 lowercase hex digits (SHA-256 of "
-                    "the checkpoint's config.json)", f);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata checkpoint_sha256 must be 64 lowercase hex digits (SHA-256 of "
+                          "the checkpoint's config.json)",
+                          f);
     if (wk && !is_hex64(wk))
         return dsv4q_errf(err, errlen, "capture %s: metadata weights_sha256 must be 64 lowercase hex digits", f);
     json_error_t je;
@@ -109,14 +118,16 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->vocab_size) {
             json_decref(ids);
             return dsv4q_errf(err, errlen, "capture %s: token_ids[%ld] must be an integer token id in [0, %d)", f, i,
-                        cfg->vocab_size);
+                              cfg->vocab_size);
         }
         c->ids[i] = (int32_t)json_integer_value(v);
     }
     json_decref(ids);
     if (c->pos > 0 && c->s != 1)
-        return dsv4q_errf(err, errlen, "capture %s: a call at position %ld is a decode step and has exactly one token "
-                    "(token_ids has %ld); only the prefill (position 0) has several", f, c->pos, c->s);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: a call at position %ld is a decode step and has exactly one token "
+                          "(token_ids has %ld); only the prefill (position 0) has several",
+                          f, c->pos, c->s);
     const char *eng = dsv4q_st_meta(c->st, "engine"), *ev = dsv4q_st_meta(c->st, "engine_version");
     const char *prof = dsv4q_st_meta(c->st, "profile"), *bd = dsv4q_st_meta(c->st, "boundary");
     /* no silent truncation: a value longer than its field is refused as such */
@@ -125,8 +136,9 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         {"profile", prof, sizeof cap->profile}, {"boundary", bd, sizeof cap->boundary}};
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].v && strlen(lim[i].v) >= lim[i].cap)
-            return dsv4q_errf(err, errlen, "capture %s: metadata %s is %zu bytes, longer than the %zu this dsv4q accepts",
-                        f, lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata %s is %zu bytes, longer than the %zu this dsv4q accepts", f,
+                              lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
     if (first) {
         snprintf(cap->engine, sizeof cap->engine, "%s", eng);
         snprintf(cap->engine_version, sizeof cap->engine_version, "%s", ev);
@@ -135,8 +147,9 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         snprintf(cap->checkpoint_sha256, sizeof cap->checkpoint_sha256, "%s", ck);
         snprintf(cap->weights_sha256, sizeof cap->weights_sha256, "%s", wk ? wk : "");
         if (dsv4q_profile_set(prof, &cap->bs))
-            return dsv4q_errf(err, errlen, "capture %s: metadata profile \"%s\" is not a profile (source, model, qat, exact)",
-                        f, prof);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata profile \"%s\" is not a profile (source, model, qat, exact)", f,
+                              prof);
         char e2[512];
         if (cap->boundary[0] && dsv4q_boundary_apply(&cap->bs, cap->boundary, e2, sizeof e2))
             return dsv4q_errf(err, errlen, "capture %s: metadata boundary: %s", f, e2);
@@ -148,8 +161,10 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         {"weights_sha256", cap->weights_sha256, wk ? wk : ""}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (strcmp(same[i].a, same[i].b))
-            return dsv4q_errf(err, errlen, "capture %s: metadata %s \"%s\" differs from \"%s\" in %s (all calls of a capture "
-                        "come from one engine run)", f, same[i].name, same[i].b, same[i].a, cap->calls[0].file);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata %s \"%s\" differs from \"%s\" in %s (all calls of a capture "
+                              "come from one engine run)",
+                              f, same[i].name, same[i].b, same[i].a, cap->calls[0].file);
     return 0;
 }
 
@@ -165,11 +180,12 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
             return dsv4q_errf(err, errlen, "capture %s: %s", c->file, e2);
         if (layer >= cfg->n_layers)
             return dsv4q_errf(err, errlen, "capture %s: tensor %s: layer %d is outside the model's %d layers", c->file,
-                        t->name, layer, cfg->n_layers);
+                              t->name, layer, cfg->n_layers);
         if (t->dtype != DSV4Q_DT_F64 && t->dtype != DSV4Q_DT_F32 && t->dtype != DSV4Q_DT_BF16 &&
             t->dtype != DSV4Q_DT_F16)
-            return dsv4q_errf(err, errlen, "capture %s: tensor %s has dtype %s; stage tensors are F64, F32, BF16 or F16",
-                        c->file, t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?");
+            return dsv4q_errf(err, errlen,
+                              "capture %s: tensor %s has dtype %s; stage tensors are F64, F32, BF16 or F16", c->file,
+                              t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?");
         const dsv4q_stage_info *si = dsv4q_stage_get(st);
         const dsv4q_stage_tensor *ts = io ? &si->out[ti] : &si->in[ti];
         int64_t want[DSV4Q_STAGE_MAX_DIM];
@@ -186,8 +202,10 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
                 snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", k ? ", " : "", (long long)want[k]);
             strcat(exp, "]");
             dsv4q_stage_shape_str(ts, NULL, sym, sizeof sym);
-            return dsv4q_errf(err, errlen, "capture %s: tensor %s has shape %s, expected %s (%s with s = %ld tokens of "
-                        "this call)", c->file, t->name, got, exp, sym, c->s);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: tensor %s has shape %s, expected %s (%s with s = %ld tokens of "
+                              "this call)",
+                              c->file, t->name, got, exp, sym, c->s);
         }
     }
     return 0;
@@ -224,10 +242,16 @@ static int list_files(const char *path, char ***names, int *n, char *err, size_t
         if (stat(full, &sb) || !S_ISREG(sb.st_mode)) continue;
         if (*n == cap) {
             char **nn = realloc(*names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!nn) { closedir(d); return dsv4q_errf(err, errlen, "out of memory"); }
+            if (!nn) {
+                closedir(d);
+                return dsv4q_errf(err, errlen, "out of memory");
+            }
             *names = nn;
         }
-        if (!((*names)[*n] = strdup(full))) { closedir(d); return dsv4q_errf(err, errlen, "out of memory"); }
+        if (!((*names)[*n] = strdup(full))) {
+            closedir(d);
+            return dsv4q_errf(err, errlen, "out of memory");
+        }
         (*n)++;
     }
     closedir(d);
@@ -249,7 +273,10 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
     if (list_files(path, &names, &n, err, errlen)) goto out;
     c->calls = calloc((size_t)n, sizeof *c->calls);
     listing = malloc((size_t)n * 4200 + 1);
-    if (!c->calls || !listing) { dsv4q_errf(err, errlen, "out of memory"); goto out; }
+    if (!c->calls || !listing) {
+        dsv4q_errf(err, errlen, "out of memory");
+        goto out;
+    }
     size_t ln = 0;
     for (int i = 0; i < n; i++) {
         dsv4q_capture_call *k = &c->calls[i];
@@ -263,7 +290,10 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
         if (read_meta(c, k, i == 0, cfg, err, errlen) || check_tensors(k, cfg, err, errlen)) goto out;
         c->ntensors += (long)dsv4q_st_count(k->st);
         if (k->pos + k->s > c->max_pos) c->max_pos = k->pos + k->s;
-        if (dsv4q_sha256_hex_file(names[i], hex, e2, sizeof e2)) { dsv4q_errf(err, errlen, "%s", e2); goto out; }
+        if (dsv4q_sha256_hex_file(names[i], hex, e2, sizeof e2)) {
+            dsv4q_errf(err, errlen, "%s", e2);
+            goto out;
+        }
         const char *base = strrchr(names[i], '/');
         ln += (size_t)snprintf(listing + ln, 4200, "%s  %s\n", hex, base ? base + 1 : names[i]);
     }
@@ -272,17 +302,21 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
     for (int i = 1; i < c->ncalls; i++)
         if (c->calls[i].pos == c->calls[i - 1].pos) {
             dsv4q_errf(err, errlen, "capture %s and %s: both are the call at position %ld", c->calls[i - 1].file,
-                 c->calls[i].file, c->calls[i].pos);
+                       c->calls[i].file, c->calls[i].pos);
             goto out;
         }
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
-        dsv4q_errf(err, errlen, "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "
-             "the capture was written for another checkpoint", c->calls[0].file, c->checkpoint_sha256, config_sha);
+        dsv4q_errf(err, errlen,
+                   "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "
+                   "the capture was written for another checkpoint",
+                   c->calls[0].file, c->checkpoint_sha256, config_sha);
         goto out;
     }
     if (weights_sha && weights_sha[0] && c->weights_sha256[0] && strcmp(weights_sha, c->weights_sha256)) {
-        dsv4q_errf(err, errlen, "capture %s: weights_sha256 %.16s... does not match the model's weight files (%.16s...): "
-             "the capture was written for other weights", c->calls[0].file, c->weights_sha256, weights_sha);
+        dsv4q_errf(err, errlen,
+                   "capture %s: weights_sha256 %.16s... does not match the model's weight files (%.16s...): "
+                   "the capture was written for other weights",
+                   c->calls[0].file, c->weights_sha256, weights_sha);
         goto out;
     }
     *out = c;
@@ -345,13 +379,18 @@ int dsv4q_capture_clear(const char *dir, char *err, size_t errlen)
     while ((de = readdir(d))) {
         if (ends_with(de->d_name, ".safetensors") && !is_call_file(de->d_name)) {
             closedir(d);
-            return dsv4q_errf(err, errlen, "%s holds %s, which is not a capture call file: a capture directory holds only "
-                        "its calls (replay reads every .safetensors in it)", dir, de->d_name);
+            return dsv4q_errf(err, errlen,
+                              "%s holds %s, which is not a capture call file: a capture directory holds only "
+                              "its calls (replay reads every .safetensors in it)",
+                              dir, de->d_name);
         }
         if (is_call_file(de->d_name)) {   /* a previous capture's call: replaced */
             char p[4400];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            if (unlink(p)) { closedir(d); return dsv4q_errf(err, errlen, "cannot remove %s: %s", p, strerror(errno)); }
+            if (unlink(p)) {
+                closedir(d);
+                return dsv4q_errf(err, errlen, "cannot remove %s: %s", p, strerror(errno));
+            }
         }
     }
     closedir(d);
@@ -379,8 +418,8 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
         for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
             if (lim[i].v && strlen(lim[i].v) >= lim[i].cap) {
                 free(w);
-                return dsv4q_errf(err, errlen, "capture: %s is %zu bytes, longer than the %zu a capture records", lim[i].key,
-                            strlen(lim[i].v), lim[i].cap - 1);
+                return dsv4q_errf(err, errlen, "capture: %s is %zu bytes, longer than the %zu a capture records",
+                                  lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
             }
     }
     snprintf(w->engine, sizeof w->engine, "%s", info->engine);
@@ -488,7 +527,7 @@ int dsv4q_capture_writer_meta(dsv4q_capture_writer *w, const char *key, const ch
     if (i == 8) return dsv4q_errf(err, errlen, "capture: more than 8 extra metadata keys (adding %s)", key);
     if (strlen(key) >= sizeof w->extra[i][0] || strlen(value) >= sizeof w->extra[i][1])
         return dsv4q_errf(err, errlen, "capture: metadata %s is longer than the %zu bytes a capture records", key,
-                    sizeof w->extra[i][1] - 1);
+                          sizeof w->extra[i][1] - 1);
     snprintf(w->extra[i][0], sizeof w->extra[i][0], "%s", key);
     snprintf(w->extra[i][1], sizeof w->extra[i][1], "%s", value);
     if (i == w->nextra) w->nextra++;
