@@ -5,8 +5,8 @@
  * ULP distance counts). base/ is the bottom layer: it includes only libc
  * and jansson, never a project header.
  *
- * Callers use these names as they are (no local alias such as a `fail`
- * macro), so a grep for dsv4q_errf finds every error site of the tree.
+ * Call them by these names, never through a local alias macro (`#define
+ * fail dsv4q_errf`): a grep for dsv4q_errf then finds every error site.
  */
 #ifndef DSV4Q_BASE_UTIL_H
 #define DSV4Q_BASE_UTIL_H
