@@ -119,6 +119,7 @@ endif
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh
 	@sh scripts/gen-ops.sh --check
+	@sh scripts/check-refs.sh
 	@DSV4Q_TEST_BUILD=$(BUILD) ./tests/run_all.sh $(TESTS) $(PY_TESTS)
 
 demo: $(BIN)

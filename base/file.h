@@ -1,5 +1,12 @@
 /* base/file.h - the project's only ways to read a whole file or publish one.
  *
+ * Every output dsv4q publishes goes through the atomic writer below: CLI
+ * result files, safetensors files (io/safetensors_write.c: captures, `run
+ * --out`, synthetic checkpoints), goldens, JUnit reports (tests/test_writers.c
+ * injects a failure into each). The one file created otherwise is a signing
+ * key (receipts/keys.c): created with O_EXCL, never replaced (R13), which is
+ * the opposite of publishing over a destination.
+ *
  * Owns three rules every reader and writer of dsv4q follows (docs/robustness.md):
  *  - A path is opened with O_NONBLOCK and fstat'd before anything else, and
  *    anything but a regular file (FIFO, socket, device such as /dev/zero,

@@ -5,9 +5,8 @@
  * ULP distance counts). base/ is the bottom layer: it includes only libc
  * and jansson, never a project header.
  *
- * Before this file each helper had 3-5 private copies (harness/capture/capture.c,
- * goldens/golden.c, io/{safetensors,config,synth}.c, cli/common.c,
- * harness/{qualify,replay,qualify_model,isolate}.c, ...).
+ * Call them by these names, never through a local alias macro (`#define
+ * fail dsv4q_errf`): a grep for dsv4q_errf then finds every error site.
  */
 #ifndef DSV4Q_BASE_UTIL_H
 #define DSV4Q_BASE_UTIL_H

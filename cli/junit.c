@@ -2,10 +2,10 @@
  * junit.c - JUnit XML report writer (see junit.h). Each suite's cases are
  * buffered in memory because the suite element carries their counts.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/file.h"
 #include "cli/junit.h"
 
 typedef struct suite {
@@ -109,11 +109,11 @@ int dsv4q_junit_close(dsv4q_junit *j, char *err, size_t errlen)
     int rc = 0;
     suite *c = cur(j);
     if (c && c->f) { fclose(c->f); c->f = NULL; }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", j->path);
-    FILE *f = fopen(tmp, "w");
+    dsv4q_aout out;
+    char ferr[600];
+    FILE *f = dsv4q_aout_open(&out, j->path, ferr, sizeof ferr);
     if (!f) {
-        snprintf(err, errlen, "--junit %s: cannot write: %s", j->path, strerror(errno));
+        snprintf(err, errlen, "--junit %s", ferr);
         rc = -1;
     } else {
         int t = 0, fl = 0, e = 0, s = 0;
@@ -135,9 +135,8 @@ int dsv4q_junit_close(dsv4q_junit *j, char *err, size_t errlen)
             fputs("  </testsuite>\n", f);
         }
         fputs("</testsuites>\n", f);
-        if (fclose(f) != 0 || rename(tmp, j->path) != 0) {
-            snprintf(err, errlen, "--junit %s: cannot write: %s", j->path, strerror(errno));
-            remove(tmp);
+        if (dsv4q_aout_commit(&out, ferr, sizeof ferr)) {   /* every stdio error checked; no file on failure */
+            snprintf(err, errlen, "--junit %s", ferr);
             rc = -1;
         }
     }

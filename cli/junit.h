@@ -9,8 +9,9 @@
  * <error> or <skipped> child; counts (tests, failures, errors, skipped) on
  * every suite and on the root. Text is XML-escaped; control characters
  * other than tab/newline are dropped (XML 1.0 cannot carry them). The file
- * is written to PATH.tmp and renamed on close, so a reader never sees a
- * half-written report.
+ * is published on close by base/file.h's atomic writer (a temporary beside
+ * it, fsync, rename; "-" is standard output), so a reader never sees a
+ * half-written report and a full disk leaves no file.
  */
 #ifndef DSV4Q_CLI_JUNIT_H
 #define DSV4Q_CLI_JUNIT_H

@@ -1,5 +1,6 @@
 /*
- * gates.c - gate file parser and the bound rule (see gates.h).
+ * gates.c - the gate file parser and the default gate file (see gates.h);
+ * the bound rule itself is harness/measure/verdict.c's (dsv4q_judge).
  *
  * Strict by design: a typo in a gate file (an op or metric name, "flor")
  * must be an error, not a silently ungated metric, because an ungated

@@ -43,8 +43,10 @@
 int dsv4q_gates_parse(dsv4q_gates *g, const char *text, const char *origin, char *err, size_t errlen);
 /* Read and parse a gate file. */
 int dsv4q_gates_load(dsv4q_gates *g, const char *path, char *err, size_t errlen);
-/* Path of the default gate file: $DSV4Q_GATES, else gates/default.json
- * next to the working directory, else the copy compiled into the binary. */
+/* Load the default gate file: $DSV4Q_GATES, else gates/default.json in the
+ * working directory, else ../gates/default.json beside the binary (a
+ * build/dsv4q run from anywhere). No copy is compiled in: with none of the
+ * three, -1 and a message asking for --gates FILE. */
 int dsv4q_gates_default(dsv4q_gates *g, char *err, size_t errlen);
 
 #endif

@@ -2,20 +2,21 @@
  * golden.h - compressed reference outputs of the oracle ("goldens") and the
  * bit-exact check against them.
  *
- * Owns: the table of golden cases (one per operator plus a whole-model
- * `tiny` run), the deterministic inputs of each case, the payload format
+ * Owns: the table of golden cases (the operator cases plus two whole-model
+ * runs on `tiny`), the deterministic inputs of each case, the payload format
  * (one safetensors image per case, tensors `{width}.{profile}.{output}`,
  * zlib-compressed to goldens/data/{case}.st.zz), the manifest
  * (goldens/MANIFEST.json: SHA-256 of every UNCOMPRESSED payload and a
- * description of its inputs), recording, and checking.
+ * description of its inputs), recording, and checking. Which file of
+ * goldens/ does which: goldens/payload.h.
  *
  * Invariants (docs/goldens.md):
  *  G1. A case's payload is a function of the oracle source and the case key
  *      only: inputs come from a counter-based generator keyed by the case
- *      key (splitmix64 over FNV-1a), built with integer arithmetic, exact
- *      power-of-two scaling and oracle/dmath.h; no OS entropy, no libm, no
- *      timestamps, no thread-count dependence. Recording twice gives the
- *      same bytes.
+ *      key (splitmix64 over FNV-1a, base/rng.h), built with integer
+ *      arithmetic, exact power-of-two scaling, oracle/dmath.h and IEEE sqrt
+ *      (correctly rounded); no other libm, no OS entropy, no timestamps, no
+ *      thread-count dependence. Recording twice gives the same bytes.
  *  G2. Every case runs at both widths (f32, f64) and all four profiles
  *      (source, model, qat, exact), whether or not the operator has a
  *      boundary; the payload metadata says which profiles gave identical

@@ -1,10 +1,11 @@
 /*
- * config.c - DeepSeek V4 hyper-parameters: parse, validate, built-ins, emit.
+ * config.c - DeepSeek V4 hyper-parameters: parse, validate, emit.
  *
  * Owns: the mapping from both config.json dialects (inference/model.py
  * ModelArgs keys and Hugging Face keys) onto dsv4q_config, the rules a
- * config must satisfy before any operator sees it, the built-in configs, and
- * the canonical inference-style serialisation.
+ * config must satisfy before any operator sees it, and the canonical
+ * inference-style serialisation. The built-in configs are config.json texts
+ * in io/config_builtin.c, parsed here like any file.
  * Refuses: to guess. A field present under both spellings must agree; a
  * field of the wrong type or out of range is an error naming the key as it
  * was written; a required field has no default. Unknown keys are ignored
@@ -45,7 +46,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
-#define cfg_fail dsv4q_errf   /* base/util.h */
 
 #define CFG_MAX_MTP 8   /* compress_ratios holds DSV4Q_MAX_LAYERS + 8 entries */
 
@@ -189,7 +189,7 @@ static int cfg_get2(const json_t *root, const char *key, const char *hf, const j
         char ra[48], rb[48];
         cfg_render(a, ra, sizeof ra);
         cfg_render(b, rb, sizeof rb);
-        return cfg_fail(err, errlen, "%s: field '%s' (%s) and '%s' (%s) disagree", origin, key, ra, hf, rb);
+        return dsv4q_errf(err, errlen, "%s: field '%s' (%s) and '%s' (%s) disagree", origin, key, ra, hf, rb);
     }
     return 0;
 }
@@ -218,7 +218,7 @@ static int cfg_int(const json_t *v, const char *used, cfg_range rg, int *out, co
 bad:;
     char r[48];
     cfg_render(v, r, sizeof r);
-    return cfg_fail(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
+    return dsv4q_errf(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
 }
 
 static int cfg_dbl(const json_t *v, const char *used, cfg_range rg, double *out, const char *origin,
@@ -234,7 +234,7 @@ static int cfg_dbl(const json_t *v, const char *used, cfg_range rg, double *out,
     }
     char r[48];
     cfg_render(v, r, sizeof r);
-    return cfg_fail(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
+    return dsv4q_errf(err, errlen, "%s: field '%s' must be %s, got %s", origin, used, what, r);
 }
 
 /* A string field: returns the string, or NULL + error if not a string. */
@@ -244,7 +244,7 @@ static const char *cfg_str(const json_t *v, const char *used, const char *origin
         return json_string_value(v);
     char r[48];
     cfg_render(v, r, sizeof r);
-    cfg_fail(err, errlen, "%s: field '%s' must be a string, got %s", origin, used, r);
+    dsv4q_errf(err, errlen, "%s: field '%s' must be a string, got %s", origin, used, r);
     return NULL;
 }
 
@@ -278,23 +278,22 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
     int hf_fp8 = 0, hf_ue8m0 = 0;
     if (qc) {
         if (!json_is_object(qc))
-            return cfg_fail(err, errlen, "%s: field 'quantization_config' must be an object", origin);
+            return dsv4q_errf(err, errlen, "%s: field 'quantization_config' must be an object", origin);
         const json_t *fmt = cfg_lookup(root, "quantization_config.fmt");
         const json_t *qm = cfg_lookup(root, "quantization_config.quant_method");
         if (fmt) {
             if (!(s = cfg_str(fmt, "quantization_config.fmt", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "e4m3") != 0)
-                return cfg_fail(err, errlen, "%s: field 'quantization_config.fmt' must be \"e4m3\", got \"%s\"",
-                                origin, s);
+                return dsv4q_errf(err, errlen, "%s: field 'quantization_config.fmt' must be \"e4m3\", got \"%s\"",
+                                  origin, s);
         }
         if (qm) {
             if (!(s = cfg_str(qm, "quantization_config.quant_method", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "fp8") != 0)
-                return cfg_fail(err, errlen,
-                                "%s: field 'quantization_config.quant_method' must be \"fp8\", got \"%s\"",
-                                origin, s);
+                return dsv4q_errf(
+                    err, errlen, "%s: field 'quantization_config.quant_method' must be \"fp8\", got \"%s\"", origin, s);
         }
         hf_fp8 = 1;
         const json_t *sf = cfg_lookup(root, "quantization_config.scale_fmt");
@@ -302,9 +301,9 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
             if (!(s = cfg_str(sf, "quantization_config.scale_fmt", origin, err, errlen)))
                 return -1;
             if (strcmp(s, "ue8m0") != 0)
-                return cfg_fail(err, errlen,
-                                "%s: field 'quantization_config.scale_fmt' must be \"ue8m0\" or null, got \"%s\"",
-                                origin, s);
+                return dsv4q_errf(err, errlen,
+                                  "%s: field 'quantization_config.scale_fmt' must be \"ue8m0\" or null, got \"%s\"",
+                                  origin, s);
             hf_ue8m0 = 1;
         }
     }
@@ -314,10 +313,10 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(dt, "dtype", origin, err, errlen)))
             return -1;
         if (parse_wdt(s, 0, &c->dtype) != 0)
-            return cfg_fail(err, errlen, "%s: field 'dtype' must be \"bf16\" or \"fp8\", got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen, "%s: field 'dtype' must be \"bf16\" or \"fp8\", got \"%s\"", origin, s);
         if (qc && c->dtype != DSV4Q_WDT_FP8)
-            return cfg_fail(err, errlen, "%s: field 'dtype' (\"%s\") and 'quantization_config' (fp8) disagree",
-                            origin, s);
+            return dsv4q_errf(err, errlen, "%s: field 'dtype' (\"%s\") and 'quantization_config' (fp8) disagree",
+                              origin, s);
     } else {
         c->dtype = hf_fp8 ? DSV4Q_WDT_FP8 : DSV4Q_WDT_BF16;
     }
@@ -327,8 +326,10 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(ed, "expert_dtype", origin, err, errlen)))
             return -1;
         if (parse_wdt(s, 1, &c->expert_dtype) != 0)
-            return cfg_fail(err, errlen, "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
-                            "got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen,
+                              "%s: field 'expert_dtype' must be \"fp4\", \"fp8\", \"bf16\" or null, "
+                              "got \"%s\"",
+                              origin, s);
     } else {
         c->expert_dtype = c->dtype;   /* null / absent: same as dtype */
     }
@@ -339,7 +340,7 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
         if (!(s = cfg_str(sf, "scale_fmt", origin, err, errlen)))
             return -1;
         if (strcmp(s, "ue8m0") != 0)
-            return cfg_fail(err, errlen, "%s: field 'scale_fmt' must be \"ue8m0\" or null, got \"%s\"", origin, s);
+            return dsv4q_errf(err, errlen, "%s: field 'scale_fmt' must be \"ue8m0\" or null, got \"%s\"", origin, s);
         ue8m0 = 1;
     }
     const json_t *sd = cfg_lookup(root, "scale_dtype");
@@ -357,22 +358,25 @@ static int parse_precision(dsv4q_config *c, const json_t *root, const char *orig
 static int parse_ratios(dsv4q_config *c, const json_t *root, const char *origin, char *err, size_t errlen)
 {
     const json_t *v = cfg_lookup(root, "compress_ratios");
-    if (!v)
-        return cfg_fail(err, errlen, "%s: missing required field 'compress_ratios'", origin);
+    if (!v) return dsv4q_errf(err, errlen, "%s: missing required field 'compress_ratios'", origin);
     if (!json_is_array(v))
-        return cfg_fail(err, errlen, "%s: field 'compress_ratios' must be an array of integers", origin);
+        return dsv4q_errf(err, errlen, "%s: field 'compress_ratios' must be an array of integers", origin);
     size_t n = json_array_size(v);
     size_t want = (size_t)c->n_layers + (size_t)c->n_mtp_layers;
     if (n != want && !(n == (size_t)c->n_layers && c->n_mtp_layers > 0))
-        return cfg_fail(err, errlen, "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
-                        "n_mtp_layers = %zu", origin, n, want);
+        return dsv4q_errf(err, errlen,
+                          "%s: field 'compress_ratios' has %zu entries, expected n_layers + "
+                          "n_mtp_layers = %zu",
+                          origin, n, want);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT_MAX) {
             char r[48];
             cfg_render(e, r, sizeof r);
-            return cfg_fail(err, errlen, "%s: field 'compress_ratios' entry %zu must be a non-negative "
-                            "integer, got %s", origin, i, r);
+            return dsv4q_errf(err, errlen,
+                              "%s: field 'compress_ratios' entry %zu must be a non-negative "
+                              "integer, got %s",
+                              origin, i, r);
         }
         c->compress_ratios[i] = (int)json_integer_value(e);
     }
@@ -397,9 +401,9 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (!v) {
             if (f->required)
-                return f->hf ? cfg_fail(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')",
-                                        origin, f->key, f->hf)
-                             : cfg_fail(err, errlen, "%s: missing required field '%s'", origin, f->key);
+                return f->hf ? dsv4q_errf(err, errlen, "%s: missing required field '%s' (Hugging Face: '%s')", origin,
+                                          f->key, f->hf)
+                             : dsv4q_errf(err, errlen, "%s: missing required field '%s'", origin, f->key);
             continue;
         }
         void *dst = (char *)c + f->off;
@@ -413,7 +417,7 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
     const json_t *rs = cfg_lookup(root, "rope_scaling");
     if (rs) {
         if (!json_is_object(rs))
-            return cfg_fail(err, errlen, "%s: field 'rope_scaling' must be an object or null", origin);
+            return dsv4q_errf(err, errlen, "%s: field 'rope_scaling' must be an object or null", origin);
         const char *tk = cfg_lookup(root, "rope_scaling.type") ? "rope_scaling.type" : "rope_scaling.rope_type";
         const json_t *ty = cfg_lookup(root, tk);
         if (ty) {
@@ -421,7 +425,7 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             if (!s)
                 return -1;
             if (strcmp(s, "yarn") != 0 && strcmp(s, "deepseek_yarn") != 0)
-                return cfg_fail(err, errlen, "%s: field '%s' must be \"yarn\", got \"%s\"", origin, tk, s);
+                return dsv4q_errf(err, errlen, "%s: field '%s' must be \"yarn\", got \"%s\"", origin, tk, s);
         }
     }
 
@@ -435,17 +439,19 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
             return -1;
         if (strlen(s) >= sizeof c->score_func ||
             (strcmp(s, "sqrtsoftplus") != 0 && strcmp(s, "softmax") != 0 && strcmp(s, "sigmoid") != 0))
-            return cfg_fail(err, errlen, "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
-                            "got \"%s\"", origin, used, s);
+            return dsv4q_errf(err, errlen,
+                              "%s: field '%s' must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\", "
+                              "got \"%s\"",
+                              origin, used, s);
         snprintf(c->score_func, sizeof c->score_func, "%s", s);
     }
 
     if (c->n_layers > DSV4Q_MAX_LAYERS)
-        return cfg_fail(err, errlen, "%s: field 'n_layers' is %d, at most %d supported",
-                        origin, c->n_layers, DSV4Q_MAX_LAYERS);
+        return dsv4q_errf(err, errlen, "%s: field 'n_layers' is %d, at most %d supported", origin, c->n_layers,
+                          DSV4Q_MAX_LAYERS);
     if (c->n_mtp_layers > CFG_MAX_MTP)
-        return cfg_fail(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported",
-                        origin, c->n_mtp_layers, CFG_MAX_MTP);
+        return dsv4q_errf(err, errlen, "%s: field 'n_mtp_layers' is %d, at most %d supported", origin, c->n_mtp_layers,
+                          CFG_MAX_MTP);
     if (parse_ratios(c, root, origin, err, errlen) != 0)
         return -1;
     return parse_precision(c, root, origin, err, errlen);
@@ -454,30 +460,26 @@ static int cfg_parse_root(dsv4q_config *c, const json_t *root, const char *origi
 int dsv4q_config_parse(dsv4q_config *cfg, const char *json, const char *origin, char *err, size_t errlen)
 {
     const char *o = origin && origin[0] ? origin : "config";
-    if (!json)
-        return cfg_fail(err, errlen, "%s: no JSON text", o);
+    if (!json) return dsv4q_errf(err, errlen, "%s: no JSON text", o);
     json_error_t je;
     json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return cfg_fail(err, errlen, "%s: invalid JSON (line %d, column %d): %s", o, je.line, je.column, je.text);
+        return dsv4q_errf(err, errlen, "%s: invalid JSON (line %d, column %d): %s", o, je.line, je.column, je.text);
     int rc;
-    if (!json_is_object(root))
-        rc = cfg_fail(err, errlen, "%s: top level is not a JSON object", o);
+    if (!json_is_object(root)) rc = dsv4q_errf(err, errlen, "%s: top level is not a JSON object", o);
     else
         rc = cfg_parse_root(cfg, root, o, err, errlen);
     json_decref(root);
     if (rc != 0)
         return -1;
     char verr[384];
-    if (dsv4q_config_validate(cfg, verr, sizeof verr) != 0)
-        return cfg_fail(err, errlen, "%s: %s", o, verr);
+    if (dsv4q_config_validate(cfg, verr, sizeof verr) != 0) return dsv4q_errf(err, errlen, "%s: %s", o, verr);
     return 0;
 }
 
 int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t errlen)
 {
-    if (!path)
-        return cfg_fail(err, errlen, "config: NULL path");
+    if (!path) return dsv4q_errf(err, errlen, "config: NULL path");
     char *text;
     size_t len;
     if (dsv4q_file_read_all(path, "config", DSV4Q_LIMIT_CONFIG, &text, &len, err, errlen) != 0)
@@ -493,7 +495,10 @@ int dsv4q_config_load(dsv4q_config *cfg, const char *path, char *err, size_t err
 /* ------------------------------------------------------------------------ */
 /* validate                                                                  */
 
-#define VREQ(cond, ...) do { if (!(cond)) return cfg_fail(err, errlen, __VA_ARGS__); } while (0)
+#define VREQ(cond, ...)                                                                                                \
+    do {                                                                                                               \
+        if (!(cond)) return dsv4q_errf(err, errlen, __VA_ARGS__);                                                      \
+    } while (0)
 
 static int is_pow2(int x)
 {
@@ -502,8 +507,7 @@ static int is_pow2(int x)
 
 int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
 {
-    if (!c)
-        return cfg_fail(err, errlen, "config: NULL");
+    if (!c) return dsv4q_errf(err, errlen, "config: NULL");
     /* positivity / ranges of every table field */
     for (size_t i = 0; i < NFIELDS; i++) {
         const cfg_field *f = &FIELDS[i];
@@ -579,238 +583,6 @@ int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
              c->moe_inter_dim, e);
     }
     return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* built-ins                                                                 */
-
-static void set_ratios(dsv4q_config *c, const int *r, int n)
-{
-    for (int i = 0; i < n; i++)
-        c->compress_ratios[i] = r[i];
-    c->n_compress_ratios = n;
-}
-
-/* Common to every built-in: the Flash/Pro values of the knobs that do not
- * change with size. */
-static void builtin_common(dsv4q_config *c, const char *name)
-{
-    cfg_defaults(c);
-    snprintf(c->name, sizeof c->name, "%s", name);
-    c->n_shared_experts = 1;
-    snprintf(c->score_func, sizeof c->score_func, "%s", "sqrtsoftplus");
-    c->swiglu_limit = 10.0;
-    c->norm_eps = 1e-6;
-    c->rope_theta = 10000.0;
-    c->compress_rope_theta = 160000.0;
-    c->original_seq_len = 65536;
-    c->rope_factor = 16.0;
-    c->beta_fast = 32.0;
-    c->beta_slow = 1.0;
-    c->hc_mult = 4;
-    c->hc_sinkhorn_iters = 20;
-    c->hc_eps = 1e-6;
-    c->dtype = DSV4Q_WDT_FP8;
-    c->expert_dtype = DSV4Q_WDT_FP4;
-    c->scale_ue8m0 = 1;
-}
-
-static void builtin_tiny(dsv4q_config *c, const char *name)
-{
-    static const int r[] = { 0, 4, 128, 4, 0, /* MTP */ 0 };
-    builtin_common(c, name);
-    c->vocab_size = 1024;
-    c->dim = 256;
-    c->moe_inter_dim = 128;
-    c->n_layers = 5;
-    c->n_hash_layers = 1;
-    c->n_mtp_layers = 1;
-    c->n_heads = 4;
-    c->n_routed_experts = 8;
-    c->n_activated_experts = 2;
-    c->route_scale = 1.5;
-    c->q_lora_rank = 128;
-    c->head_dim = 128;
-    c->rope_head_dim = 64;
-    c->o_groups = 2;
-    c->o_lora_rank = 128;
-    c->window_size = 16;
-    c->index_n_heads = 4;
-    c->index_head_dim = 128;
-    c->index_topk = 8;
-    set_ratios(c, r, 6);
-}
-
-static void builtin_flash_slice(dsv4q_config *c)
-{
-    static const int r[] = { 0, 4, 128 };
-    builtin_common(c, "flash-slice");
-    c->vocab_size = 8192;
-    c->dim = 4096;
-    c->moe_inter_dim = 2048;
-    c->n_layers = 3;
-    c->n_hash_layers = 1;
-    c->n_mtp_layers = 0;
-    c->n_heads = 64;
-    c->n_routed_experts = 16;
-    c->n_activated_experts = 6;
-    c->route_scale = 1.5;
-    c->q_lora_rank = 1024;
-    c->head_dim = 512;
-    c->rope_head_dim = 64;
-    c->o_groups = 8;
-    c->o_lora_rank = 1024;
-    c->window_size = 128;
-    c->index_n_heads = 64;
-    c->index_head_dim = 128;
-    c->index_topk = 512;
-    set_ratios(c, r, 3);
-}
-
-/* spec/configs/deepseek-v4-flash.json, number for number. */
-static void builtin_flash(dsv4q_config *c)
-{
-    static const int r[44] = {
-        0, 0, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128,
-        4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 0
-    };
-    builtin_common(c, "flash");
-    c->vocab_size = 129280;
-    c->dim = 4096;
-    c->moe_inter_dim = 2048;
-    c->n_layers = 43;
-    c->n_hash_layers = 3;
-    c->n_mtp_layers = 1;
-    c->n_heads = 64;
-    c->n_routed_experts = 256;
-    c->n_shared_experts = 1;
-    c->n_activated_experts = 6;
-    c->route_scale = 1.5;
-    c->swiglu_limit = 10.0;
-    c->q_lora_rank = 1024;
-    c->head_dim = 512;
-    c->rope_head_dim = 64;
-    c->o_groups = 8;
-    c->o_lora_rank = 1024;
-    c->window_size = 128;
-    c->original_seq_len = 65536;
-    c->rope_theta = 10000;
-    c->rope_factor = 16;
-    c->beta_fast = 32;
-    c->beta_slow = 1;
-    c->index_n_heads = 64;
-    c->index_head_dim = 128;
-    c->index_topk = 512;
-    c->hc_mult = 4;
-    c->hc_sinkhorn_iters = 20;
-    c->hc_eps = 1e-06;
-    c->norm_eps = 1e-06;
-    c->dtype = DSV4Q_WDT_FP8;
-    c->scale_ue8m0 = 1;
-    c->expert_dtype = DSV4Q_WDT_FP4;
-    c->compress_rope_theta = 160000;
-    set_ratios(c, r, 44);
-}
-
-/* spec/configs/deepseek-v4-pro.json, number for number. */
-static void builtin_pro(dsv4q_config *c)
-{
-    static const int r[62] = {
-        128, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128,
-        4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128,
-        4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 0
-    };
-    builtin_common(c, "pro");
-    c->vocab_size = 129280;
-    c->dim = 7168;
-    c->moe_inter_dim = 3072;
-    c->n_layers = 61;
-    c->n_hash_layers = 3;
-    c->n_mtp_layers = 1;
-    c->n_heads = 128;
-    c->n_routed_experts = 384;
-    c->n_shared_experts = 1;
-    c->n_activated_experts = 6;
-    c->route_scale = 2.5;
-    c->swiglu_limit = 10.0;
-    c->q_lora_rank = 1536;
-    c->head_dim = 512;
-    c->rope_head_dim = 64;
-    c->o_groups = 16;
-    c->o_lora_rank = 1024;
-    c->window_size = 128;
-    c->original_seq_len = 65536;
-    c->rope_theta = 10000;
-    c->rope_factor = 16;
-    c->beta_fast = 32;
-    c->beta_slow = 1;
-    c->index_n_heads = 64;
-    c->index_head_dim = 128;
-    c->index_topk = 1024;
-    c->hc_mult = 4;
-    c->hc_sinkhorn_iters = 20;
-    c->hc_eps = 1e-6;
-    c->norm_eps = 1e-6;
-    c->dtype = DSV4Q_WDT_FP8;
-    c->scale_ue8m0 = 1;
-    c->expert_dtype = DSV4Q_WDT_FP4;
-    c->compress_rope_theta = 160000;
-    set_ratios(c, r, 62);
-}
-
-/* The shape of reference-cases/pub_tiny/config.json (BF16 regime). */
-static void builtin_pub_tiny_like(dsv4q_config *c)
-{
-    static const int r[] = { 0, 0, 4, 128, 4 };
-    builtin_common(c, "pub-tiny-like");
-    c->vocab_size = 512;
-    c->dim = 128;
-    c->moe_inter_dim = 64;
-    c->n_layers = 5;
-    c->n_hash_layers = 2;
-    c->n_mtp_layers = 0;
-    c->n_heads = 2;
-    c->n_routed_experts = 4;
-    c->n_activated_experts = 2;
-    c->route_scale = 1.5;
-    c->q_lora_rank = 64;
-    c->head_dim = 128;
-    c->rope_head_dim = 64;
-    c->o_groups = 2;
-    c->o_lora_rank = 32;
-    c->window_size = 8;
-    c->index_n_heads = 8;
-    c->index_head_dim = 128;
-    c->index_topk = 4;
-    c->dtype = DSV4Q_WDT_BF16;
-    c->expert_dtype = DSV4Q_WDT_BF16;
-    c->scale_ue8m0 = 1;
-    set_ratios(c, r, 5);
-}
-
-int dsv4q_config_builtin(dsv4q_config *cfg, const char *name, char *err, size_t errlen)
-{
-    if (!cfg || !name)
-        return cfg_fail(err, errlen, "config: NULL argument");
-    if (strcmp(name, "tiny") == 0) {
-        builtin_tiny(cfg, "tiny");
-    } else if (strcmp(name, "tiny-bf16") == 0) {
-        builtin_tiny(cfg, "tiny-bf16");
-        cfg->dtype = DSV4Q_WDT_BF16;
-        cfg->expert_dtype = DSV4Q_WDT_BF16;
-    } else if (strcmp(name, "flash-slice") == 0) {
-        builtin_flash_slice(cfg);
-    } else if (strcmp(name, "flash") == 0) {
-        builtin_flash(cfg);
-    } else if (strcmp(name, "pro") == 0) {
-        builtin_pro(cfg);
-    } else if (strcmp(name, "pub-tiny-like") == 0) {
-        builtin_pub_tiny_like(cfg);
-    } else {
-        return cfg_fail(err, errlen, "config: unknown built-in '%s' (known: tiny, tiny-bf16, flash-slice, "
-                        "flash, pro, pub-tiny-like)", name);
-    }
-    return dsv4q_config_validate(cfg, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ */

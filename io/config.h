@@ -27,8 +27,12 @@ int dsv4q_config_parse(dsv4q_config *cfg, const char *json, const char *origin,
  * 64-blocks, dim % 128 for FP8, powers of two for Hadamard, ratios in
  * {0,4,128}, ...). Returns 0 or -1 with a message naming the field. */
 int dsv4q_config_validate(const dsv4q_config *cfg, char *err, size_t errlen);
-/* Built-in config by name ("tiny", "flash-slice", "pub-tiny-like"); -1 if unknown. */
+/* Built-in config by name (tiny, tiny-bf16, flash-slice, flash, pro,
+ * pub-tiny-like; io/config_builtin.c): its config.json text, parsed by
+ * dsv4q_config_parse. 0, or -1 with err (an unknown name lists the known). */
 int dsv4q_config_builtin(dsv4q_config *cfg, const char *name, char *err, size_t errlen);
+/* The config.json text of a built-in (static storage), or NULL if unknown. */
+const char *dsv4q_config_builtin_json(const char *name);
 /* Serialize as inference-style config.json text (malloc'd, caller frees). */
 char *dsv4q_config_to_json(const dsv4q_config *cfg);
 

@@ -1,11 +1,11 @@
 /*
- * safetensors.c - strict reader (mmap) and deterministic writer for the
- * safetensors container.
+ * safetensors.c - the strict reader (mmap) of the safetensors container;
+ * its invariants S1..S7 are io/safetensors.h's, the writer is
+ * io/safetensors_write.c.
  *
  * Owns: mapping checkpoint files, proving their headers well-formed, the
- * sorted tensor table every loader reads, sharded checkpoints
- * (model.safetensors.index.json), and the one writer dsv4q uses for goldens
- * and synthetic checkpoints.
+ * sorted tensor table every loader reads, and sharded checkpoints
+ * (model.safetensors.index.json).
  * Refuses: to hand out a pointer it has not bounds-checked. Every byte range
  * is checked against the mapped size before any byte of it is touched, so a
  * corrupt or hostile file yields -1 and a message naming the file and the
@@ -14,28 +14,6 @@
  * trailing bytes in the data section, overlapping ranges, header length past
  * the file, size != numel * dtype size. An oracle that loads a file the
  * ecosystem would reject (or vice versa) qualifies nothing.
- *
- * DESIGN NOTES (invariants; tests cite them as S1..S7)
- *  S1. Lazy: open maps files and parses headers only; tensor bytes are the
- *      mapping (MAP_PRIVATE, PROT_READ) and are paged in on first touch.
- *  S2. Every tensor satisfies 0 <= begin <= end <= data_len and
- *      end - begin == numel * dtype_size (I8 included: an I8 tensor holding
- *      packed E2M1 pairs has the byte shape [out, in/2] in the file).
- *  S3. Within a file the ranges, sorted by begin, tile [0, data_len) exactly:
- *      no overlap, no hole, no trailing byte (the crate's rule: it prevents
- *      polyglot files and makes the file a function of its header).
- *  S4. Tensor names are unique across all shards; the table is in strcmp
- *      order, so find() is a binary search and at(i) is name order.
- *  S5. A sharded reader holds exactly the tensors of its weight_map, each in
- *      the shard the index names.
- *  S6. The writer is deterministic: header keys are "__metadata__" (its keys
- *      in name order) then the tensors in name order; data is laid out by element size (8, 4, 2, 1
- *      bytes) then name, so every tensor starts at a multiple of its element
- *      size; the header is padded with spaces so data starts at a multiple
- *      of 8 from the file start. Same tensors + metadata => same bytes (and
- *      SHA-256), which is what lets goldens be pinned.
- *  S7. The writer never leaves a partial file at `path`: it writes
- *      `path.tmp.XXXXXX` in the same directory, fsyncs, then rename()s.
  *
  * Lifecycle of a reader:
  *     open -> [map files] -> [parse + validate headers] -> sorted table
@@ -61,15 +39,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/util.h"
-#define st_fail dsv4q_errf   /* base/util.h */
 
 #define ST_MAX_HEADER   100000000u   /* the crate's MAX_HEADER_SIZE */
 #define ST_INDEX_NAME   "model.safetensors.index.json"
 #define ST_SUFFIX       ".safetensors"
-
-/* ------------------------------------------------------------------------ */
-/* errors                                                                    */
-
 
 /* ------------------------------------------------------------------------ */
 /* reader state                                                              */
@@ -160,23 +133,20 @@ static int st_map(st_file *f, char *err, size_t errlen)
     struct stat sb;
     char ferr[400];
     int fd = dsv4q_file_open_read(f->path, "safetensors file", &sb, ferr, sizeof ferr);
-    if (fd < 0)
-        return st_fail(err, errlen, "safetensors: %s", ferr);
+    if (fd < 0) return dsv4q_errf(err, errlen, "safetensors: %s", ferr);
     if (sb.st_size < 8) {
         close(fd);
-        return st_fail(err, errlen,
-                       "safetensors: %s: file is %lld bytes, shorter than the 8-byte header length",
-                       f->path, (long long)sb.st_size);
+        return dsv4q_errf(err, errlen, "safetensors: %s: file is %lld bytes, shorter than the 8-byte header length",
+                          f->path, (long long)sb.st_size);
     }
     if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX) {
         close(fd);
-        return st_fail(err, errlen, "safetensors: %s: file too large to map", f->path);
+        return dsv4q_errf(err, errlen, "safetensors: %s: file too large to map", f->path);
     }
     void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);   /* the mapping keeps the file alive */
-    if (p == MAP_FAILED)
-        return st_fail(err, errlen, "safetensors: %s: mmap failed: %s", f->path, strerror(e));
+    if (p == MAP_FAILED) return dsv4q_errf(err, errlen, "safetensors: %s: mmap failed: %s", f->path, strerror(e));
     f->base = p;
     f->size = (size_t)sb.st_size;
     f->mapped = 1;
@@ -325,20 +295,19 @@ static json_t *st_parse_json(const char *text, size_t n, const char *file, const
         if (json_error_code(&je) == json_error_duplicate_key) {
             char key[256];
             if (js_find_dup_key(text, n, key, sizeof key))
-                st_fail(err, errlen, "safetensors: %s: duplicate tensor name '%s' in %s",
-                        file, key, what);
+                dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' in %s", file, key, what);
             else
-                st_fail(err, errlen, "safetensors: %s: duplicate key in %s (line %d, column %d): %s",
-                        file, what, je.line, je.column, je.text);
+                dsv4q_errf(err, errlen, "safetensors: %s: duplicate key in %s (line %d, column %d): %s", file, what,
+                           je.line, je.column, je.text);
         } else {
-            st_fail(err, errlen, "safetensors: %s: %s is not valid UTF-8 JSON (line %d, column %d, byte %d): %s",
-                    file, what, je.line, je.column, je.position, je.text);
+            dsv4q_errf(err, errlen, "safetensors: %s: %s is not valid UTF-8 JSON (line %d, column %d, byte %d): %s",
+                       file, what, je.line, je.column, je.position, je.text);
         }
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        st_fail(err, errlen, "safetensors: %s: %s is not a JSON object", file, what);
+        dsv4q_errf(err, errlen, "safetensors: %s: %s is not a JSON object", file, what);
         return NULL;
     }
     return root;
@@ -365,74 +334,67 @@ static int st_parse_entry(dsv4q_st *st, size_t fi, const char *name, const json_
 {
     const char *file = st->files[fi].path;
     if (!json_is_object(e))
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': entry is not an object", file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': entry is not an object", file, name);
 
     const json_t *jdt = json_object_get(e, "dtype");
     const json_t *jsh = json_object_get(e, "shape");
     const json_t *jof = json_object_get(e, "data_offsets");
-    if (!jdt)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': missing \"dtype\"", file, name);
-    if (!jsh)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': missing \"shape\"", file, name);
-    if (!jof)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': missing \"data_offsets\"", file, name);
+    if (!jdt) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"dtype\"", file, name);
+    if (!jsh) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"shape\"", file, name);
+    if (!jof) return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': missing \"data_offsets\"", file, name);
 
     if (!json_is_string(jdt))
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': \"dtype\" is not a string", file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"dtype\" is not a string", file, name);
     dsv4q_dtype dt = dsv4q_dtype_from_name(json_string_value(jdt));
     size_t esz = dsv4q_dtype_size(dt);
     if (dt == DSV4Q_DT_INVALID || esz == 0)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': unknown dtype '%s'",
-                       file, name, json_string_value(jdt));
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': unknown dtype '%s'", file, name,
+                          json_string_value(jdt));
 
     if (!json_is_array(jsh))
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': \"shape\" is not an array", file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"shape\" is not an array", file, name);
     size_t nd = json_array_size(jsh);
     if (nd > DSV4Q_ST_MAX_DIMS)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': %zu dimensions, at most %d supported",
-                       file, name, nd, DSV4Q_ST_MAX_DIMS);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': %zu dimensions, at most %d supported", file, name,
+                          nd, DSV4Q_ST_MAX_DIMS);
     int64_t shape[DSV4Q_ST_MAX_DIMS];
     int64_t numel = 1;
     for (size_t d = 0; d < nd; d++) {
         const json_t *v = json_array_get(jsh, d);
         if (json_is_integer(v) && json_integer_value(v) < 0)
-            return st_fail(err, errlen, "safetensors: %s: tensor '%s': negative dimension %lld at axis %zu",
-                           file, name, (long long)json_integer_value(v), d);
+            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': negative dimension %lld at axis %zu", file,
+                              name, (long long)json_integer_value(v), d);
         if (!js_nonneg_int(v, &shape[d]))
-            return st_fail(err, errlen, "safetensors: %s: tensor '%s': shape[%zu] is not an integer",
-                           file, name, d);
+            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': shape[%zu] is not an integer", file, name, d);
         if (shape[d] != 0 && numel > INT64_MAX / shape[d])
-            return st_fail(err, errlen, "safetensors: %s: tensor '%s': element count overflows", file, name);
+            return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': element count overflows", file, name);
         numel *= shape[d];
     }
 
     if (!json_is_array(jof) || json_array_size(jof) != 2)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': \"data_offsets\" is not a [begin, end] pair",
-                       file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': \"data_offsets\" is not a [begin, end] pair",
+                          file, name);
     int64_t b, en;
     if (!js_nonneg_int(json_array_get(jof, 0), &b) || !js_nonneg_int(json_array_get(jof, 1), &en))
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': data_offsets must be non-negative integers",
-                       file, name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets must be non-negative integers", file,
+                          name);
     if (en < b)
-        return st_fail(err, errlen, "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] end before begin",
-                       file, name, (long long)b, (long long)en);
+        return dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] end before begin", file,
+                          name, (long long)b, (long long)en);
     if ((uint64_t)en > data_len)
-        return st_fail(err, errlen,
-                       "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] out of the file "
-                       "(data section is %llu bytes; truncated file?)",
-                       file, name, (long long)b, (long long)en, (unsigned long long)data_len);
+        return dsv4q_errf(err, errlen,
+                          "safetensors: %s: tensor '%s': data_offsets [%lld, %lld] out of the file "
+                          "(data section is %llu bytes; truncated file?)",
+                          file, name, (long long)b, (long long)en, (unsigned long long)data_len);
     if ((uint64_t)numel > UINT64_MAX / esz || (uint64_t)(en - b) != (uint64_t)numel * esz)
-        return st_fail(err, errlen,
-                       "safetensors: %s: tensor '%s': %lld bytes in data_offsets but shape x %s needs %llu",
-                       file, name, (long long)(en - b), json_string_value(jdt),
-                       (unsigned long long)((uint64_t)numel * esz));
+        return dsv4q_errf(
+            err, errlen, "safetensors: %s: tensor '%s': %lld bytes in data_offsets but shape x %s needs %llu", file,
+            name, (long long)(en - b), json_string_value(jdt), (unsigned long long)((uint64_t)numel * esz));
 
     dsv4q_st_tensor *t = st_push_tensor(st);
-    if (!t)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", file);
+    if (!t) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
     t->name = strdup(name);
-    if (!t->name)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", file);
+    if (!t->name) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
     st->n++;
     t->dtype = dt;
     t->ndim = (int)nd;
@@ -468,23 +430,24 @@ static int st_check_tiling(const char *file, st_range *rg, size_t n, uint64_t da
     const char *prev = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rg[i].begin < pos)
-            return st_fail(err, errlen,
-                           "safetensors: %s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' (ends at %llu)",
-                           file, rg[i].name, (unsigned long long)rg[i].begin,
-                           (unsigned long long)rg[i].end, prev ? prev : "?", (unsigned long long)pos);
+            return dsv4q_errf(
+                err, errlen,
+                "safetensors: %s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' (ends at %llu)", file,
+                rg[i].name, (unsigned long long)rg[i].begin, (unsigned long long)rg[i].end, prev ? prev : "?",
+                (unsigned long long)pos);
         if (rg[i].begin > pos)
-            return st_fail(err, errlen,
-                           "safetensors: %s: tensor '%s': data_offsets begin at %llu, leaving bytes [%llu, %llu) "
-                           "of the data section to no tensor",
-                           file, rg[i].name, (unsigned long long)rg[i].begin,
-                           (unsigned long long)pos, (unsigned long long)rg[i].begin);
+            return dsv4q_errf(err, errlen,
+                              "safetensors: %s: tensor '%s': data_offsets begin at %llu, leaving bytes [%llu, %llu) "
+                              "of the data section to no tensor",
+                              file, rg[i].name, (unsigned long long)rg[i].begin, (unsigned long long)pos,
+                              (unsigned long long)rg[i].begin);
         pos = rg[i].end;
         prev = rg[i].name;
     }
     if (pos != data_len)
-        return st_fail(err, errlen,
-                       "safetensors: %s: data section is %llu bytes but tensors cover %llu (trailing bytes)",
-                       file, (unsigned long long)data_len, (unsigned long long)pos);
+        return dsv4q_errf(err, errlen,
+                          "safetensors: %s: data section is %llu bytes but tensors cover %llu (trailing bytes)", file,
+                          (unsigned long long)data_len, (unsigned long long)pos);
     return 0;
 }
 
@@ -494,20 +457,21 @@ static int st_parse_file(dsv4q_st *st, size_t fi, char *err, size_t errlen)
     st_file *f = &st->files[fi];
     const char *file = f->path;
     if (f->size < 8)
-        return st_fail(err, errlen, "safetensors: %s: image is %zu bytes, shorter than the 8-byte header length",
-                       file, f->size);
+        return dsv4q_errf(err, errlen, "safetensors: %s: image is %zu bytes, shorter than the 8-byte header length",
+                          file, f->size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | f->base[i];
     if (hlen > (uint64_t)(f->size - 8))
-        return st_fail(err, errlen, "safetensors: %s: header length %llu exceeds the %zu bytes after it "
-                       "(file size %zu; truncated file?)",
-                       file, (unsigned long long)hlen, f->size - 8, f->size);
+        return dsv4q_errf(err, errlen,
+                          "safetensors: %s: header length %llu exceeds the %zu bytes after it "
+                          "(file size %zu; truncated file?)",
+                          file, (unsigned long long)hlen, f->size - 8, f->size);
     if (hlen > ST_MAX_HEADER)
-        return st_fail(err, errlen, "safetensors: %s: header length %llu exceeds the %u-byte limit",
-                       file, (unsigned long long)hlen, ST_MAX_HEADER);
+        return dsv4q_errf(err, errlen, "safetensors: %s: header length %llu exceeds the %u-byte limit", file,
+                          (unsigned long long)hlen, ST_MAX_HEADER);
     if (hlen < 2 || f->base[8] != '{')
-        return st_fail(err, errlen, "safetensors: %s: header does not start with '{'", file);
+        return dsv4q_errf(err, errlen, "safetensors: %s: header does not start with '{'", file);
 
     json_t *root = st_parse_json((const char *)f->base + 8, (size_t)hlen, file, "header", err, errlen);
     if (!root)
@@ -519,7 +483,7 @@ static int st_parse_file(dsv4q_st *st, size_t fi, char *err, size_t errlen)
     st_range *rg = malloc((json_object_size(root) + 1) * sizeof *rg);
     int rc = -1;
     if (!rg) {
-        st_fail(err, errlen, "safetensors: %s: out of memory", file);
+        dsv4q_errf(err, errlen, "safetensors: %s: out of memory", file);
         goto done;
     }
     const char *key;
@@ -527,15 +491,15 @@ static int st_parse_file(dsv4q_st *st, size_t fi, char *err, size_t errlen)
     json_object_foreach(root, key, val) {
         if (strcmp(key, "__metadata__") == 0) {
             if (!json_is_object(val) && !json_is_null(val)) {
-                st_fail(err, errlen, "safetensors: %s: \"__metadata__\" is not an object", file);
+                dsv4q_errf(err, errlen, "safetensors: %s: \"__metadata__\" is not an object", file);
                 goto done;
             }
             const char *mk;
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
-                    st_fail(err, errlen, "safetensors: %s: \"__metadata__\" value of '%s' is not a string",
-                            file, mk);
+                    dsv4q_errf(err, errlen, "safetensors: %s: \"__metadata__\" value of '%s' is not a string", file,
+                               mk);
                     goto done;
                 }
             }
@@ -577,8 +541,8 @@ static int st_finish(dsv4q_st *st, char *err, size_t errlen)
         qsort(st->t, st->n, sizeof *st->t, cmp_tensor);
     for (size_t i = 1; i < st->n; i++) {
         if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
-            return st_fail(err, errlen, "safetensors: %s: duplicate tensor name '%s' (also in %s)",
-                           st->t[i].file, st->t[i].name, st->t[i - 1].file);
+            return dsv4q_errf(err, errlen, "safetensors: %s: duplicate tensor name '%s' (also in %s)", st->t[i].file,
+                              st->t[i].name, st->t[i - 1].file);
     }
     return 0;
 }
@@ -620,8 +584,7 @@ static char *path_dir(const char *path)
 static int st_open_one(dsv4q_st *st, const char *path, char *err, size_t errlen)
 {
     long fi = st_add_file(st, path);
-    if (fi < 0)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", path);
+    if (fi < 0) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
     if (st_map(&st->files[fi], err, errlen) != 0)
         return -1;
     return st_parse_file(st, (size_t)fi, err, errlen);
@@ -665,13 +628,12 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     char *text = NULL;
     const char **fnames = NULL;
     json_t *root = NULL;
-    if (!dir)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", ipath);
+    if (!dir) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
 
     size_t len = 0;
     char ferr[400];
     if (dsv4q_file_read_all(ipath, "index", DSV4Q_LIMIT_INDEX, &text, &len, ferr, sizeof ferr) != 0) {
-        st_fail(err, errlen, "safetensors: %s", ferr);
+        dsv4q_errf(err, errlen, "safetensors: %s", ferr);
         goto done;
     }
     root = st_parse_json(text, len, ipath, "index", err, errlen);
@@ -679,18 +641,18 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
         goto done;
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm)) {
-        st_fail(err, errlen, "safetensors: %s: index has no \"weight_map\" object", ipath);
+        dsv4q_errf(err, errlen, "safetensors: %s: index has no \"weight_map\" object", ipath);
         goto done;
     }
     size_t nmap = json_object_size(wm);
     if (nmap == 0) {
-        st_fail(err, errlen, "safetensors: %s: index \"weight_map\" is empty", ipath);
+        dsv4q_errf(err, errlen, "safetensors: %s: index \"weight_map\" is empty", ipath);
         goto done;
     }
     /* the distinct shard names, opened in name order */
     fnames = malloc(nmap * sizeof *fnames);
     if (!fnames) {
-        st_fail(err, errlen, "safetensors: %s: out of memory", ipath);
+        dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
         goto done;
     }
     size_t nf = 0;
@@ -699,13 +661,15 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     json_object_foreach(wm, key, val) {
         const char *fn = json_string_value(val);
         if (!fn || !fn[0] || fn[0] == '/') {
-            st_fail(err, errlen, "safetensors: %s: weight_map entry for tensor '%s' is not a relative file name",
-                    ipath, key);
+            dsv4q_errf(err, errlen, "safetensors: %s: weight_map entry for tensor '%s' is not a relative file name",
+                       ipath, key);
             goto done;
         }
         if (name_has_dotdot(fn)) {
-            st_fail(err, errlen, "safetensors: %s: weight_map entry '%s' for tensor '%s' leaves the checkpoint "
-                    "directory (a '..' component); shard files must be inside %s", ipath, fn, key, dir);
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map entry '%s' for tensor '%s' leaves the checkpoint "
+                       "directory (a '..' component); shard files must be inside %s",
+                       ipath, fn, key, dir);
             goto done;
         }
         fnames[nf++] = fn;
@@ -718,7 +682,7 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     for (size_t i = 0; i < uniq; i++) {
         char *p = path_join(dir, fnames[i]);
         if (!p) {
-            st_fail(err, errlen, "safetensors: %s: out of memory", ipath);
+            dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
             goto done;
         }
         struct stat sb;
@@ -731,14 +695,18 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
                     break;
                 }
             }
-            st_fail(err, errlen, "safetensors: %s: weight_map names file '%s' (tensor '%s'), "
-                    "which cannot be opened: %s", ipath, p, who, strerror(errno));
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map names file '%s' (tensor '%s'), "
+                       "which cannot be opened: %s",
+                       ipath, p, who, strerror(errno));
             free(p);
             goto done;
         }
         if (!inside_dir(dir, p)) {   /* a symlink pointing out of the checkpoint */
-            st_fail(err, errlen, "safetensors: %s: weight_map file '%s' resolves outside the checkpoint "
-                    "directory %s (a symlink escape); shard files must be inside it", ipath, fnames[i], dir);
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map file '%s' resolves outside the checkpoint "
+                       "directory %s (a symlink escape); shard files must be inside it",
+                       ipath, fnames[i], dir);
             free(p);
             goto done;
         }
@@ -755,13 +723,15 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
         const char *fn = json_string_value(val);
         char *want = path_join(dir, fn);
         if (!want) {
-            st_fail(err, errlen, "safetensors: %s: out of memory", ipath);
+            dsv4q_errf(err, errlen, "safetensors: %s: out of memory", ipath);
             goto done;
         }
         int ok = t && strcmp(t->file, want) == 0;
         if (!ok)
-            st_fail(err, errlen, "safetensors: %s: weight_map puts tensor '%s' in %s, but that file has "
-                    "no such tensor%s%s", ipath, key, want, t ? "; it is in " : "", t ? t->file : "");
+            dsv4q_errf(err, errlen,
+                       "safetensors: %s: weight_map puts tensor '%s' in %s, but that file has "
+                       "no such tensor%s%s",
+                       ipath, key, want, t ? "; it is in " : "", t ? t->file : "");
         free(want);
         if (!ok)
             goto done;
@@ -769,8 +739,8 @@ static int st_open_index(dsv4q_st *st, const char *ipath, char *err, size_t errl
     if (st->n != nmap) {
         for (size_t i = 0; i < st->n; i++) {
             if (!json_object_get(wm, st->t[i].name)) {
-                st_fail(err, errlen, "safetensors: %s: tensor '%s' in %s is not listed in the index weight_map",
-                        ipath, st->t[i].name, st->t[i].file);
+                dsv4q_errf(err, errlen, "safetensors: %s: tensor '%s' in %s is not listed in the index weight_map",
+                           ipath, st->t[i].name, st->t[i].file);
                 goto done;
             }
         }
@@ -787,8 +757,7 @@ done:
 static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
 {
     char *ipath = path_join(dir, ST_INDEX_NAME);
-    if (!ipath)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", dir);
+    if (!ipath) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
     struct stat sb;
     if (stat(ipath, &sb) == 0 && S_ISREG(sb.st_mode)) {
         int r = st_open_index(st, ipath, err, errlen);
@@ -798,8 +767,7 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
     free(ipath);
 
     DIR *d = opendir(dir);
-    if (!d)
-        return st_fail(err, errlen, "safetensors: %s: cannot open directory: %s", dir, strerror(errno));
+    if (!d) return dsv4q_errf(err, errlen, "safetensors: %s: cannot open directory: %s", dir, strerror(errno));
     size_t cap = 16, n = 0;
     char **names = malloc(cap * sizeof *names);
     int rc = -1;
@@ -819,14 +787,13 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
             n++;
     }
     closedir(d);
-    if (!names)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", dir);
+    if (!names) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
     qsort(names, n, sizeof *names, cmp_str_ptr);
     size_t used = 0;
     for (size_t i = 0; i < n; i++) {
         char *p = path_join(dir, names[i]);
         if (!p) {
-            st_fail(err, errlen, "safetensors: %s: out of memory", dir);
+            dsv4q_errf(err, errlen, "safetensors: %s: out of memory", dir);
             goto done;
         }
         if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -840,8 +807,8 @@ static int st_open_dir(dsv4q_st *st, const char *dir, char *err, size_t errlen)
         used++;
     }
     if (used == 0) {
-        st_fail(err, errlen, "safetensors: %s: directory holds neither %s nor any *%s file",
-                dir, ST_INDEX_NAME, ST_SUFFIX);
+        dsv4q_errf(err, errlen, "safetensors: %s: directory holds neither %s nor any *%s file", dir, ST_INDEX_NAME,
+                   ST_SUFFIX);
         goto done;
     }
     rc = st_finish(st, err, errlen);
@@ -855,15 +822,12 @@ done:
 int dsv4q_st_open(dsv4q_st **out, const char *path, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!path || !path[0])
-        return st_fail(err, errlen, "safetensors: empty path");
+    if (!path || !path[0]) return dsv4q_errf(err, errlen, "safetensors: empty path");
     dsv4q_st *st = st_new();
-    if (!st)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", path);
+    if (!st) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", path);
     struct stat sb;
     int r;
-    if (stat(path, &sb) != 0)
-        r = st_fail(err, errlen, "safetensors: %s: cannot open: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0) r = dsv4q_errf(err, errlen, "safetensors: %s: cannot open: %s", path, strerror(errno));
     else if (S_ISDIR(sb.st_mode))
         r = st_open_dir(st, path, err, errlen);
     else if (ends_with(path, ".json"))
@@ -886,15 +850,13 @@ int dsv4q_st_open_buffer(dsv4q_st **out, const uint8_t *buf, size_t len, const c
 {
     *out = NULL;
     const char *name = origin && origin[0] ? origin : "<buffer>";
-    if (!buf && len > 0)
-        return st_fail(err, errlen, "safetensors: %s: NULL buffer", name);
+    if (!buf && len > 0) return dsv4q_errf(err, errlen, "safetensors: %s: NULL buffer", name);
     dsv4q_st *st = st_new();
-    if (!st)
-        return st_fail(err, errlen, "safetensors: %s: out of memory", name);
+    if (!st) return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", name);
     long fi = st_add_file(st, name);
     if (fi < 0) {
         dsv4q_st_close(st);
-        return st_fail(err, errlen, "safetensors: %s: out of memory", name);
+        return dsv4q_errf(err, errlen, "safetensors: %s: out of memory", name);
     }
     st->files[fi].base = buf;
     st->files[fi].size = len;
@@ -955,403 +917,4 @@ size_t dsv4q_st_nfiles(const dsv4q_st *st)
     return st ? st->nfiles : 0;
 }
 
-const char *dsv4q_st_file(const dsv4q_st *st, size_t i)
-{
-    return st && i < st->nfiles ? st->files[i].path : NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* writer                                                                    */
-
-typedef struct stw_ent {
-    char *name;
-    dsv4q_dtype dt;
-    int ndim;
-    int64_t shape[DSV4Q_ST_MAX_DIMS];
-    uint8_t *data;
-    size_t nbytes;
-    uint64_t begin;        /* filled by the layout */
-} stw_ent;
-
-struct dsv4q_stw {
-    stw_ent *v;
-    size_t n, cap;
-    json_t *meta;          /* object of strings */
-};
-
-dsv4q_stw *dsv4q_stw_new(void)
-{
-    dsv4q_stw *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    w->meta = json_object();
-    if (!w->meta) {
-        free(w);
-        return NULL;
-    }
-    return w;
-}
-
-void dsv4q_stw_free(dsv4q_stw *w)
-{
-    if (!w)
-        return;
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->v[i].name);
-        free(w->v[i].data);
-    }
-    free(w->v);
-    json_decref(w->meta);
-    free(w);
-}
-
-/* An I8 tensor given with its logical E2M1 shape [.., k] and ceil(numel/2)
- * packed bytes is stored with the byte shape [.., k/2] (the layout DeepSeek
- * ships), so the file obeys S2 and reads back as bytes. */
-int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape,
-                  const void *data, size_t nbytes, char *err, size_t errlen)
-{
-    if (!w)
-        return st_fail(err, errlen, "safetensors writer: NULL writer");
-    if (!name || !name[0])
-        return st_fail(err, errlen, "safetensors writer: empty tensor name");
-    if (strcmp(name, "__metadata__") == 0)
-        return st_fail(err, errlen, "safetensors writer: tensor name '__metadata__' is reserved");
-    json_t *probe = json_string(name);
-    if (!probe)
-        return st_fail(err, errlen, "safetensors writer: tensor name is not valid UTF-8");
-    json_decref(probe);
-    size_t esz = dsv4q_dtype_size(dt);
-    if (dt == DSV4Q_DT_INVALID || esz == 0)
-        return st_fail(err, errlen, "safetensors writer: tensor '%s': invalid dtype %d", name, (int)dt);
-    if (ndim < 0 || ndim > DSV4Q_ST_MAX_DIMS || (ndim > 0 && !shape))
-        return st_fail(err, errlen, "safetensors writer: tensor '%s': ndim %d out of [0, %d]",
-                       name, ndim, DSV4Q_ST_MAX_DIMS);
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return st_fail(err, errlen, "safetensors writer: tensor '%s': negative dimension %lld at axis %d",
-                           name, (long long)shape[d], d);
-        if (shape[d] != 0 && numel > INT64_MAX / shape[d])
-            return st_fail(err, errlen, "safetensors writer: tensor '%s': element count overflows", name);
-        numel *= shape[d];
-    }
-    if (nbytes > 0 && !data)
-        return st_fail(err, errlen, "safetensors writer: tensor '%s': NULL data", name);
-
-    int64_t sh[DSV4Q_ST_MAX_DIMS];
-    for (int d = 0; d < ndim; d++)
-        sh[d] = shape[d];
-    if ((uint64_t)numel > SIZE_MAX / esz)
-        return st_fail(err, errlen, "safetensors writer: tensor '%s': byte size overflows", name);
-    size_t want = (size_t)numel * esz;
-    if (nbytes != want) {
-        size_t packed = ((size_t)numel + 1) / 2;
-        if (dt == DSV4Q_DT_I8 && nbytes == packed && ndim >= 1 && sh[ndim - 1] % 2 == 0) {
-            sh[ndim - 1] /= 2;   /* logical E2M1 shape -> byte shape */
-        } else {
-            return st_fail(err, errlen,
-                           "safetensors writer: tensor '%s': %zu bytes given, shape x %s needs %zu",
-                           name, nbytes, dsv4q_dtype_name(dt), want);
-        }
-    }
-
-    if (w->n == w->cap) {
-        size_t nc = w->cap ? 2 * w->cap : 32;
-        stw_ent *nv = realloc(w->v, nc * sizeof *nv);
-        if (!nv)
-            return st_fail(err, errlen, "safetensors writer: tensor '%s': out of memory", name);
-        w->v = nv;
-        w->cap = nc;
-    }
-    stw_ent *e = &w->v[w->n];
-    memset(e, 0, sizeof *e);
-    e->name = strdup(name);
-    e->data = nbytes ? malloc(nbytes) : NULL;
-    if (!e->name || (nbytes && !e->data)) {
-        free(e->name);
-        free(e->data);
-        return st_fail(err, errlen, "safetensors writer: tensor '%s': out of memory", name);
-    }
-    if (nbytes)
-        memcpy(e->data, data, nbytes);
-    e->dt = dt;
-    e->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        e->shape[d] = sh[d];
-    e->nbytes = nbytes;
-    w->n++;
-    return 0;
-}
-
-int dsv4q_stw_meta(dsv4q_stw *w, const char *key, const char *value)
-{
-    if (!w || !key || !value)
-        return -1;
-    json_t *s = json_string(value);
-    if (!s)
-        return -1;
-    return json_object_set_new(w->meta, key, s) == 0 ? 0 : -1;
-}
-
-static int cmp_ent_name(const void *pa, const void *pb)
-{
-    const stw_ent *a = *(const stw_ent *const *)pa, *b = *(const stw_ent *const *)pb;
-    return strcmp(a->name, b->name);
-}
-
-static int cmp_ent_layout(const void *pa, const void *pb)
-{
-    const stw_ent *a = *(const stw_ent *const *)pa, *b = *(const stw_ent *const *)pb;
-    size_t sa = dsv4q_dtype_size(a->dt), sb = dsv4q_dtype_size(b->dt);
-    if (sa != sb)
-        return sa > sb ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
-/* The layout of S6. On success *hdr is the padded header text (hlen bytes,
- * malloc'd), *order the entries in data order (malloc'd), *dlen the data
- * section size. */
-static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, uint64_t *dlen,
-                      const char *path, char *err, size_t errlen)
-{
-    *hdr = NULL;
-    *order = NULL;
-    stw_ent **byname = malloc((w->n + 1) * sizeof *byname);
-    stw_ent **bylay = malloc((w->n + 1) * sizeof *bylay);
-    json_t *root = json_object();
-    char *text = NULL;
-    int rc = -1;
-    if (!byname || !bylay || !root) {
-        st_fail(err, errlen, "safetensors writer: %s: out of memory", path);
-        goto done;
-    }
-    for (size_t i = 0; i < w->n; i++)
-        byname[i] = bylay[i] = &w->v[i];
-    qsort(byname, w->n, sizeof *byname, cmp_ent_name);
-    for (size_t i = 1; i < w->n; i++) {
-        if (strcmp(byname[i - 1]->name, byname[i]->name) == 0) {
-            st_fail(err, errlen, "safetensors writer: %s: duplicate tensor name '%s'", path, byname[i]->name);
-            goto done;
-        }
-    }
-    qsort(bylay, w->n, sizeof *bylay, cmp_ent_layout);
-    uint64_t pos = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        bylay[i]->begin = pos;
-        pos += bylay[i]->nbytes;
-    }
-    int bad = 0;
-    if (json_object_size(w->meta) > 0) {
-        /* metadata keys in strcmp order too, whatever order they were set in */
-        size_t nm = json_object_size(w->meta), k = 0;
-        const char **mk = malloc(nm * sizeof *mk);
-        json_t *meta = json_object();
-        const char *key;
-        json_t *val;
-        if (!mk || !meta) {
-            free((void *)mk);
-            json_decref(meta);
-            st_fail(err, errlen, "safetensors writer: %s: out of memory", path);
-            goto done;
-        }
-        json_object_foreach(w->meta, key, val)
-            mk[k++] = key;
-        qsort(mk, nm, sizeof *mk, cmp_str_ptr);
-        for (k = 0; k < nm; k++)
-            bad |= json_object_set(meta, mk[k], json_object_get(w->meta, mk[k]));
-        bad |= json_object_set_new(root, "__metadata__", meta);
-        free((void *)mk);
-    }
-    for (size_t i = 0; i < w->n && !bad; i++) {
-        const stw_ent *e = byname[i];
-        json_t *ent = json_object(), *shp = json_array(), *off = json_array();
-        if (!ent || !shp || !off) {
-            json_decref(ent);
-            json_decref(shp);
-            json_decref(off);
-            bad = 1;
-            break;
-        }
-        for (int d = 0; d < e->ndim; d++)
-            bad |= json_array_append_new(shp, json_integer((json_int_t)e->shape[d]));
-        bad |= json_array_append_new(off, json_integer((json_int_t)e->begin));
-        bad |= json_array_append_new(off, json_integer((json_int_t)(e->begin + e->nbytes)));
-        bad |= json_object_set_new(ent, "dtype", json_string(dsv4q_dtype_name(e->dt)));
-        bad |= json_object_set_new(ent, "shape", shp);
-        bad |= json_object_set_new(ent, "data_offsets", off);
-        bad |= json_object_set_new(root, e->name, ent);
-    }
-    if (bad) {
-        st_fail(err, errlen, "safetensors writer: %s: out of memory building the header", path);
-        goto done;
-    }
-    text = json_dumps(root, JSON_COMPACT);
-    if (!text) {
-        st_fail(err, errlen, "safetensors writer: %s: out of memory serialising the header", path);
-        goto done;
-    }
-    size_t n = strlen(text);
-    size_t pad = (8 - (8 + n) % 8) % 8;
-    char *padded = realloc(text, n + pad + 1);
-    if (!padded) {
-        st_fail(err, errlen, "safetensors writer: %s: out of memory", path);
-        goto done;
-    }
-    text = padded;
-    memset(text + n, ' ', pad);
-    text[n + pad] = '\0';
-    *hdr = text;
-    text = NULL;
-    *hlen = n + pad;
-    *order = bylay;
-    bylay = NULL;
-    *dlen = pos;
-    rc = 0;
-done:
-    free(text);
-    free(byname);
-    free(bylay);
-    json_decref(root);
-    return rc;
-}
-
-static void le64(uint8_t out[8], uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)(v >> (8 * i));
-}
-
-int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, size_t errlen)
-{
-    *buf = NULL;
-    *len = 0;
-    if (!w)
-        return st_fail(err, errlen, "safetensors writer: NULL writer");
-    char *hdr;
-    size_t hlen;
-    stw_ent **order;
-    uint64_t dlen;
-    if (stw_layout(w, &hdr, &hlen, &order, &dlen, "<buffer>", err, errlen) != 0) {
-        dsv4q_stw_free(w);
-        return -1;
-    }
-    int rc = -1;
-    size_t total = 8 + hlen + (size_t)dlen;
-    uint8_t *b = malloc(total ? total : 1);
-    if (!b) {
-        st_fail(err, errlen, "safetensors writer: <buffer>: out of memory (%zu bytes)", total);
-        goto done;
-    }
-    le64(b, hlen);
-    memcpy(b + 8, hdr, hlen);
-    for (size_t i = 0; i < w->n; i++)
-        if (order[i]->nbytes)
-            memcpy(b + 8 + hlen + order[i]->begin, order[i]->data, order[i]->nbytes);
-    *buf = b;
-    *len = total;
-    rc = 0;
-done:
-    free(hdr);
-    free(order);
-    dsv4q_stw_free(w);
-    return rc;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
-{
-    if (!w)
-        return st_fail(err, errlen, "safetensors writer: NULL writer");
-    if (!path || !path[0]) {
-        dsv4q_stw_free(w);
-        return st_fail(err, errlen, "safetensors writer: empty path");
-    }
-    char *hdr = NULL;
-    size_t hlen;
-    stw_ent **order = NULL;
-    uint64_t dlen;
-    char *tmp = NULL;
-    int fd = -1, rc = -1;
-    if (stw_layout(w, &hdr, &hlen, &order, &dlen, path, err, errlen) != 0)
-        goto done;
-    size_t pl = strlen(path);
-    tmp = malloc(pl + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        st_fail(err, errlen, "safetensors writer: %s: out of memory", path);
-        goto done;
-    }
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st_fail(err, errlen, "safetensors writer: %s: cannot create temporary %s: %s",
-                path, tmp, strerror(errno));
-        free(tmp);
-        tmp = NULL;   /* nothing to unlink */
-        goto done;
-    }
-    uint8_t lb[8];
-    le64(lb, hlen);
-    if (write_all(fd, lb, 8) != 0 || write_all(fd, hdr, hlen) != 0)
-        goto io_error;
-    for (size_t i = 0; i < w->n; i++)
-        if (order[i]->nbytes && write_all(fd, order[i]->data, order[i]->nbytes) != 0)
-            goto io_error;
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
-        goto io_error;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto io_error;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        st_fail(err, errlen, "safetensors writer: %s: cannot rename %s into place: %s",
-                path, tmp, strerror(errno));
-        goto done;
-    }
-    free(tmp);
-    tmp = NULL;
-    {   /* make the rename durable; best effort (some filesystems refuse) */
-        char *dir = path_dir(path);
-        int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
-    }
-    rc = 0;
-    goto done;
-io_error:
-    {
-        int e = errno;
-        st_fail(err, errlen, "safetensors writer: %s: write to %s failed: %s", path, tmp, strerror(e));
-    }
-done:
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
-        unlink(tmp);   /* S7: never leave a half file */
-        free(tmp);
-    }
-    free(hdr);
-    free(order);
-    dsv4q_stw_free(w);
-    return rc;
-}
+const char *dsv4q_st_file(const dsv4q_st *st, size_t i) { return st && i < st->nfiles ? st->files[i].path : NULL; }

@@ -3,7 +3,8 @@
  * checkpoint container; DeepSeek ships V4 in it).
  *
  * Owns: mmap'd read access to single files and sharded checkpoints
- * (model.safetensors.index.json), strict header validation, and a writer.
+ * (model.safetensors.index.json), strict header validation (io/safetensors.c),
+ * and the one deterministic writer (io/safetensors_write.c).
  * Refuses: anything it cannot prove well-formed (bad JSON, offsets outside
  * the file, overlapping or unordered data ranges, shape/dtype/size
  * mismatch, unknown dtype, duplicate names). Tensors are opened lazily: a
@@ -12,6 +13,30 @@
  * Mirrors: the safetensors spec (8-byte LE header length, JSON header,
  * "__metadata__" string map, C-order data, byte offsets relative to the
  * end of the header).
+ *
+ * DESIGN NOTES (invariants; io/safetensors.c keeps S1-S5, io/safetensors_write.c
+ * S6-S7; tests cite them as S1..S7)
+ *  S1. Lazy: open maps files and parses headers only; tensor bytes are the
+ *      mapping (MAP_PRIVATE, PROT_READ) and are paged in on first touch.
+ *  S2. Every tensor satisfies 0 <= begin <= end <= data_len and
+ *      end - begin == numel * dtype_size (I8 included: an I8 tensor holding
+ *      packed E2M1 pairs has the byte shape [out, in/2] in the file).
+ *  S3. Within a file the ranges, sorted by begin, tile [0, data_len) exactly:
+ *      no overlap, no hole, no trailing byte (the crate's rule: it prevents
+ *      polyglot files and makes the file a function of its header).
+ *  S4. Tensor names are unique across all shards; the table is in strcmp
+ *      order, so find() is a binary search and at(i) is name order.
+ *  S5. A sharded reader holds exactly the tensors of its weight_map, each in
+ *      the shard the index names.
+ *  S6. The writer is deterministic: header keys are "__metadata__" (its keys
+ *      in name order) then the tensors in name order; data is laid out by
+ *      element size (8, 4, 2, 1 bytes) then name, so every tensor starts at
+ *      a multiple of its element size; the header is padded with spaces so
+ *      data starts at a multiple of 8 from the file start. Same tensors + metadata => same bytes (and
+ *      SHA-256), which is what lets goldens be pinned.
+ *  S7. The writer never leaves a partial file at `path`: it publishes
+ *      through base/file.h's atomic writer (`path.tmp.XXXXXX` in the same
+ *      directory, fsync, rename), so DSV4Q_FAULT_WRITE reaches it too.
  */
 #ifndef DSV4Q_SAFETENSORS_H
 #define DSV4Q_SAFETENSORS_H

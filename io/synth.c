@@ -45,45 +45,19 @@
 #include "io/safetensors.h"
 #include "oracle/formats.h"
 #include "oracle/ops.h"
+#include "base/file.h"
+#include "base/rng.h"
 #include "base/util.h"
-#define sy_fail dsv4q_errf   /* base/util.h */
-#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
 
 /* ------------------------------------------------------------------------ */
-/* errors                                                                    */
-
-
-/* ------------------------------------------------------------------------ */
-/* the generator                                                             */
-
-#define GAMMA 0x9E3779B97F4A7C15ull
-
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
+/* the generator: splitmix64 over FNV-1a (base/rng.h)                        */
 
 uint64_t dsv4q_synth_key(uint64_t seed, const char *name)
 {
-    return mix64(mix64(seed + GAMMA) ^ fnv1a64(name ? name : ""));
+    return dsv4q_mix64(dsv4q_mix64(seed + DSV4Q_RNG_GAMMA) ^ dsv4q_fnv1a64(name ? name : ""));
 }
 
-uint64_t dsv4q_synth_bits(uint64_t key, uint64_t counter)
-{
-    return mix64(key + (counter + 1) * GAMMA);
-}
+uint64_t dsv4q_synth_bits(uint64_t key, uint64_t counter) { return dsv4q_mix64(key + (counter + 1) * DSV4Q_RNG_GAMMA); }
 
 /* ln(u) for u in [2^-53, 1]: u = m 2^e with m in [sqrt(1/2), sqrt(2)),
  * ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^21/21), s = (m-1)/(m+1),
@@ -125,14 +99,14 @@ static inline double sy_log(double u)
 static inline void sy_sincos(double x, double *sn, double *cs)
 {
     double z = x * x, z2 = z * z, z4 = z2 * z2;
-    /* sin x = x + x z (S1 + S2 z + ... + S8 z^7), S_n = (-1)^n / (2n+1)! */
+    /* sin x = x + x z (s1 + s2 z + ... + s8 z^7), s_n = (-1)^n / (2n+1)! */
     double s0 = -1.0 / 6.0 + z * (1.0 / 120.0);
     double s1 = -1.0 / 5040.0 + z * (1.0 / 362880.0);
     double s2 = -1.0 / 39916800.0 + z * (1.0 / 6227020800.0);
     double s3 = -1.0 / 1307674368000.0 + z * (1.0 / 355687428096000.0);
     double ps = (s0 + z2 * s1) + z4 * (s2 + z2 * s3);
     *sn = x + x * (z * ps);
-    /* cos x = 1 - z/2 + z^2 (C2 + C3 z + ... + C9 z^7), C_n = (-1)^n / (2n)! */
+    /* cos x = 1 - z/2 + z^2 (c2 + c3 z + ... + c9 z^7), c_n = (-1)^n / (2n)! */
     double c0 = 1.0 / 24.0 + z * (-1.0 / 720.0);
     double c1 = 1.0 / 40320.0 + z * (-1.0 / 3628800.0);
     double c2 = 1.0 / 479001600.0 + z * (-1.0 / 87178291200.0);
@@ -289,7 +263,7 @@ static int add(sy_ctx *c, const char *name, dsv4q_dtype dt, int ndim, const int6
 {
     if (dsv4q_stw_add(c->w, name, dt, ndim, shape, data, nbytes, c->err, c->errlen)) return -1;
     if (c->wmap && json_object_set_new(c->wmap, name, json_string(c->file)))
-        return sy_fail(c->err, c->errlen, "synth: out of memory adding '%s' to the weight map", name);
+        return dsv4q_errf(c->err, c->errlen, "synth: out of memory adding '%s' to the weight map", name);
     c->total += nbytes;
     return 0;
 }
@@ -302,7 +276,7 @@ static int emit_plain(sy_ctx *c, const char *name, int ndim, int64_t out, int64_
     size_t esz = st == S_F32 ? 4 : 2;
     size_t n = (size_t)(out * in);
     void *data = malloc(n * esz);
-    if (!data) return sy_fail(c->err, c->errlen, "synth: out of memory generating '%s'", name);
+    if (!data) return dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", name);
     int oom = 0;
 #pragma omp parallel if ((int64_t)n >= PAR_MIN)
     {
@@ -326,7 +300,7 @@ static int emit_plain(sy_ctx *c, const char *name, int ndim, int64_t out, int64_
         free(row);
     }
     int rc;
-    if (oom) rc = sy_fail(c->err, c->errlen, "synth: out of memory generating '%s'", name);
+    if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", name);
     else {
         int64_t shape[2] = {out, in};
         rc = ndim == 1 ? add(c, name, st == S_F32 ? DSV4Q_DT_F32 : DSV4Q_DT_BF16, 1, &shape[1], data, n * esz)
@@ -382,8 +356,9 @@ static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out
         }
     }
     int rc;
-    if (oom) rc = sy_fail(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
-    else if (bad) rc = sy_fail(c->err, c->errlen, "synth: tensor '%s': a block scale is outside E8M0's range", wname);
+    if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
+    else if (bad)
+        rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a block scale is outside E8M0's range", wname);
     else {
         int64_t ws[2] = {out, in}, ss[2] = {so, si};
         rc = add(c, wname, DSV4Q_DT_F8_E4M3, 2, ws, q, (size_t)(out * in));
@@ -398,8 +373,8 @@ static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out
 static int emit_fp4(sy_ctx *c, const char *wname, const char *sname, int64_t out, int64_t in, const rule *r)
 {
     if (in % 32 != 0)
-        return sy_fail(c->err, c->errlen, "synth: tensor '%s': FP4 needs in_features (%lld) divisible by 32", wname,
-                       (long long)in);
+        return dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': FP4 needs in_features (%lld) divisible by 32", wname,
+                          (long long)in);
     const int64_t G = 32, ng = in / G, nb = in / 2;
     uint8_t *q = malloc((size_t)(out * nb));
     uint8_t *sc = malloc((size_t)(out * ng));
@@ -443,8 +418,9 @@ static int emit_fp4(sy_ctx *c, const char *wname, const char *sname, int64_t out
         }
     }
     int rc;
-    if (oom) rc = sy_fail(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
-    else if (bad) rc = sy_fail(c->err, c->errlen, "synth: tensor '%s': a group scale is outside E8M0's range", wname);
+    if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", wname);
+    else if (bad)
+        rc = dsv4q_errf(c->err, c->errlen, "synth: tensor '%s': a group scale is outside E8M0's range", wname);
     else {
         int64_t ws[2] = {out, nb}, ss[2] = {out, ng};
         rc = add(c, wname, DSV4Q_DT_I8, 2, ws, q, (size_t)(out * nb));
@@ -506,7 +482,7 @@ static int tid2eid(sy_ctx *c, const char *name)
     if (!t || !perm) {
         free(t);
         free(perm);
-        return sy_fail(c->err, c->errlen, "synth: out of memory generating '%s'", name);
+        return dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", name);
     }
     uint64_t key = dsv4q_synth_key(c->seed, name);
     for (int64_t row = 0; row < V; row++) {
@@ -652,7 +628,7 @@ static int embed(sy_ctx *c)
 {
     const dsv4q_config *g = c->cfg;
     double *u = malloc(sizeof(double) * (size_t)g->dim);
-    if (!u) return sy_fail(c->err, c->errlen, "synth: out of memory generating 'embed.weight'");
+    if (!u) return dsv4q_errf(c->err, c->errlen, "synth: out of memory generating 'embed.weight'");
     sy_fill(dsv4q_synth_key(c->seed, "embed.weight/u"), 0, g->dim, u);
     rule r = {dsv4q_synth_key(c->seed, "embed.weight"), V_EMBED, 0, 1.0, u};
     int rc = emit_plain(c, "embed.weight", 2, g->vocab_size, g->dim, &r, S_BF16);
@@ -701,13 +677,6 @@ static void on_signal(int sig)
     raise(sig);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void fsync_path(const char *path)
 {
     int fd = open(path, O_RDONLY);
@@ -717,27 +686,13 @@ static void fsync_path(const char *path)
     }
 }
 
+/* A small text file inside the temporary directory, through base/file.h
+ * (the directory itself is published by one rename at the end). */
 static int write_text(const char *path, const char *text, char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return sy_fail(err, errlen, "synth: %s: cannot create: %s", path, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, text + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            int e = errno;
-            close(fd);
-            return sy_fail(err, errlen, "synth: %s: write failed: %s", path, strerror(e));
-        }
-        off += (size_t)k;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        return sy_fail(err, errlen, "synth: %s: fsync failed: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) return sy_fail(err, errlen, "synth: %s: close failed: %s", path, strerror(errno));
+    char ferr[600];
+    if (dsv4q_file_write_atomic(path, text, strlen(text), ferr, sizeof ferr))
+        return dsv4q_errf(err, errlen, "synth: %s", ferr);
     return 0;
 }
 
@@ -779,19 +734,20 @@ const char *dsv4q_synth_recipe(void) { return RECIPE; }
 int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_dir, int shards, char *err,
                       size_t errlen)
 {
-    if (!cfg || !out_dir || !out_dir[0]) return sy_fail(err, errlen, "synth: NULL config or empty output directory");
+    if (!cfg || !out_dir || !out_dir[0]) return dsv4q_errf(err, errlen, "synth: NULL config or empty output directory");
     if (dsv4q_config_validate(cfg, err, errlen)) return -1;
     const int nl = cfg->n_layers + cfg->n_mtp_layers;
     if (shards < 1) shards = 1;
     if (shards > nl)
-        return sy_fail(err, errlen, "synth: %s: %d shards requested but the model has %d layers (shards split by layer)",
-                       out_dir, shards, nl);
-    if (shards > 99999) return sy_fail(err, errlen, "synth: %s: too many shards (%d)", out_dir, shards);
+        return dsv4q_errf(err, errlen,
+                          "synth: %s: %d shards requested but the model has %d layers (shards split by layer)", out_dir,
+                          shards, nl);
+    if (shards > 99999) return dsv4q_errf(err, errlen, "synth: %s: too many shards (%d)", out_dir, shards);
 
     /* out_dir without trailing slashes, its parent and base name */
     char dir[4096], parent[4096], tmp[4200];
     if (snprintf(dir, sizeof dir, "%s", out_dir) >= (int)sizeof dir)
-        return sy_fail(err, errlen, "synth: output path too long");
+        return dsv4q_errf(err, errlen, "synth: output path too long");
     size_t L = strlen(dir);
     while (L > 1 && dir[L - 1] == '/') dir[--L] = 0;
     const char *slash = strrchr(dir, '/');
@@ -800,13 +756,14 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     else if (slash == dir) snprintf(parent, sizeof parent, "/");
     else snprintf(parent, sizeof parent, "%.*s", (int)(slash - dir), dir);
     if (!strcmp(base, ".") || !strcmp(base, "..") || !strcmp(dir, "/"))
-        return sy_fail(err, errlen, "synth: %s: output must name a new directory", out_dir);
-    if (mkdir_p(parent)) return sy_fail(err, errlen, "synth: cannot create directory %s: %s", parent, strerror(errno));
+        return dsv4q_errf(err, errlen, "synth: %s: output must name a new directory", out_dir);
+    if (dsv4q_mkdir_p(parent))
+        return dsv4q_errf(err, errlen, "synth: cannot create directory %s: %s", parent, strerror(errno));
     if (dir_state(dir) < 0)
-        return sy_fail(err, errlen, "synth: %s exists and is not an empty directory (refusing to overwrite)", dir);
+        return dsv4q_errf(err, errlen, "synth: %s exists and is not an empty directory (refusing to overwrite)", dir);
     snprintf(tmp, sizeof tmp, "%s/.%s.synth-XXXXXX", parent, base);
-    if (!mkdtemp(tmp)) return sy_fail(err, errlen, "synth: cannot create a temporary directory in %s: %s", parent,
-                                      strerror(errno));
+    if (!mkdtemp(tmp))
+        return dsv4q_errf(err, errlen, "synth: cannot create a temporary directory in %s: %s", parent, strerror(errno));
     (void)chmod(tmp, 0755);
     snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
     g_tmp_live = 1;
@@ -816,7 +773,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    const double t0 = now_s();
+    const double t0 = dsv4q_now_s();
 
     int rc = -1;
     json_t *wmap = NULL, *index = NULL;
@@ -825,7 +782,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
 
     char *cj = dsv4q_config_to_json(cfg);
     if (!cj) {
-        sy_fail(err, errlen, "synth: cannot serialize the config");
+        dsv4q_errf(err, errlen, "synth: cannot serialize the config");
         goto done;
     }
     snprintf(path, sizeof path, "%s/config.json", tmp);
@@ -834,7 +791,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         char *cjn = malloc(n + 2);
         if (!cjn) {
             free(cj);
-            sy_fail(err, errlen, "synth: out of memory");
+            dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
         memcpy(cjn, cj, n);
@@ -847,7 +804,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     }
 
     if (shards > 1 && !(wmap = json_object())) {
-        sy_fail(err, errlen, "synth: out of memory");
+        dsv4q_errf(err, errlen, "synth: out of memory");
         goto done;
     }
     sy_ctx c = {cfg, seed, NULL, fname, wmap, 0, err, errlen};
@@ -856,14 +813,14 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         else snprintf(fname, sizeof fname, "model.safetensors");
         c.w = dsv4q_stw_new();
         if (!c.w) {
-            sy_fail(err, errlen, "synth: out of memory");
+            dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
         if (dsv4q_stw_meta(c.w, "format", "pt") || dsv4q_stw_meta(c.w, "dsv4q.synth", DSV4Q_SYNTH_VERSION) ||
             dsv4q_stw_meta(c.w, "dsv4q.seed", seedstr) ||
             dsv4q_stw_meta(c.w, "dsv4q.config", cfg->name[0] ? cfg->name : "custom")) {
             dsv4q_stw_free(c.w);
-            sy_fail(err, errlen, "synth: out of memory");
+            dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
         int bad = 0;
@@ -879,17 +836,17 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
                 struct statvfs vf;
                 if (statvfs(parent, &vf) == 0) avail = (double)vf.f_bavail * (double)vf.f_frsize;
                 if (avail >= 0 && est > avail) {
-                    sy_fail(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir, est / 1e6,
-                            avail / 1e6, parent);
+                    dsv4q_errf(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir,
+                               est / 1e6, avail / 1e6, parent);
                     dsv4q_stw_free(c.w);
                     goto done;
                 }
-                if (now_s() - t0 > 2 || est > 1e9)
+                if (dsv4q_now_s() - t0 > 2 || est > 1e9)
                     fprintf(stderr, "[synth] %s: about %.2f GB to write (%.2f GB free)\n", dir, est / 1e9, avail / 1e9);
             }
-            if (!bad && now_s() - t0 > 2)   /* progress only for syntheses that take a while */
+            if (!bad && dsv4q_now_s() - t0 > 2)   /* progress only for syntheses that take a while */
                 fprintf(stderr, "[synth] layer %d/%d done (%.2f GB generated, %.0f s)\n", li + 1, nl, c.total / 1e9,
-                        now_s() - t0);
+                        dsv4q_now_s() - t0);
         }
         if (!bad && s == shards - 1) bad = tail(&c);
         if (bad) {
@@ -904,7 +861,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
                           DSV4Q_SYNTH_VERSION, "dsv4q.seed", seedstr, "weight_map", wmap);
         char *txt = index ? json_dumps(index, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         if (!txt) {
-            sy_fail(err, errlen, "synth: out of memory writing the index");
+            dsv4q_errf(err, errlen, "synth: out of memory writing the index");
             goto done;
         }
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmp);
@@ -921,8 +878,8 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     }
     fsync_path(tmp);
     if (rename(tmp, dir) != 0) {
-        sy_fail(err, errlen, "synth: cannot move %s into place as %s: %s%s", tmp, dir, strerror(errno),
-                errno == ENOTEMPTY || errno == EEXIST ? " (it appeared meanwhile and is not empty)" : "");
+        dsv4q_errf(err, errlen, "synth: cannot move %s into place as %s: %s%s", tmp, dir, strerror(errno),
+                   errno == ENOTEMPTY || errno == EEXIST ? " (it appeared meanwhile and is not empty)" : "");
         goto done;
     }
     fsync_path(parent);

@@ -1,5 +1,8 @@
 /*
- * capture_pins.c - receipts/capture_pins.h: a capture's checkpoint pins.
+ * capture_pins.c - a capture's checkpoint pins (receipts/capture_pins.h):
+ * the SHA-256 of config.json and of the weight files' sha256sum listing,
+ * derived from the receipts' checkpoint pin so that a capture, a replay and
+ * the receipt that records them name the same bytes the same way.
  */
 #include <sys/stat.h>
 #include <jansson.h>
@@ -10,7 +13,6 @@
 #include "io/sha256.h"
 #include "receipts/capture_pins.h"
 #include "receipts/receipts.h"
-#define fail dsv4q_errf   /* base/util.h */
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -25,7 +27,7 @@ static int weights_listing_sha(const char *pin_json, char hex[65], char *err, si
     json_t *root = json_loads(pin_json, 0, &je), *files = root ? json_object_get(root, "files") : NULL;
     if (!json_is_array(files)) {
         json_decref(root);
-        return fail(err, errlen, "checkpoint pin: unexpected JSON");
+        return dsv4q_errf(err, errlen, "checkpoint pin: unexpected JSON");
     }
     size_t cap = 4096, n = 0, i;
     char *buf = malloc(cap);
@@ -45,7 +47,7 @@ static int weights_listing_sha(const char *pin_json, char hex[65], char *err, si
         n += (size_t)snprintf(buf + n, cap - n, "%s  %s\n", sha, name);
     }
     json_decref(root);
-    if (!buf) return fail(err, errlen, "out of memory");
+    if (!buf) return dsv4q_errf(err, errlen, "out of memory");
     dsv4q_sha256_hex(buf, n, hex);
     free(buf);
     return 0;

@@ -75,25 +75,25 @@ static int read_small(const char *path, char *buf, size_t buflen, int secret,
             rc = 1;
             goto done;
         }
-        dsv4q_rcpt_err(err, errlen, "cannot open key file %s: %s", path, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot open key file %s: %s", path, strerror(errno));
         goto done;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        dsv4q_rcpt_err(err, errlen, "key file %s is not a regular file", path);
+        dsv4q_errf(err, errlen, "key file %s is not a regular file", path);
         goto done;
     }
     if (secret && (st.st_mode & 077)) {
-        dsv4q_rcpt_err(err, errlen,
-                       "signing key %s is accessible by group/others (mode 0%03o); "
-                       "refusing to use it (chmod 600 %s)",
-                       path, (unsigned)(st.st_mode & 0777), path);
+        dsv4q_errf(err, errlen,
+                   "signing key %s is accessible by group/others (mode 0%03o); "
+                   "refusing to use it (chmod 600 %s)",
+                   path, (unsigned)(st.st_mode & 0777), path);
         goto done;
     }
     while (n + 1 < buflen && (k = read(fd, buf + n, buflen - 1 - n)) != 0) {
         if (k < 0) {
             if (errno == EINTR)
                 continue;
-            dsv4q_rcpt_err(err, errlen, "cannot read key file %s: %s", path, strerror(errno));
+            dsv4q_errf(err, errlen, "cannot read key file %s: %s", path, strerror(errno));
             goto done;
         }
         n += (size_t)k;
@@ -148,16 +148,15 @@ int dsv4q_rcpt_load_secret(const char *path, unsigned char sk[64], unsigned char
         goto done;
     }
     if (find_hex32(buf, "seed:", seed) || find_hex32(buf, "public:", pk_file)) {
-        dsv4q_rcpt_err(err, errlen,
-                       "signing key %s is malformed (expected \"seed: <64 hex>\" and "
-                       "\"public: <64 hex>\" lines)", path);
+        dsv4q_errf(err, errlen,
+                   "signing key %s is malformed (expected \"seed: <64 hex>\" and "
+                   "\"public: <64 hex>\" lines)",
+                   path);
         goto done;
     }
     crypto_sign_seed_keypair(pk, sk, seed);
     if (sodium_memcmp(pk, pk_file, 32) != 0) {
-        dsv4q_rcpt_err(err, errlen,
-                       "signing key %s is corrupt: its seed does not produce its public key",
-                       path);
+        dsv4q_errf(err, errlen, "signing key %s is corrupt: its seed does not produce its public key", path);
         goto done;
     }
     rc = 0;
@@ -177,13 +176,11 @@ int dsv4q_rcpt_load_pubkey(const char *path, unsigned char pk[32], char *err, si
     r = read_small(path, buf, sizeof buf, 0, err, errlen);
     if (r != 0) {
         rc = r;
-        if (r == 1)
-            dsv4q_rcpt_err(err, errlen, "no public key file %s", path);
+        if (r == 1) dsv4q_errf(err, errlen, "no public key file %s", path);
         goto done;
     }
     if (find_hex32(buf, "public:", pk) && find_hex32(buf, "", pk)) {
-        dsv4q_rcpt_err(err, errlen,
-                       "public key %s is malformed (expected a line of 64 hex digits)", path);
+        dsv4q_errf(err, errlen, "public key %s is malformed (expected a line of 64 hex digits)", path);
         goto done;
     }
     rc = 0;
@@ -199,7 +196,7 @@ static int make_parents(const char *path, char *err, size_t errlen)
     size_t i, n = strlen(path);
 
     if (n >= sizeof dir) {
-        dsv4q_rcpt_err(err, errlen, "key path too long: %s", path);
+        dsv4q_errf(err, errlen, "key path too long: %s", path);
         return -1;
     }
     memcpy(dir, path, n + 1);
@@ -208,7 +205,7 @@ static int make_parents(const char *path, char *err, size_t errlen)
             continue;
         dir[i] = '\0';
         if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-            dsv4q_rcpt_err(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
+            dsv4q_errf(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
             return -1;
         }
         dir[i] = '/';
@@ -243,18 +240,18 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
         goto done;
     if (!path || !*path) {
         if (dsv4q_key_default_path(defpath, sizeof defpath)) {
-            dsv4q_rcpt_err(err, errlen, "no default key location (set DSV4Q_KEY or HOME)");
+            dsv4q_errf(err, errlen, "no default key location (set DSV4Q_KEY or HOME)");
             goto done;
         }
         path = defpath;
     }
     n = snprintf(pubpath, sizeof pubpath, "%s.pub", path);
     if (n < 0 || (size_t)n >= sizeof pubpath) {
-        dsv4q_rcpt_err(err, errlen, "key path too long: %s", path);
+        dsv4q_errf(err, errlen, "key path too long: %s", path);
         goto done;
     }
     if (lstat(pubpath, &st) == 0) {
-        dsv4q_rcpt_err(err, errlen, "refusing to overwrite existing public key %s", pubpath);
+        dsv4q_errf(err, errlen, "refusing to overwrite existing public key %s", pubpath);
         goto done;
     }
     if (make_parents(path, err, errlen))
@@ -262,15 +259,13 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
 
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
-        if (errno == EEXIST)
-            dsv4q_rcpt_err(err, errlen, "refusing to overwrite existing key %s", path);
-        else
-            dsv4q_rcpt_err(err, errlen, "cannot create key %s: %s", path, strerror(errno));
+        if (errno == EEXIST) dsv4q_errf(err, errlen, "refusing to overwrite existing key %s", path);
+        else dsv4q_errf(err, errlen, "cannot create key %s: %s", path, strerror(errno));
         goto done;
     }
     created = 1;
     if (fchmod(fd, 0600) != 0) { /* independent of a strange umask */
-        dsv4q_rcpt_err(err, errlen, "cannot chmod 600 %s: %s", path, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot chmod 600 %s: %s", path, strerror(errno));
         goto done;
     }
 
@@ -287,32 +282,31 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
                  "public: %s\n",
                  keyid, seedhex, pkhex);
     if (write_all(fd, text, (size_t)n) || fsync(fd) != 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot write key %s: %s", path, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot write key %s: %s", path, strerror(errno));
         goto done;
     }
     if (close(fd) != 0) {
         fd = -1;
-        dsv4q_rcpt_err(err, errlen, "cannot write key %s: %s", path, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot write key %s: %s", path, strerror(errno));
         goto done;
     }
     fd = -1;
 
     pfd = open(pubpath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (pfd < 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot create public key %s: %s", pubpath,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot create public key %s: %s", pubpath, strerror(errno));
         goto done;
     }
     n = snprintf(text, sizeof text, "# dsv4q Ed25519 public key, key id %s\n%s\n", keyid, pkhex);
     if (write_all(pfd, text, (size_t)n) || fsync(pfd) != 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot write public key %s: %s", pubpath, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot write public key %s: %s", pubpath, strerror(errno));
         unlink(pubpath);
         goto done;
     }
     n = close(pfd);
     pfd = -1;
     if (n != 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot write public key %s: %s", pubpath, strerror(errno));
+        dsv4q_errf(err, errlen, "cannot write public key %s: %s", pubpath, strerror(errno));
         unlink(pubpath);
         goto done;
     }

@@ -41,12 +41,12 @@ int dsv4q_sha256_file(const char *path, char hex_out[DSV4Q_SHA256_HEX + 1],
     char ferr[400];
     fd = dsv4q_file_open_read(path, "file to pin", NULL, ferr, sizeof ferr);
     if (fd < 0) {
-        dsv4q_rcpt_err(err, errlen, "%s", ferr);
+        dsv4q_errf(err, errlen, "%s", ferr);
         goto done;
     }
     buf = malloc(PIN_CHUNK);
     if (!buf) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     crypto_hash_sha256_init(&hs);
@@ -54,7 +54,7 @@ int dsv4q_sha256_file(const char *path, char hex_out[DSV4Q_SHA256_HEX + 1],
         if (k < 0) {
             if (errno == EINTR)
                 continue;
-            dsv4q_rcpt_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            dsv4q_errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
             goto done;
         }
         crypto_hash_sha256_update(&hs, buf, (unsigned long long)k);
@@ -126,12 +126,15 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
             base = base ? base + 1 : model_dir;
             if (dsv4q_sha256_file(model_dir, hex, &bytes, err, errlen)) return -1;
             json_t *jn = json_string(base);
-            if (!jn) { dsv4q_rcpt_err(err, errlen, "file name %s is not valid UTF-8", model_dir); return -1; }
+            if (!jn) {
+                dsv4q_errf(err, errlen, "file name %s is not valid UTF-8", model_dir);
+                return -1;
+            }
             root = json_pack("{s:s,s:s,s:[{s:I,s:o,s:s}],s:I}", "format", "gguf", "gguf_sha256", hex, "files",
                              "bytes", (json_int_t)bytes, "name", jn, "sha256", hex, "total_bytes", (json_int_t)bytes);
             if (!root || !(*json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII))) {
                 json_decref(root);
-                dsv4q_rcpt_err(err, errlen, "out of memory");
+                dsv4q_errf(err, errlen, "out of memory");
                 return -1;
             }
             json_decref(root);
@@ -140,8 +143,7 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
     }
     d = opendir(model_dir);
     if (!d) {
-        dsv4q_rcpt_err(err, errlen, "cannot open checkpoint directory %s: %s", model_dir,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot open checkpoint directory %s: %s", model_dir, strerror(errno));
         goto done;
     }
     while ((de = readdir(d)) != NULL) {
@@ -152,14 +154,14 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
         if (n == cap) {
             char **q = realloc(names, (cap ? cap * 2 : 16) * sizeof *names);
             if (!q) {
-                dsv4q_rcpt_err(err, errlen, "out of memory");
+                dsv4q_errf(err, errlen, "out of memory");
                 goto done;
             }
             names = q;
             cap = cap ? cap * 2 : 16;
         }
         if (!(names[n] = strdup(nm))) {
-            dsv4q_rcpt_err(err, errlen, "out of memory");
+            dsv4q_errf(err, errlen, "out of memory");
             goto done;
         }
         n++;
@@ -170,7 +172,7 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
     root = json_object();
     files = json_array();
     if (!root || !files) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     for (i = 0; i < n; i++) {
@@ -178,7 +180,7 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
         json_t *jname;
         int k = snprintf(path, sizeof path, "%s/%s", model_dir, names[i]);
         if (k < 0 || (size_t)k >= sizeof path) {
-            dsv4q_rcpt_err(err, errlen, "path too long: %s/%s", model_dir, names[i]);
+            dsv4q_errf(err, errlen, "path too long: %s/%s", model_dir, names[i]);
             goto done;
         }
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -189,30 +191,30 @@ int dsv4q_pin_checkpoint(const char *model_dir, char **json_out, char *err, size
         if (strcmp(names[i], "config.json") == 0) {
             have_config = 1;
             if (json_object_set_new(root, "config_sha256", json_string(hex))) {
-                dsv4q_rcpt_err(err, errlen, "out of memory");
+                dsv4q_errf(err, errlen, "out of memory");
                 goto done;
             }
         }
         jname = json_string(names[i]);
         if (!jname) {
-            dsv4q_rcpt_err(err, errlen, "file name in %s is not valid UTF-8", model_dir);
+            dsv4q_errf(err, errlen, "file name in %s is not valid UTF-8", model_dir);
             goto done;
         }
         ent = json_pack("{s:I,s:o,s:s}", "bytes", (json_int_t)bytes, "name", jname,
                         "sha256", hex);
         if (!ent || json_array_append_new(files, ent)) {
-            dsv4q_rcpt_err(err, errlen, "out of memory");
+            dsv4q_errf(err, errlen, "out of memory");
             goto done;
         }
     }
     if (!have_config) {
-        dsv4q_rcpt_err(err, errlen, "checkpoint directory %s has no config.json", model_dir);
+        dsv4q_errf(err, errlen, "checkpoint directory %s has no config.json", model_dir);
         goto done;
     }
     if (json_object_set(root, "files", files) ||
         json_object_set_new(root, "total_bytes", json_integer((json_int_t)total)) ||
         !(*json_out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII))) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     rc = 0;

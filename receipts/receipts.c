@@ -7,9 +7,10 @@
  * dsv4q_receipt_write. It exists so that every measuring command records its
  * result the same way and so that the chain can be re-verified years later
  * by code that reads nothing but the stored row. Verification and export
- * live in verify.c, keys in keys.c, pins in pin.c, the CLI in
- * cli_receipts.c. The format is documented byte-for-byte in
- * docs/receipts.md; change neither without the other (and bump R4's "v").
+ * live in verify.c, keys in keys.c, pins in pin.c, sodium's initialisation
+ * in util.c, the CLI in cli/cmd_receipts.c. The format is documented
+ * byte-for-byte in docs/receipts.md; change neither without the other (and
+ * bump R4's "v").
  *
  * DESIGN NOTES - invariants (tests cite them as R1..R14):
  *
@@ -82,6 +83,7 @@
  */
 #include "receipts/receipts_internal.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -157,25 +159,6 @@ static const char *const kinds[] = {"sensitivity", "qualify", "margins",
                                     "golden", "ablate", "replay"};
 static const char *const verdicts[] = {"pass", "fail", "info", "error"};
 
-void dsv4q_rcpt_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-int dsv4q_rcpt_sodium(char *err, size_t errlen)
-{
-    if (sodium_init() < 0) {
-        dsv4q_rcpt_err(err, errlen, "libsodium failed to initialize");
-        return -1;
-    }
-    return 0;
-}
-
 int dsv4q_rcpt_is_hex(const char *s, size_t n)
 {
     size_t i;
@@ -242,19 +225,16 @@ char *dsv4q_rcpt_canon_json(const char *text, const char *what, char *err, size_
 
     if (!text || !*text) {
         out = strdup("null");
-        if (!out)
-            dsv4q_rcpt_err(err, errlen, "out of memory");
+        if (!out) dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     if (!v) {
-        dsv4q_rcpt_err(err, errlen, "%s is not valid JSON (line %d column %d: %s)",
-                       what, je.line, je.column, je.text);
+        dsv4q_errf(err, errlen, "%s is not valid JSON (line %d column %d: %s)", what, je.line, je.column, je.text);
         goto done;
     }
     out = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
-    if (!out)
-        dsv4q_rcpt_err(err, errlen, "%s: cannot serialize JSON", what);
+    if (!out) dsv4q_errf(err, errlen, "%s: cannot serialize JSON", what);
 done:
     json_decref(v);
     return out;
@@ -285,14 +265,14 @@ char *dsv4q_rcpt_canonical(const dsv4q_rcpt_row *r, char *err, size_t errlen)
         } else {
             s = json_string(val);
             if (!s) {
-                dsv4q_rcpt_err(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
                 goto done;
             }
             piece = json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
             json_decref(s);
             s = NULL;
             if (!piece) {
-                dsv4q_rcpt_err(err, errlen, "%s: cannot serialize", dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "%s: cannot serialize", dsv4q_rcpt_fields[i].name);
                 goto done;
             }
         }
@@ -302,7 +282,7 @@ char *dsv4q_rcpt_canonical(const dsv4q_rcpt_row *r, char *err, size_t errlen)
     }
     sb_puts(&b, "}");
     if (b.oom) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     ok = 1;
@@ -354,27 +334,49 @@ int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t e
     for (i = 0; i < RF_COUNT; i++) {
         const char *cn = sqlite3_column_name(st, i + 1);
         if (!cn || strcmp(cn, dsv4q_rcpt_fields[i].name) != 0) {
-            dsv4q_rcpt_err(err, errlen, "internal: column %d is %s, expected %s", i + 1,
-                           cn ? cn : "?", dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "internal: column %d is %s, expected %s", i + 1, cn ? cn : "?",
+                       dsv4q_rcpt_fields[i].name);
             goto done;
         }
         r->f[i] = col_dup(st, i + 1);
         if (!r->f[i]) {
-            dsv4q_rcpt_err(err, errlen, "receipt %lld: column %s is NULL", r->id,
-                           dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "receipt %lld: column %s is NULL", r->id, dsv4q_rcpt_fields[i].name);
             goto done;
         }
     }
     r->hash = col_dup(st, RF_COUNT + 1);
     r->signature = col_dup(st, RF_COUNT + 2);
     if (!r->hash || !r->signature) {
-        dsv4q_rcpt_err(err, errlen, "receipt %lld: hash or signature is NULL", r->id);
+        dsv4q_errf(err, errlen, "receipt %lld: hash or signature is NULL", r->id);
         goto done;
     }
     rc = 0;
 done:
     if (rc)
         dsv4q_rcpt_row_free(r);
+    return rc;
+}
+
+int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err, size_t errlen)
+{
+    char sql[1024];
+    sqlite3_stmt *st = NULL;
+    memset(r, 0, sizeof *r);
+    snprintf(sql, sizeof sql, "%s WHERE id = ?1", dsv4q_rcpt_select_sql);
+    int src = sqlite3_prepare_v2(db, sql, -1, &st, NULL), rc = -1;
+    if (src == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        src = sqlite3_step(st);
+    }
+    if (src == SQLITE_DONE) {
+        dsv4q_errf(err, errlen, "no receipt %lld in %s", id, db_path);
+        rc = 1;
+    } else if (src != SQLITE_ROW) {
+        dsv4q_errf(err, errlen, "database %s: reading receipt %lld failed: %s", db_path, id, sqlite3_errmsg(db));
+    } else {
+        rc = dsv4q_rcpt_row_load(st, r, err, errlen);
+    }
+    sqlite3_finalize(st);
     return rc;
 }
 
@@ -414,21 +416,17 @@ static void db_error(sqlite3 *db, int src, const char *path, const char *doing,
     case SQLITE_CORRUPT:
         if (corrupt)
             *corrupt = 1;
-        dsv4q_rcpt_err(err, errlen, "database %s is corrupt (%s while %s)", path, m, doing);
+        dsv4q_errf(err, errlen, "database %s is corrupt (%s while %s)", path, m, doing);
         break;
-    case SQLITE_NOTADB:
-        dsv4q_rcpt_err(err, errlen, "%s is not an SQLite database (%s)", path, m);
-        break;
+    case SQLITE_NOTADB: dsv4q_errf(err, errlen, "%s is not an SQLite database (%s)", path, m); break;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        dsv4q_rcpt_err(err, errlen,
-                       "database %s is locked by another connection (waited up to %d s) "
-                       "while %s (%s)",
-                       path, DSV4Q_RCPT_BUSY_MS / 1000, doing, m);
+        dsv4q_errf(err, errlen,
+                   "database %s is locked by another connection (waited up to %d s) "
+                   "while %s (%s)",
+                   path, DSV4Q_RCPT_BUSY_MS / 1000, doing, m);
         break;
-    default:
-        dsv4q_rcpt_err(err, errlen, "database %s: %s failed: %s", path, doing, m);
-        break;
+    default: dsv4q_errf(err, errlen, "database %s: %s failed: %s", path, doing, m); break;
     }
 }
 
@@ -459,26 +457,25 @@ static int identify(sqlite3 *db, const char *path, long long *ver, int *corrupt,
     nobj = sqlite3_column_int64(st, 2);
     if (app == DSV4Q_RCPT_APP_ID) {
         if (*ver < 0) {
-            dsv4q_rcpt_err(err, errlen,
-                           "database %s has receipts schema version %lld; expected 0 to %d",
-                           path, *ver, DSV4Q_RCPT_SCHEMA);
+            dsv4q_errf(err, errlen, "database %s has receipts schema version %lld; expected 0 to %d", path, *ver,
+                       DSV4Q_RCPT_SCHEMA);
             goto done;
         }
         if (*ver > DSV4Q_RCPT_SCHEMA) {
-            dsv4q_rcpt_err(err, errlen,
-                           "database %s has receipts schema version %lld, newer than this "
-                           "dsv4q %s supports (%d); upgrade dsv4q",
-                           path, *ver, DSV4Q_VERSION, DSV4Q_RCPT_SCHEMA);
+            dsv4q_errf(err, errlen,
+                       "database %s has receipts schema version %lld, newer than this "
+                       "dsv4q %s supports (%d); upgrade dsv4q",
+                       path, *ver, DSV4Q_VERSION, DSV4Q_RCPT_SCHEMA);
             goto done;
         }
         rc = 0;
     } else if (app == 0 && nobj == 0) {
         rc = 1;
     } else {
-        dsv4q_rcpt_err(err, errlen,
-                       "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
-                       "schema objects)",
-                       path, (unsigned long long)app & 0xffffffffULL, nobj);
+        dsv4q_errf(err, errlen,
+                   "%s is not a dsv4q receipts database (application_id 0x%08llx, %lld "
+                   "schema objects)",
+                   path, (unsigned long long)app & 0xffffffffULL, nobj);
     }
 done:
     sqlite3_finalize(st);
@@ -529,8 +526,8 @@ static int ensure_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
     }
     mode = sqlite3_column_text(st, 0);
     if (!mode || strcmp((const char *)mode, "wal") != 0) {
-        dsv4q_rcpt_err(err, errlen, "database %s: cannot use WAL journal mode (got %s)", path,
-                       mode ? (const char *)mode : "?");
+        dsv4q_errf(err, errlen, "database %s: cannot use WAL journal mode (got %s)", path,
+                   mode ? (const char *)mode : "?");
         goto done;
     }
     rc = 0;
@@ -619,7 +616,7 @@ static int check_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
     want = schema_listing(ref);
     got = schema_listing(db);
     if (!want || !got) {
-        dsv4q_rcpt_err(err, errlen, "database %s: cannot read its schema (%s)", path, sqlite3_errmsg(db));
+        dsv4q_errf(err, errlen, "database %s: cannot read its schema (%s)", path, sqlite3_errmsg(db));
         goto done;
     }
     if (strcmp(want, got) != 0) {
@@ -630,15 +627,15 @@ static int check_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
         while (b > got && b[-1] != '\n') b--;
         while (a > want && a[-1] != '\n') a--;
         const char *be = strchr(b, '\n'), *ae = strchr(a, '\n');
-        dsv4q_rcpt_err(err, errlen, "%s has an unexpected receipts schema (refused: it could run unbounded queries "
-                       "or store what dsv4q does not check): found \"%.*s\" where \"%.*s\" was expected",
-                       path, be ? (int)(be - b) : (int)strlen(b), b, ae ? (int)(ae - a) : (int)strlen(a), a);
+        dsv4q_errf(err, errlen,
+                   "%s has an unexpected receipts schema (refused: it could run unbounded queries "
+                   "or store what dsv4q does not check): found \"%.*s\" where \"%.*s\" was expected",
+                   path, be ? (int)(be - b) : (int)strlen(b), b, ae ? (int)(ae - a) : (int)strlen(a), a);
         goto done;
     }
     rc = 0;
 done:
-    if (rc && err && errlen && !err[0])
-        dsv4q_rcpt_err(err, errlen, "database %s: cannot check its schema", path);
+    if (rc && err && errlen && !err[0]) dsv4q_errf(err, errlen, "database %s: cannot check its schema", path);
     free(want);
     free(got);
     sqlite3_close(ref);
@@ -659,15 +656,14 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
     if (!path || !*path)
         path = dsv4q_receipts_default_db();
     if (!create && stat(path, &sb) != 0) {
-        dsv4q_rcpt_err(err, errlen, "cannot open receipts database %s: %s", path,
-                       strerror(errno));
+        dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path, strerror(errno));
         goto done;
     }
     src = sqlite3_open_v2(path, &db,
                           SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), NULL);
     if (src != SQLITE_OK) {
-        dsv4q_rcpt_err(err, errlen, "cannot open receipts database %s: %s", path,
-                       db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+        dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path,
+                   db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
         goto done;
     }
     sqlite3_extended_result_codes(db, 1);
@@ -676,7 +672,7 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
     if (kind < 0)
         goto done;
     if (kind == 1 && !create) {
-        dsv4q_rcpt_err(err, errlen, "%s is not a dsv4q receipts database (it is empty)", path);
+        dsv4q_errf(err, errlen, "%s is not a dsv4q receipts database (it is empty)", path);
         goto done;
     }
     if (create && ensure_wal(db, path, err, errlen))
@@ -713,8 +709,8 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
         else if (sl == db_path) snprintf(dir, sizeof dir, "/");
         else snprintf(dir, sizeof dir, "%.*s", (int)(sl - db_path), db_path);
         if (access(dir, W_OK | X_OK) != 0) {
-            dsv4q_rcpt_err(err, errlen, "cannot create receipts database %s: directory %s: %s", db_path, dir,
-                           strerror(errno));
+            dsv4q_errf(err, errlen, "cannot create receipts database %s: directory %s: %s", db_path, dir,
+                       strerror(errno));
             return -1;
         }
         return 0;
@@ -723,8 +719,10 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
         return -1;
     int rc = 0;
     if (sqlite3_db_readonly(db, "main") == 1) {
-        dsv4q_rcpt_err(err, errlen, "receipts database %s is read-only: no receipt could be stored "
-                       "(use --db or DSV4Q_DB for a writable one)", db_path);
+        dsv4q_errf(err, errlen,
+                   "receipts database %s is read-only: no receipt could be stored "
+                   "(use --db or DSV4Q_DB for a writable one)",
+                   db_path);
         rc = -1;
     }
     sqlite3_close(db);
@@ -750,13 +748,12 @@ static char *hex_field(const char *v, const char *what, char *err, size_t errlen
     if (!v)
         v = "";
     if (*v && !dsv4q_rcpt_is_hex(v, DSV4Q_SHA256_HEX)) {
-        dsv4q_rcpt_err(err, errlen, "%s must be empty or 64 hex digits (SHA-256), got \"%.80s\"",
-                       what, v);
+        dsv4q_errf(err, errlen, "%s must be empty or 64 hex digits (SHA-256), got \"%.80s\"", what, v);
         return NULL;
     }
     p = strdup(v);
     if (!p) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         return NULL;
     }
     for (i = 0; p[i]; i++)
@@ -767,8 +764,7 @@ static char *hex_field(const char *v, const char *what, char *err, size_t errlen
 static char *text_field(const char *v, char *err, size_t errlen)
 {
     char *p = strdup(v ? v : "");
-    if (!p)
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+    if (!p) dsv4q_errf(err, errlen, "out of memory");
     return p;
 }
 
@@ -782,13 +778,13 @@ static int fill_row(dsv4q_rcpt_row *row, const dsv4q_receipt *r, const char *key
     int i, rc = -1;
 
     if (!in_list(r->kind, kinds, sizeof kinds / sizeof *kinds)) {
-        dsv4q_rcpt_err(err, errlen, "receipt kind \"%s\" is not one of: %s",
-                       r->kind ? r->kind : "(null)", DSV4Q_RECEIPT_KINDS);
+        dsv4q_errf(err, errlen, "receipt kind \"%s\" is not one of: %s", r->kind ? r->kind : "(null)",
+                   DSV4Q_RECEIPT_KINDS);
         goto done;
     }
     if (!in_list(r->verdict, verdicts, sizeof verdicts / sizeof *verdicts)) {
-        dsv4q_rcpt_err(err, errlen, "receipt verdict \"%s\" is not one of: %s",
-                       r->verdict ? r->verdict : "(null)", DSV4Q_RECEIPT_VERDICTS);
+        dsv4q_errf(err, errlen, "receipt verdict \"%s\" is not one of: %s", r->verdict ? r->verdict : "(null)",
+                   DSV4Q_RECEIPT_VERDICTS);
         goto done;
     }
     gmtime_r(&now, &tm);
@@ -821,7 +817,7 @@ static int fill_row(dsv4q_rcpt_row *row, const dsv4q_receipt *r, const char *key
             continue;
         s = json_string(row->f[i]);
         if (!s) {
-            dsv4q_rcpt_err(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
             goto done;
         }
         json_decref(s);
@@ -869,7 +865,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
     if (!db_path || !*db_path)
         db_path = dsv4q_receipts_default_db();
     if (!r) {
-        dsv4q_rcpt_err(err, errlen, "no receipt given");
+        dsv4q_errf(err, errlen, "no receipt given");
         goto done;
     }
     if (dsv4q_rcpt_sodium(err, errlen))
@@ -891,8 +887,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
         }
     } else if (*key_path) {
         lr = dsv4q_rcpt_load_secret(key_path, sk, pk, err, errlen);
-        if (lr == 1)
-            dsv4q_rcpt_err(err, errlen, "no signing key at %s", key_path);
+        if (lr == 1) dsv4q_errf(err, errlen, "no signing key at %s", key_path);
         if (lr != 0)
             goto done;
         have_key = 1;
@@ -902,7 +897,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
     if (fill_row(&row, r, keyid, err, errlen))
         goto done;
     if (!(sql = insert_sql())) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
 
@@ -931,18 +926,23 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
     sqlite3_finalize(st);
     st = NULL;
     if (!row.f[RF_PREV_HASH]) {
-        dsv4q_rcpt_err(err, errlen, "database %s: receipt %lld has no hash", db_path, last_id);
+        dsv4q_errf(err, errlen, "database %s: receipt %lld has no hash", db_path, last_id);
         goto done;
     }
     row.id = last_id + 1;
+    assert(src == SQLITE_ROW || !strcmp(row.f[RF_PREV_HASH], DSV4Q_RCPT_GENESIS));   /* R9: receipt 1 */
 
     if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)))
         goto done;
+    assert(!strncmp(canon, "{\"v\":1,\"id\":", 12));   /* R4: the version tag, then the id */
     dsv4q_rcpt_hash(canon, raw, hash);
+    assert(strlen(hash) == DSV4Q_SHA256_HEX);   /* R4: lowercase hex SHA-256 */
     if (have_key) {
         crypto_sign_detached(sig, NULL, raw, sizeof raw, sk);
         sodium_bin2hex(sighex, sizeof sighex, sig, sizeof sig);
     }
+    /* R10: signed iff signer_key_id is non-empty, and the signature is 128 hex */
+    assert(have_key == (row.f[RF_SIGNER_KEY_ID][0] != 0) && strlen(sighex) == (have_key ? 128u : 0u));
 
     src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (src != SQLITE_OK) {

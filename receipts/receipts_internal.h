@@ -4,8 +4,8 @@
  * Owns: the receipt field table (column names == canonical keys, in
  * canonical order), the in-memory row, database open + schema migration,
  * the canonical serializer and hash, and signing-key loading. Shared by
- * receipts.c (store), verify.c (verify/export), keys.c, cli_receipts.c and
- * the receipts tests; not part of the public API (receipts.h). Every
+ * receipts.c (store), verify.c (verify/export), keys.c, pin.c, util.c,
+ * cli/cmd_receipts.c and the receipts tests; not part of the public API (receipts.h). Every
  * external symbol carries the dsv4q_rcpt_ prefix so that it cannot collide
  * with other subsystems linked into libdsv4q.a.
  */
@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <sqlite3.h>
 
+#include "base/util.h"
 #include "receipts/receipts.h"
 
 /* 'dsv4' - PRAGMA application_id of a receipts database (R1). */
@@ -71,6 +72,10 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
  * column) with err set; the caller frees with dsv4q_rcpt_row_free. */
 int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t errlen);
 void dsv4q_rcpt_row_free(dsv4q_rcpt_row *r);
+/* Receipt `id` of an open database (db_path names it in messages): 0 with
+ * *r loaded, 1 if there is no such receipt ("no receipt N in PATH"), -1 on
+ * any other error; err set unless 0. The caller frees *r (also after 1). */
+int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err, size_t errlen);
 
 /* Canonical re-serialization of a JSON text (R3): NULL or "" -> "null",
  * else parse (any value, duplicate keys rejected) and dump with
@@ -86,7 +91,8 @@ char *dsv4q_rcpt_canonical(const dsv4q_rcpt_row *r, char *err, size_t errlen);
 void dsv4q_rcpt_hash(const char *canonical, unsigned char raw[32],
                      char hex[DSV4Q_SHA256_HEX + 1]);
 
-/* sodium_init() once; -1 with err if libsodium cannot initialize. */
+/* sodium_init() once; -1 with err if libsodium cannot initialize
+ * (receipts/util.c). */
 int dsv4q_rcpt_sodium(char *err, size_t errlen);
 
 /* Load a secret key file (R13): refuses group/other-accessible files and
@@ -107,7 +113,8 @@ void dsv4q_rcpt_keyid(const unsigned char pk[32], char out[DSV4Q_KEYID_HEX + 1])
 /* 1 if s is exactly n lowercase-or-uppercase hex digits. */
 int dsv4q_rcpt_is_hex(const char *s, size_t n);
 
-/* snprintf into err (if non-NULL). */
+/* snprintf into err (if non-NULL): dsv4q_errf (base/util.h) under its old
+ * name, for cli/cmd_receipts.c only; receipts/ calls dsv4q_errf. */
 void dsv4q_rcpt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -238,8 +238,7 @@ static int read_failed(sqlite3 *db, int src, const char *db_path, FILE *report,
             sqlite3_errmsg(db));
         return 1;
     }
-    dsv4q_rcpt_err(err, errlen, "database %s: reading receipts failed: %s", db_path,
-                   sqlite3_errmsg(db));
+    dsv4q_errf(err, errlen, "database %s: reading receipts failed: %s", db_path, sqlite3_errmsg(db));
     return -1;
 }
 
@@ -260,7 +259,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
     if (!db_path || !*db_path)
         db_path = dsv4q_receipts_default_db();
     if (id < 0) {
-        dsv4q_rcpt_err(err, errlen, "receipt id must be positive");
+        dsv4q_errf(err, errlen, "receipt id must be positive");
         goto done;
     }
     if (dsv4q_rcpt_sodium(err, errlen) || key_setup(&k, pubkey_path, report, err, errlen))
@@ -272,7 +271,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
             rpt(report, "%s", oerr);
             rc = 1;
         } else {
-            dsv4q_rcpt_err(err, errlen, "%s", oerr);
+            dsv4q_errf(err, errlen, "%s", oerr);
         }
         goto done;
     }
@@ -338,7 +337,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
         goto done;
     }
     if (id > 0 && !found) {
-        dsv4q_rcpt_err(err, errlen, "no receipt %lld in %s", id, db_path);
+        dsv4q_errf(err, errlen, "no receipt %lld in %s", id, db_path);
         goto done;
     }
 
@@ -376,27 +375,27 @@ static json_t *row_to_json(const dsv4q_rcpt_row *row, char *err, size_t errlen)
 
     if (!o || json_object_set_new(o, "v", json_integer(DSV4Q_RCPT_CANON_V)) ||
         json_object_set_new(o, "id", json_integer(row->id))) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     for (i = 0; i < RF_COUNT; i++) {
         if (dsv4q_rcpt_fields[i].is_json) {
             v = json_loads(row->f[i], JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
             if (!v) {
-                dsv4q_rcpt_err(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)",
-                               row->id, dsv4q_rcpt_fields[i].name, je.text);
+                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)", row->id,
+                           dsv4q_rcpt_fields[i].name, je.text);
                 goto done;
             }
         } else {
             v = json_string(row->f[i]);
             if (!v) {
-                dsv4q_rcpt_err(err, errlen, "receipt %lld: stored %s is not valid UTF-8",
-                               row->id, dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid UTF-8", row->id,
+                           dsv4q_rcpt_fields[i].name);
                 goto done;
             }
         }
         if (json_object_set_new(o, dsv4q_rcpt_fields[i].name, v)) {
-            dsv4q_rcpt_err(err, errlen, "out of memory");
+            dsv4q_errf(err, errlen, "out of memory");
             goto done;
         }
     }
@@ -411,13 +410,12 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
                               char **json_out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     dsv4q_rcpt_row row;
     json_t *doc = NULL, *rec = NULL;
     keyctx k;
-    char sql[1024], pkhex[DSV4Q_PUBKEY_HEX + 1] = "";
+    char pkhex[DSV4Q_PUBKEY_HEX + 1] = "";
     char *canon = NULL;
-    int rc = -1, src;
+    int rc = -1;
 
     memset(&row, 0, sizeof row);
     *json_out = NULL;
@@ -427,23 +425,7 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
         goto done;
     if (dsv4q_rcpt_open(db_path, 0, &db, NULL, err, errlen))
         goto done;
-    snprintf(sql, sizeof sql, "%s WHERE id = ?1", dsv4q_rcpt_select_sql);
-    src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        src = sqlite3_step(st);
-    }
-    if (src == SQLITE_DONE) {
-        dsv4q_rcpt_err(err, errlen, "no receipt %lld in %s", id, db_path);
-        goto done;
-    }
-    if (src != SQLITE_ROW) {
-        dsv4q_rcpt_err(err, errlen, "database %s: reading receipt %lld failed: %s", db_path, id,
-                       sqlite3_errmsg(db));
-        goto done;
-    }
-    if (dsv4q_rcpt_row_load(st, &row, err, errlen))
-        goto done;
+    if (dsv4q_rcpt_row_get(db, db_path, id, &row, err, errlen)) goto done;
     if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)) ||
         !(rec = row_to_json(&row, err, errlen)))
         goto done;
@@ -451,9 +433,8 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
         if (strcmp(k.id, row.f[RF_SIGNER_KEY_ID]) == 0)
             sodium_bin2hex(pkhex, sizeof pkhex, k.pk, sizeof k.pk);
         else if (k.mode == KEY_STRICT) {
-            dsv4q_rcpt_err(err, errlen,
-                           "public key %s (key id %s) did not sign receipt %lld (signer %s)",
-                           k.path, k.id, id, row.f[RF_SIGNER_KEY_ID]);
+            dsv4q_errf(err, errlen, "public key %s (key id %s) did not sign receipt %lld (signer %s)", k.path, k.id, id,
+                       row.f[RF_SIGNER_KEY_ID]);
             goto done;
         }
     }
@@ -465,12 +446,12 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
         json_object_set_new(doc, "signature", json_string(row.signature)) ||
         json_object_set_new(doc, "signer_key_id", json_string(row.f[RF_SIGNER_KEY_ID])) ||
         json_object_set_new(doc, "public_key", json_string(pkhex))) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     *json_out = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     if (!*json_out) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
     rc = 0;
@@ -479,7 +460,6 @@ done:
     json_decref(rec);
     free(canon);
     dsv4q_rcpt_row_free(&row);
-    sqlite3_finalize(st);
     sqlite3_close(db);
     return rc;
 }
@@ -513,14 +493,12 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
         goto done;
     doc = json_loads(json_text ? json_text : "", JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
-        dsv4q_rcpt_err(err, errlen, "export is not valid JSON (line %d column %d: %s)", je.line,
-                       je.column, je.text);
+        dsv4q_errf(err, errlen, "export is not valid JSON (line %d column %d: %s)", je.line, je.column, je.text);
         goto done;
     }
     fmt = jstr(doc, "format");
     if (!fmt || strcmp(fmt, EXPORT_FORMAT) != 0) {
-        dsv4q_rcpt_err(err, errlen, "not a dsv4q receipt export (format is not \"%s\")",
-                       EXPORT_FORMAT);
+        dsv4q_errf(err, errlen, "not a dsv4q receipt export (format is not \"%s\")", EXPORT_FORMAT);
         goto done;
     }
     rec = json_object_get(doc, "receipt");
@@ -529,18 +507,17 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     canon_stated = jstr(doc, "canonical");
     pkhex = jstr(doc, "public_key");
     if (!json_is_object(rec) || !hash || !sig) {
-        dsv4q_rcpt_err(err, errlen, "export lacks \"receipt\", \"hash\" or \"signature\"");
+        dsv4q_errf(err, errlen, "export lacks \"receipt\", \"hash\" or \"signature\"");
         goto done;
     }
     v = json_object_get(rec, "v");
     if (!json_is_integer(v) || json_integer_value(v) != DSV4Q_RCPT_CANON_V) {
-        dsv4q_rcpt_err(err, errlen, "export has an unsupported canonical version (want %d)",
-                       DSV4Q_RCPT_CANON_V);
+        dsv4q_errf(err, errlen, "export has an unsupported canonical version (want %d)", DSV4Q_RCPT_CANON_V);
         goto done;
     }
     v = json_object_get(rec, "id");
     if (!json_is_integer(v) || json_integer_value(v) < 1) {
-        dsv4q_rcpt_err(err, errlen, "export has no positive integer receipt id");
+        dsv4q_errf(err, errlen, "export has no positive integer receipt id");
         goto done;
     }
     row.id = (long long)json_integer_value(v);
@@ -570,12 +547,12 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
             row.f[i] = strdup(json_string_value(v));
         }
         if (!row.f[i]) {
-            dsv4q_rcpt_err(err, errlen, "out of memory");
+            dsv4q_errf(err, errlen, "out of memory");
             goto done;
         }
     }
     if (!(row.hash = strdup(hash)) || !(row.signature = strdup(sig))) {
-        dsv4q_rcpt_err(err, errlen, "out of memory");
+        dsv4q_errf(err, errlen, "out of memory");
         goto done;
     }
 

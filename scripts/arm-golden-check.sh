@@ -3,7 +3,7 @@
 # bit-exactly on aarch64?
 #
 # Cross-compiles a standalone checker for aarch64 (the two oracle widths,
-# the safetensors/config/synth/model loaders and goldens/golden.c, with the
+# the safetensors/config/synth/model loaders and goldens/, with the
 # project's flags: -O2 -ffp-contract=off, no -ffast-math) and runs
 # `dsv4q_golden_check` under qemu-user against goldens/. qemu-user emulates
 # the aarch64 ISA, so this checks the code-generation side (another compiler
@@ -74,7 +74,7 @@ WIDTH=""
 for f in oracle/*.c; do
   case " $COMMON " in *" $f "*) ;; *) WIDTH="$WIDTH $f" ;; esac
 done
-SRCS="$(echo base/*.c) $COMMON io/safetensors.c io/sha256.c io/config.c io/synth.c io/model_load.c io/gguf.c io/gguf_model.c goldens/golden.c"
+SRCS="$(echo base/*.c) $COMMON $(echo io/safetensors*.c) io/sha256.c $(echo io/config*.c) io/synth.c io/model_load.c io/gguf.c io/gguf_model.c $(echo goldens/*.c)"
 
 cat > "$OUT/arm_check_main.c" <<'EOF'
 /* standalone golden checker (built by scripts/arm-golden-check.sh only) */

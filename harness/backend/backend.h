@@ -28,8 +28,7 @@ const dsv4q_backend_v1 *dsv4q_backend_builtin(const char *name);
 /* Names of the built-ins for usage messages (", "-separated into buf),
  * including "mutant:NAME" for every mutant cpu-ref reports. */
 void dsv4q_backend_builtin_list(char *buf, size_t len);
-/* The mutant names cpu-ref provides (NULL-terminated), or NULL when cpu-ref
- * is not built into this tree. */
+/* The mutant names cpu-ref provides (NULL-terminated; backends/cpuref/). */
 const char *const *dsv4q_backend_mutants(void);
 /* 1 if spec names a plugin file rather than a built-in. */
 int dsv4q_backend_is_path(const char *spec);

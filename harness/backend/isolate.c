@@ -13,6 +13,7 @@
  * end, so poll() on the read end returns POLLHUP when the child exits for
  * any reason, and times out when it hangs.
  */
+#include <assert.h>
 #include <errno.h>
 #include <omp.h>
 #include <poll.h>
@@ -32,11 +33,11 @@
 #include "harness/backend/isolate.h"
 #include "harness/ops/ops.h"
 #include "base/util.h"
-#define now_s dsv4q_now_s   /* base/util.h */
 
 #define GUARD 64
 #define GUARD_BYTE 0x5A
 #define SENTINEL 0x7FFFA5A5u   /* a NaN as F32; an out-of-range index as I32 */
+_Static_assert(((SENTINEL >> 23) & 0xFFu) == 0xFFu && (SENTINEL & 0x7FFFFFu) != 0, "I2: the sentinel is a NaN as F32");
 
 typedef enum { ST_FORKED = 0, ST_LOAD, ST_ENTRY, ST_INIT, ST_RUN1, ST_RUN2, ST_FINI, ST_DONE, ST_SUPPORTS, ST_LOADW } stage;
 static const char *const stage_name[] = {"startup", "loading", "dsv4q_backend_entry()", "init()", "run()",
@@ -258,12 +259,15 @@ static size_t region_bytes(const dsv4q_case *c, const iso_job *job, int nruns)
     return n;
 }
 
-static void fill_sentinels(const dsv4q_case *c, int nruns, unsigned char *outs)
+/* I2: every output of every run is its sentinel, then GUARD guard bytes,
+ * all inside the `room` bytes mapped for them. */
+static void fill_sentinels(const dsv4q_case *c, int nruns, unsigned char *outs, size_t room)
 {
     size_t at = 0;
     for (int r = 0; r < nruns; r++)
         for (int i = 0; i < c->nout; i++) {
             size_t nb = dsv4q_case_out_bytes(c, i);
+            assert(at + nb + GUARD <= room);   /* I2: the guard zone lies inside the mapping */
             uint32_t s = SENTINEL;
             for (size_t k = 0; k + 4 <= nb; k += 4) memcpy(outs + at + k, &s, 4);
             memset(outs + at + nb, GUARD_BYTE, GUARD);
@@ -287,7 +291,7 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
     shared_hdr *h = reg;
     memset(h, 0, sizeof *h);
     unsigned char *outs = (unsigned char *)reg + sizeof(shared_hdr);
-    if (c) fill_sentinels(c, nruns, outs);
+    if (c) fill_sentinels(c, nruns, outs, bytes - sizeof(shared_hdr));
     if (job) memset(outs + job->bytes, GUARD_BYTE, GUARD);
 
     dsv4q_iso_status st = DSV4Q_ISO_OK;
@@ -326,10 +330,10 @@ static dsv4q_iso_status isolate(const char *spec, const dsv4q_iso_opts *o, const
         }
         close(pfd[1]);
         setpgid(pid, pid);   /* race-free: both sides set it */
-        double t0 = now_s();
+        double t0 = dsv4q_now_s();
         int timed_out = 0;
         for (;;) {
-            double left = timeout - (now_s() - t0);
+            double left = timeout - (dsv4q_now_s() - t0);
             if (left <= 0) { timed_out = 1; break; }
             struct pollfd p = {pfd[0], POLLIN, 0};
             int n = poll(&p, 1, (int)(left * 1000) + 1);

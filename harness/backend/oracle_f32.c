@@ -1,5 +1,5 @@
 /*
- * backend_oracle.c - the built-in backend "oracle-f32": the oracle's _f32
+ * oracle_f32.c - the built-in backend "oracle-f32": the oracle's _f32
  * instance behind the backend ABI.
  *
  * It is the rounding level made into a backend: qualifying it measures

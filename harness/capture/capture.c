@@ -20,8 +20,6 @@
 #include "io/sha256.h"
 #include "oracle/boundary.h"
 #include "base/util.h"
-#define fail dsv4q_errf   /* base/util.h */
-#define mkdir_p dsv4q_mkdir_p   /* base/util.h */
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -75,50 +73,61 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
     const char *f = c->file;
     for (int i = 0; required_meta[i]; i++)
         if (!dsv4q_st_meta(c->st, required_meta[i]))
-            return fail(err, errlen, "capture %s: __metadata__ lacks \"%s\" (required: dsv4q_capture_version, "
-                        "checkpoint_sha256, position, token_ids, engine, engine_version, profile; see "
-                        "docs/captures.md)", f, required_meta[i]);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: __metadata__ lacks \"%s\" (required: dsv4q_capture_version, "
+                              "checkpoint_sha256, position, token_ids, engine, engine_version, profile; see "
+                              "docs/captures.md)",
+                              f, required_meta[i]);
     const char *ver = dsv4q_st_meta(c->st, "dsv4q_capture_version");
     if (strcmp(ver, DSV4Q_CAPTURE_VERSION))
-        return fail(err, errlen, "capture %s: dsv4q_capture_version \"%s\" is not supported (this dsv4q reads \"%s\")",
-                    f, ver, DSV4Q_CAPTURE_VERSION);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: dsv4q_capture_version \"%s\" is not supported (this dsv4q reads \"%s\")", f, ver,
+                          DSV4Q_CAPTURE_VERSION);
     if (parse_position(dsv4q_st_meta(c->st, "position"), &c->pos))
-        return fail(err, errlen, "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
-                    "position of the call)", f, dsv4q_st_meta(c->st, "position"));
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
+                          "position of the call)",
+                          f, dsv4q_st_meta(c->st, "position"));
     if (c->pos >= dsv4q_run_max_seq_len(cfg))
-        return fail(err, errlen, "capture %s: metadata position %ld is past the model's max_seq_len %ld "
-                    "(original_seq_len x rope_factor)", f, c->pos, dsv4q_run_max_seq_len(cfg));
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata position %ld is past the model's max_seq_len %ld "
+                          "(original_seq_len x rope_factor)",
+                          f, c->pos, dsv4q_run_max_seq_len(cfg));
     const char *ck = dsv4q_st_meta(c->st, "checkpoint_sha256"), *wk = dsv4q_st_meta(c->st, "weights_sha256");
     if (!is_hex64(ck))
-        return fail(err, errlen, "capture %s: metadata checkpoint_sha256 must be 64 lowercase hex digits (SHA-256 of "
-                    "the checkpoint's config.json)", f);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata checkpoint_sha256 must be 64 lowercase hex digits (SHA-256 of "
+                          "the checkpoint's config.json)",
+                          f);
     if (wk && !is_hex64(wk))
-        return fail(err, errlen, "capture %s: metadata weights_sha256 must be 64 lowercase hex digits", f);
+        return dsv4q_errf(err, errlen, "capture %s: metadata weights_sha256 must be 64 lowercase hex digits", f);
     json_error_t je;
     json_t *ids = json_loads(dsv4q_st_meta(c->st, "token_ids"), JSON_DECODE_ANY, &je);
     if (!json_is_array(ids) || json_array_size(ids) < 1) {
         json_decref(ids);
-        return fail(err, errlen, "capture %s: metadata token_ids must be a non-empty JSON list of token ids", f);
+        return dsv4q_errf(err, errlen, "capture %s: metadata token_ids must be a non-empty JSON list of token ids", f);
     }
     c->s = (long)json_array_size(ids);
     c->ids = malloc(sizeof(int32_t) * (size_t)c->s);
     if (!c->ids) {
         json_decref(ids);
-        return fail(err, errlen, "out of memory");
+        return dsv4q_errf(err, errlen, "out of memory");
     }
     for (long i = 0; i < c->s; i++) {
         json_t *v = json_array_get(ids, (size_t)i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->vocab_size) {
             json_decref(ids);
-            return fail(err, errlen, "capture %s: token_ids[%ld] must be an integer token id in [0, %d)", f, i,
-                        cfg->vocab_size);
+            return dsv4q_errf(err, errlen, "capture %s: token_ids[%ld] must be an integer token id in [0, %d)", f, i,
+                              cfg->vocab_size);
         }
         c->ids[i] = (int32_t)json_integer_value(v);
     }
     json_decref(ids);
     if (c->pos > 0 && c->s != 1)
-        return fail(err, errlen, "capture %s: a call at position %ld is a decode step and has exactly one token "
-                    "(token_ids has %ld); only the prefill (position 0) has several", f, c->pos, c->s);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: a call at position %ld is a decode step and has exactly one token "
+                          "(token_ids has %ld); only the prefill (position 0) has several",
+                          f, c->pos, c->s);
     const char *eng = dsv4q_st_meta(c->st, "engine"), *ev = dsv4q_st_meta(c->st, "engine_version");
     const char *prof = dsv4q_st_meta(c->st, "profile"), *bd = dsv4q_st_meta(c->st, "boundary");
     /* no silent truncation: a value longer than its field is refused as such */
@@ -127,8 +136,9 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         {"profile", prof, sizeof cap->profile}, {"boundary", bd, sizeof cap->boundary}};
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].v && strlen(lim[i].v) >= lim[i].cap)
-            return fail(err, errlen, "capture %s: metadata %s is %zu bytes, longer than the %zu this dsv4q accepts",
-                        f, lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata %s is %zu bytes, longer than the %zu this dsv4q accepts", f,
+                              lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
     if (first) {
         snprintf(cap->engine, sizeof cap->engine, "%s", eng);
         snprintf(cap->engine_version, sizeof cap->engine_version, "%s", ev);
@@ -137,11 +147,12 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         snprintf(cap->checkpoint_sha256, sizeof cap->checkpoint_sha256, "%s", ck);
         snprintf(cap->weights_sha256, sizeof cap->weights_sha256, "%s", wk ? wk : "");
         if (dsv4q_profile_set(prof, &cap->bs))
-            return fail(err, errlen, "capture %s: metadata profile \"%s\" is not a profile (source, model, qat, exact)",
-                        f, prof);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata profile \"%s\" is not a profile (source, model, qat, exact)", f,
+                              prof);
         char e2[512];
         if (cap->boundary[0] && dsv4q_boundary_apply(&cap->bs, cap->boundary, e2, sizeof e2))
-            return fail(err, errlen, "capture %s: metadata boundary: %s", f, e2);
+            return dsv4q_errf(err, errlen, "capture %s: metadata boundary: %s", f, e2);
         return 0;
     }
     struct { const char *name, *a, *b; } same[] = {
@@ -150,8 +161,10 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         {"weights_sha256", cap->weights_sha256, wk ? wk : ""}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (strcmp(same[i].a, same[i].b))
-            return fail(err, errlen, "capture %s: metadata %s \"%s\" differs from \"%s\" in %s (all calls of a capture "
-                        "come from one engine run)", f, same[i].name, same[i].b, same[i].a, cap->calls[0].file);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata %s \"%s\" differs from \"%s\" in %s (all calls of a capture "
+                              "come from one engine run)",
+                              f, same[i].name, same[i].b, same[i].a, cap->calls[0].file);
     return 0;
 }
 
@@ -164,14 +177,15 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
         int st, layer, io, ti;
         char e2[512];
         if (dsv4q_stage_parse_name(t->name, &st, &layer, &io, &ti, e2, sizeof e2))
-            return fail(err, errlen, "capture %s: %s", c->file, e2);
+            return dsv4q_errf(err, errlen, "capture %s: %s", c->file, e2);
         if (layer >= cfg->n_layers)
-            return fail(err, errlen, "capture %s: tensor %s: layer %d is outside the model's %d layers", c->file,
-                        t->name, layer, cfg->n_layers);
+            return dsv4q_errf(err, errlen, "capture %s: tensor %s: layer %d is outside the model's %d layers", c->file,
+                              t->name, layer, cfg->n_layers);
         if (t->dtype != DSV4Q_DT_F64 && t->dtype != DSV4Q_DT_F32 && t->dtype != DSV4Q_DT_BF16 &&
             t->dtype != DSV4Q_DT_F16)
-            return fail(err, errlen, "capture %s: tensor %s has dtype %s; stage tensors are F64, F32, BF16 or F16",
-                        c->file, t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?");
+            return dsv4q_errf(err, errlen,
+                              "capture %s: tensor %s has dtype %s; stage tensors are F64, F32, BF16 or F16", c->file,
+                              t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?");
         const dsv4q_stage_info *si = dsv4q_stage_get(st);
         const dsv4q_stage_tensor *ts = io ? &si->out[ti] : &si->in[ti];
         int64_t want[DSV4Q_STAGE_MAX_DIM];
@@ -188,8 +202,10 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
                 snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", k ? ", " : "", (long long)want[k]);
             strcat(exp, "]");
             dsv4q_stage_shape_str(ts, NULL, sym, sizeof sym);
-            return fail(err, errlen, "capture %s: tensor %s has shape %s, expected %s (%s with s = %ld tokens of "
-                        "this call)", c->file, t->name, got, exp, sym, c->s);
+            return dsv4q_errf(err, errlen,
+                              "capture %s: tensor %s has shape %s, expected %s (%s with s = %ld tokens of "
+                              "this call)",
+                              c->file, t->name, got, exp, sym, c->s);
         }
     }
     return 0;
@@ -208,15 +224,15 @@ static int list_files(const char *path, char ***names, int *n, char *err, size_t
     struct stat sb;
     *names = NULL;
     *n = 0;
-    if (stat(path, &sb)) return fail(err, errlen, "capture %s: %s", path, strerror(errno));
+    if (stat(path, &sb)) return dsv4q_errf(err, errlen, "capture %s: %s", path, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) {
         *names = malloc(sizeof(char *));
-        if (!*names || !((*names)[0] = strdup(path))) return fail(err, errlen, "out of memory");
+        if (!*names || !((*names)[0] = strdup(path))) return dsv4q_errf(err, errlen, "out of memory");
         *n = 1;
         return 0;
     }
     DIR *d = opendir(path);
-    if (!d) return fail(err, errlen, "capture %s: %s", path, strerror(errno));
+    if (!d) return dsv4q_errf(err, errlen, "capture %s: %s", path, strerror(errno));
     struct dirent *de;
     int cap = 0;
     while ((de = readdir(d))) {
@@ -226,14 +242,20 @@ static int list_files(const char *path, char ***names, int *n, char *err, size_t
         if (stat(full, &sb) || !S_ISREG(sb.st_mode)) continue;
         if (*n == cap) {
             char **nn = realloc(*names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!nn) { closedir(d); return fail(err, errlen, "out of memory"); }
+            if (!nn) {
+                closedir(d);
+                return dsv4q_errf(err, errlen, "out of memory");
+            }
             *names = nn;
         }
-        if (!((*names)[*n] = strdup(full))) { closedir(d); return fail(err, errlen, "out of memory"); }
+        if (!((*names)[*n] = strdup(full))) {
+            closedir(d);
+            return dsv4q_errf(err, errlen, "out of memory");
+        }
         (*n)++;
     }
     closedir(d);
-    if (!*n) return fail(err, errlen, "capture %s: the directory holds no .safetensors call files", path);
+    if (!*n) return dsv4q_errf(err, errlen, "capture %s: the directory holds no .safetensors call files", path);
     qsort(*names, (size_t)*n, sizeof(char *), cmp_str);
     return 0;
 }
@@ -246,12 +268,15 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
     int n = 0, rc = -1;
     dsv4q_capture *c = calloc(1, sizeof *c);
     char *listing = NULL;
-    if (!c) return fail(err, errlen, "out of memory");
+    if (!c) return dsv4q_errf(err, errlen, "out of memory");
     snprintf(c->path, sizeof c->path, "%s", path);
     if (list_files(path, &names, &n, err, errlen)) goto out;
     c->calls = calloc((size_t)n, sizeof *c->calls);
     listing = malloc((size_t)n * 4200 + 1);
-    if (!c->calls || !listing) { fail(err, errlen, "out of memory"); goto out; }
+    if (!c->calls || !listing) {
+        dsv4q_errf(err, errlen, "out of memory");
+        goto out;
+    }
     size_t ln = 0;
     for (int i = 0; i < n; i++) {
         dsv4q_capture_call *k = &c->calls[i];
@@ -259,13 +284,16 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
         c->ncalls = i + 1;
         char e2[1024], hex[65];
         if (dsv4q_st_open(&k->st, names[i], e2, sizeof e2)) {
-            fail(err, errlen, "capture %s: not a readable safetensors file: %s", names[i], e2);
+            dsv4q_errf(err, errlen, "capture %s: not a readable safetensors file: %s", names[i], e2);
             goto out;
         }
         if (read_meta(c, k, i == 0, cfg, err, errlen) || check_tensors(k, cfg, err, errlen)) goto out;
         c->ntensors += (long)dsv4q_st_count(k->st);
         if (k->pos + k->s > c->max_pos) c->max_pos = k->pos + k->s;
-        if (dsv4q_sha256_hex_file(names[i], hex, e2, sizeof e2)) { fail(err, errlen, "%s", e2); goto out; }
+        if (dsv4q_sha256_hex_file(names[i], hex, e2, sizeof e2)) {
+            dsv4q_errf(err, errlen, "%s", e2);
+            goto out;
+        }
         const char *base = strrchr(names[i], '/');
         ln += (size_t)snprintf(listing + ln, 4200, "%s  %s\n", hex, base ? base + 1 : names[i]);
     }
@@ -273,18 +301,22 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
     qsort(c->calls, (size_t)c->ncalls, sizeof *c->calls, cmp_call);
     for (int i = 1; i < c->ncalls; i++)
         if (c->calls[i].pos == c->calls[i - 1].pos) {
-            fail(err, errlen, "capture %s and %s: both are the call at position %ld", c->calls[i - 1].file,
-                 c->calls[i].file, c->calls[i].pos);
+            dsv4q_errf(err, errlen, "capture %s and %s: both are the call at position %ld", c->calls[i - 1].file,
+                       c->calls[i].file, c->calls[i].pos);
             goto out;
         }
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
-        fail(err, errlen, "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "
-             "the capture was written for another checkpoint", c->calls[0].file, c->checkpoint_sha256, config_sha);
+        dsv4q_errf(err, errlen,
+                   "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "
+                   "the capture was written for another checkpoint",
+                   c->calls[0].file, c->checkpoint_sha256, config_sha);
         goto out;
     }
     if (weights_sha && weights_sha[0] && c->weights_sha256[0] && strcmp(weights_sha, c->weights_sha256)) {
-        fail(err, errlen, "capture %s: weights_sha256 %.16s... does not match the model's weight files (%.16s...): "
-             "the capture was written for other weights", c->calls[0].file, c->weights_sha256, weights_sha);
+        dsv4q_errf(err, errlen,
+                   "capture %s: weights_sha256 %.16s... does not match the model's weight files (%.16s...): "
+                   "the capture was written for other weights",
+                   c->calls[0].file, c->weights_sha256, weights_sha);
         goto out;
     }
     *out = c;
@@ -340,20 +372,25 @@ static int is_call_file(const char *n)
 
 int dsv4q_capture_clear(const char *dir, char *err, size_t errlen)
 {
-    if (mkdir_p(dir)) return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (dsv4q_mkdir_p(dir)) return dsv4q_errf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
     DIR *d = opendir(dir);
-    if (!d) return fail(err, errlen, "cannot open %s: %s", dir, strerror(errno));
+    if (!d) return dsv4q_errf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(d))) {
         if (ends_with(de->d_name, ".safetensors") && !is_call_file(de->d_name)) {
             closedir(d);
-            return fail(err, errlen, "%s holds %s, which is not a capture call file: a capture directory holds only "
-                        "its calls (replay reads every .safetensors in it)", dir, de->d_name);
+            return dsv4q_errf(err, errlen,
+                              "%s holds %s, which is not a capture call file: a capture directory holds only "
+                              "its calls (replay reads every .safetensors in it)",
+                              dir, de->d_name);
         }
         if (is_call_file(de->d_name)) {   /* a previous capture's call: replaced */
             char p[4400];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            if (unlink(p)) { closedir(d); return fail(err, errlen, "cannot remove %s: %s", p, strerror(errno)); }
+            if (unlink(p)) {
+                closedir(d);
+                return dsv4q_errf(err, errlen, "cannot remove %s: %s", p, strerror(errno));
+            }
         }
     }
     closedir(d);
@@ -365,10 +402,10 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
 {
     *out = NULL;
     if (info->dtype != DSV4Q_DT_F64 && info->dtype != DSV4Q_DT_F32 && info->dtype != DSV4Q_DT_BF16)
-        return fail(err, errlen, "capture dtype must be F64, F32 or BF16");
+        return dsv4q_errf(err, errlen, "capture dtype must be F64, F32 or BF16");
     if (dsv4q_capture_clear(dir, err, errlen)) return -1;
     dsv4q_capture_writer *w = calloc(1, sizeof *w);
-    if (!w) return fail(err, errlen, "out of memory");
+    if (!w) return dsv4q_errf(err, errlen, "out of memory");
     snprintf(w->dir, sizeof w->dir, "%s", dir);
     w->cfg = *cfg;
     w->dtype = info->dtype;
@@ -381,8 +418,8 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
         for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
             if (lim[i].v && strlen(lim[i].v) >= lim[i].cap) {
                 free(w);
-                return fail(err, errlen, "capture: %s is %zu bytes, longer than the %zu a capture records", lim[i].key,
-                            strlen(lim[i].v), lim[i].cap - 1);
+                return dsv4q_errf(err, errlen, "capture: %s is %zu bytes, longer than the %zu a capture records",
+                                  lim[i].key, strlen(lim[i].v), lim[i].cap - 1);
             }
     }
     snprintf(w->engine, sizeof w->engine, "%s", info->engine);
@@ -392,7 +429,7 @@ int dsv4q_capture_writer_new(dsv4q_capture_writer **out, const char *dir, const 
     if (dsv4q_profile_set(w->profile, &w->bs) ||
         (w->boundary[0] && dsv4q_boundary_apply(&w->bs, w->boundary, err, errlen))) {
         free(w);
-        return fail(err, errlen, "capture: bad profile '%s' / boundary '%s'", info->profile, w->boundary);
+        return dsv4q_errf(err, errlen, "capture: bad profile '%s' / boundary '%s'", info->profile, w->boundary);
     }
     snprintf(w->config_sha, sizeof w->config_sha, "%s", info->config_sha);
     snprintf(w->weights_sha, sizeof w->weights_sha, "%s", info->weights_sha ? info->weights_sha : "");
@@ -410,7 +447,7 @@ static int add_tensor(dsv4q_capture_writer *w, const char *name, dsv4q_dtype dt,
 {
     size_t sz = dsv4q_dtype_size(dt);
     void *buf = malloc(sz * (size_t)(n ? n : 1));
-    if (!buf) return fail(w->err, sizeof w->err, "out of memory");
+    if (!buf) return dsv4q_errf(w->err, sizeof w->err, "out of memory");
     for (int64_t i = 0; i < n; i++) {
         if (dt == DSV4Q_DT_F64) ((double *)buf)[i] = v[i];
         else if (dt == DSV4Q_DT_F32) ((float *)buf)[i] = (float)v[i];
@@ -453,14 +490,14 @@ int dsv4q_capture_writer_call(dsv4q_capture_writer *w, long pos, const int32_t *
     if (w->failed) {
         dsv4q_stw_free(w->cur);
         w->cur = NULL;
-        return fail(err, errlen, "capture: %s", w->err);
+        return dsv4q_errf(err, errlen, "capture: %s", w->err);
     }
-    if (!w->cur && !(w->cur = dsv4q_stw_new())) return fail(err, errlen, "out of memory");
+    if (!w->cur && !(w->cur = dsv4q_stw_new())) return dsv4q_errf(err, errlen, "out of memory");
     char posv[32], path[4200];
     snprintf(posv, sizeof posv, "%ld", pos);
     size_t cap = (size_t)s * 12 + 4, n = 0;
     char *tok = malloc(cap);
-    if (!tok) return fail(err, errlen, "out of memory");
+    if (!tok) return dsv4q_errf(err, errlen, "out of memory");
     n += (size_t)snprintf(tok, cap, "[");
     for (long i = 0; i < s; i++) n += (size_t)snprintf(tok + n, cap - n, "%s%d", i ? "," : "", ids[i]);
     snprintf(tok + n, cap - n, "]");
@@ -487,10 +524,10 @@ int dsv4q_capture_writer_meta(dsv4q_capture_writer *w, const char *key, const ch
 {
     int i = 0;
     while (i < w->nextra && strcmp(w->extra[i][0], key)) i++;
-    if (i == 8) return fail(err, errlen, "capture: more than 8 extra metadata keys (adding %s)", key);
+    if (i == 8) return dsv4q_errf(err, errlen, "capture: more than 8 extra metadata keys (adding %s)", key);
     if (strlen(key) >= sizeof w->extra[i][0] || strlen(value) >= sizeof w->extra[i][1])
-        return fail(err, errlen, "capture: metadata %s is longer than the %zu bytes a capture records", key,
-                    sizeof w->extra[i][1] - 1);
+        return dsv4q_errf(err, errlen, "capture: metadata %s is longer than the %zu bytes a capture records", key,
+                          sizeof w->extra[i][1] - 1);
     snprintf(w->extra[i][0], sizeof w->extra[i][0], "%s", key);
     snprintf(w->extra[i][1], sizeof w->extra[i][1], "%s", value);
     if (i == w->nextra) w->nextra++;

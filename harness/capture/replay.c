@@ -1,6 +1,6 @@
 /*
  * replay.c - stage-by-stage replay of a capture against the oracle (see
- * replay.h for the method and invariants P1..P3).
+ * replay.h for the method and invariants P1..P6).
  *
  * Order of work: calls in ascending position; within a call the stage
  * table's order (embed, layer 0's eight stages, ..., head), so the stateful
@@ -10,6 +10,7 @@
  * output, accumulated over the calls (NRMS over all rows of all calls, as
  * `sensitivity` does). Gates are applied once, at the end.
  */
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,10 +23,6 @@
 #include "oracle/formats.h"
 #include "oracle/model_run.h"
 #include "base/util.h"
-#define jnum dsv4q_json_num   /* base/util.h */
-#define ulp_in dsv4q_ulp_in   /* harness/measure/verdict.h */
-#define ord32 dsv4q_ord32   /* base/util.h */
-#define ord16 dsv4q_ord16   /* base/util.h */
 
 const char *dsv4q_rverdict_name(dsv4q_rverdict v)
 {
@@ -45,8 +42,6 @@ const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int la
 
 /* ---- metrics ----------------------------------------------------------- */
 
-/* ULP distance of a from b in the storage dtype of a capture tensor: BF16 /
- * F16 in their own units, F32 and F64 in binary32 units. */
 /* The storage dtype an output is judged in (ULPs, the gates' floor_u): the
  * dump's own dtype when it is narrow (BF16, F16), else where the claimed
  * profile keeps that output (stages.h storage: BF16 when its boundary is
@@ -56,7 +51,9 @@ int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs)
 {
     if (dump_dt == DSV4Q_DT_BF16 || dump_dt == DSV4Q_DT_F16) return dump_dt;
     if (t->inner > 0 && ((bs >> (t->inner - 1)) & 1u)) return DSV4Q_DT_BF16;   /* P6 */
-    return dsv4q_stage_storage(t, bs);
+    const int dt = dsv4q_stage_storage(t, bs);
+    assert(dt == DSV4Q_DT_BF16 || dt == DSV4Q_DT_F32);   /* P5/P6: ULPs count in a storage dtype */
+    return dt;
 }
 static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
 
@@ -132,6 +129,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
             if (isnan(v) && isnan(l)) continue;
             const double pl = (*pool)[r->stage][m][t];
             if (pl > l || (isnan(l) && !isnan(pl))) l = pl;
+            assert(isnan(pl) || l >= pl);   /* P4: gated at the largest level over the layers */
             const dsv4q_judgement j = dsv4q_judge(rule, v, l, gate_dtype(r->dtype[t]));
             const int gated = j.gated;
             const double b = gated ? j.bound : NAN;
@@ -408,6 +406,7 @@ int dsv4q_replay_init(dsv4q_replay *res, int nl)
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
 {
     res->npass = res->nfail = res->nunc = res->nabsent = res->npartial = 0;
+    int nabsent_optional = 0;
     pooled_lvl pool_, *pool = &pool_;   /* a few KB */
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
         for (int m = 0; m < DSV4Q_M_COUNT; m++)
@@ -427,9 +426,11 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         dsv4q_rstage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) {
             res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
+            nabsent_optional += dsv4q_stage_get(r->stage)->optional != 0;
             continue;
         }
         judge(r, g, (const pooled_lvl *)pool);
+        assert(r->verdict != DSV4Q_RV_ABSENT);   /* P1: a captured stage is compared or not checkable */
         char miss[160] = "";
         for (int t = 0; t < r->nout; t++)
             if (!r->seen[t] && r->calls_checked)
@@ -441,6 +442,8 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         res->nunc += r->verdict == DSV4Q_RV_UNCHECKABLE;
         res->npartial += (r->verdict == DSV4Q_RV_PASS || r->verdict == DSV4Q_RV_FAIL) && r->calls_unchecked > 0;
     }
+    /* P1: nothing silently skipped - every slot is counted exactly once */
+    assert(res->npass + res->nfail + res->nunc + res->nabsent + nabsent_optional == res->nst);
 }
 
 int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_capture *cap, const dsv4q_replay_opts *o,
@@ -625,9 +628,9 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
             const dsv4q_rrow *w = &r->row[m];
             if (!w->measured) continue;
             json_t *j = json_object();
-            json_object_set_new(j, "value", jnum(w->value));
-            json_object_set_new(j, "level", jnum(w->level));
-            json_object_set_new(j, "bound", w->gated ? jnum(w->bound) : json_null());
+            json_object_set_new(j, "value", dsv4q_json_num(w->value));
+            json_object_set_new(j, "level", dsv4q_json_num(w->level));
+            json_object_set_new(j, "bound", w->gated ? dsv4q_json_num(w->bound) : json_null());
             json_object_set_new(j, "gated", json_boolean(w->gated));
             json_object_set_new(j, "pass", json_boolean(w->pass));
             json_object_set_new(j, "output", json_string(dsv4q_stage_get(r->stage)->out[w->out].name));
@@ -658,13 +661,13 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
     if (M->why[0]) json_object_set_new(jm, "why", json_string(M->why));
     if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
         json_object_set_new(jm, "rows", json_integer(M->rows));
-        json_object_set_new(jm, "logit_nrms", jnum(M->nrms.value));
-        json_object_set_new(jm, "logit_nrms_level", jnum(M->nrms.level));
-        json_object_set_new(jm, "logit_nrms_bound", M->nrms.gated ? jnum(M->nrms.bound) : json_null());
-        json_object_set_new(jm, "logit_max_abs", jnum(M->val.max_abs));
+        json_object_set_new(jm, "logit_nrms", dsv4q_json_num(M->nrms.value));
+        json_object_set_new(jm, "logit_nrms_level", dsv4q_json_num(M->nrms.level));
+        json_object_set_new(jm, "logit_nrms_bound", M->nrms.gated ? dsv4q_json_num(M->nrms.bound) : json_null());
+        json_object_set_new(jm, "logit_max_abs", dsv4q_json_num(M->val.max_abs));
         json_object_set_new(jm, "greedy_agree", json_integer(M->agree));
         json_object_set_new(jm, "greedy_agree_level", json_integer(M->agree_lvl));
-        json_object_set_new(jm, "greedy_min", M->greedy_gated ? jnum(M->greedy_min) : json_null());
+        json_object_set_new(jm, "greedy_min", M->greedy_gated ? dsv4q_json_num(M->greedy_min) : json_null());
     }
     json_object_set_new(root, "whole_model", jm);
     json_object_set_new(root, "pass", json_integer(res->npass));

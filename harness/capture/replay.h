@@ -39,7 +39,8 @@
  *      says nothing about how far a correct FP32 kernel with another
  *      summation order may land there, while the same stage in the next
  *      layer shows it (docs/captures.md gives measured levels).
- *  P5. ULPs are row-floored (harness/qualify/qualify.h) for every stage output.
+ *  P5. ULPs are row-floored (harness/measure/metrics.h, ulp_max) for every
+ *      stage output.
  *  P6. An FP32 output that is a linear map of a BF16-rounded vector (the
  *      head's logits of the normed hidden state, stages.h `inner`) is judged
  *      in BF16: one BF16 rounding of that vector landing on the other side

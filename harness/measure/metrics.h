@@ -1,8 +1,9 @@
 /*
  * metrics.h - the one metric set, for any pair of tensors.
  *
- * Every command that compares (sensitivity, qualify, replay, margins, the
- * whole-model gate) measures with these functions, so "NRMS" means the
+ * Every command that compares a candidate with the reference (sensitivity,
+ * qualify, replay and the whole-model per-stage verdict, margins, ablate,
+ * the whole-model gate) measures with these functions, so "NRMS" means the
  * same thing everywhere: NRMS = ||a - b||_2 / ||b||_2 with b the reference
  * (fp64). Accumulators are streaming (a tensor can arrive in pieces:
  * prefill rows, then decode rows) and summed in double in arrival order.
@@ -23,14 +24,17 @@
  *               plain ULP for values of ordinary size (same binade)
  *  argmax_miss  rows (last dim) whose first argmax differs
  *  nonfinite    candidate values that are NaN/inf where the reference is not
- *               the same value (an unwritten output is NaN: isolate.h I2)
+ *               the same value (an unwritten output is NaN:
+ *               harness/backend/isolate.h I2)
  *  jaccard_dist selections: 1 - mean over rows of |A n B| / |A u B|
  *  flips        selections: picks that differ from the reference's and are
  *               NOT explained by the tie-run at the cut (reference scores
  *               exactly equal to the k-th selected score); the explained
  *               ones are counted in tie_flips, reported, never failed
  *  rerun        run-to-run: max |run1 - run2| / max |ref| (floats), the
- *               fraction of differing picks (selections)
+ *               fraction of differing picks (selections); a backend against
+ *               itself, not against the reference, so qualify computes it
+ *               (harness/qualify/qualify.c rerun_metric)
  * The level of every metric is oracle-f32 vs oracle-f64 on the same case.
  */
 #ifndef DSV4Q_METRICS_H

@@ -3,6 +3,7 @@
  * and the stage -> gate links (one copy; qualify, replay and the whole-model
  * gate all judge with it).
  */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +60,7 @@ dsv4q_judgement dsv4q_judge(const dsv4q_gate_rule *r, double value, double level
     v.bound = dsv4q_gate_bound(r, level, dtype);   /* reported even when not gated */
     v.gated = r->on != 0;
     v.pass = !v.gated || dsv4q_gate_pass(value, v.bound);
+    assert(!(v.gated && v.pass && (isnan(value) || isnan(v.bound))));   /* G2: NaN never passes */
     return v;
 }
 

@@ -32,7 +32,7 @@ typedef struct dsv4q_gate_rule {
 } dsv4q_gate_rule;
 
 typedef struct dsv4q_gates {
-    char origin[512];        /* file path or "<builtin default>" */
+    char origin[512];        /* the gate file's path (messages, receipts) */
     char description[256];
     dsv4q_gate_rule op[DSV4Q_OP_COUNT][DSV4Q_M_COUNT];
     /* stage verdicts (replay, the whole-model per-stage verdict): the rules
