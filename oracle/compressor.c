@@ -16,7 +16,7 @@
  *
  * Invariants:
  *  C1. Prefill of s tokens leaves exactly the state that s one-token decode
- *      calls would leave (tests/test_compressor.c checks rows and state).
+ *      calls would leave (tests/test_ops_cases.c checks rows and state).
  *  C2. Candidates are pooled in the reference order: previous block's
  *      positions first, then the current block's, position ascending.
  */

@@ -2,9 +2,9 @@
 # recipe-check.sh - prove the "Add an operator" recipe of docs/architecture.md
 # by following it: in a scratch copy of the tree, add the template operator
 # of scripts/recipe/ (recipe_scale, y = x * k) by the recipe's steps alone,
-#   1. harness/ops/recipe_scale.c   the descriptor (next free id)
-#   2. oracle/recipe_scale.c        the oracle function
-#   3. tests/test_op_recipe_scale.c its test
+#   1. recipe_scale.c in harness/ops     the descriptor (next free id)
+#   2. recipe_scale.c in oracle          the oracle function
+#   3. test_op_recipe_scale.c in tests   its test
 #   4. scripts/gen-ops.sh, make docs   (generated: the ABI's list and
 #      summary, docs/backends.md)
 # then build, run the tests an operator touches (its own, with the operator

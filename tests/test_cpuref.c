@@ -1,11 +1,11 @@
 /*
- * test_cpuref.c - cpu-ref (harness/cpuref_*.c) against the oracle, and
+ * test_cpuref.c - cpu-ref (the sources of backends/cpuref/) against the oracle, and
  * every mutant against cpu-ref.
  *
  *  1. Format helpers: cpu-ref's bit-level E4M3 / E2M1 rounding and its
  *     power-of-two scale rule agree with the format definitions
  *     (oracle/formats.h) and the exact ceil-log2 rule on ~10^6 values.
- *  2. Per operator, on small inputs from the case builder (harness/cases/cases.c)
+ *  2. Per operator, on small inputs from the case builders (harness/ops/<name>.c)
  *     with the source profile: cpu-ref vs the oracle's f64 instance. BF16
  *     outputs: NRMS below one BF16 ulp (2^-8) and at most 4x the f32
  *     oracle's own NRMS + 2^-10; FP32 outputs: at most 16x the f32

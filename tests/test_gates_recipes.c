@@ -8,7 +8,7 @@
  * cases.
  *
  * Expected properties are restated from the recipe descriptions
- * (harness/cases/cases.c comments, docs/gates.md) and counted here
+ * (the case builders of harness/ops/<name>.c and harness/cases/gen.c, docs/gates.md) and counted here
  * independently; the row-floored ULP expectations are hand-computed.
  */
 #include "tests/testutil.h"

@@ -1,8 +1,9 @@
 /*
  * cpuref.h - cpu-ref, the independent FP32 CPU backend, and its mutants.
  *
- * cpu-ref (harness/cpuref_*.c) implements every operator of the backend
- * ABI (abi/dsv4q_backend.h) for the `source` profile, written apart
+ * cpu-ref (the sources of backends/cpuref/) implements the V4 operators of
+ * the backend ABI (abi/dsv4q_backend.h; its caps: CPUREF_OPS in backend.c)
+ * for the `source` profile, written apart
  * from oracle/ (its own reduction orders, online softmax, fused hc_pre,
  * lookup-table weight decode). A mutant is cpu-ref with one realistic
  * defect, named `mutant:NAME` on the command line; docs/mutants.md lists

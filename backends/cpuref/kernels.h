@@ -1,8 +1,8 @@
 /*
- * cpuref_kernels.h - internal interface of cpu-ref, the independent FP32
- * CPU kernel set behind the backend ABI (abi/dsv4q_backend.h), and of
- * its mutants (docs/mutants.md). Not part of the ABI; only harness/cpuref_*.c
- * and tests/test_cpuref.c include it.
+ * kernels.h - internal interface of cpu-ref, the independent FP32 CPU
+ * kernel set behind the backend ABI (abi/dsv4q_backend.h), and of its
+ * mutants (docs/mutants.md). Not part of the ABI; only the sources of
+ * backends/cpuref/ and tests/test_cpuref.c include it.
  *
  * cpu-ref implements the `source` profile: FP32 arithmetic everywhere,
  * rounded to BF16 exactly where DeepSeek's reference stores BF16

@@ -2,14 +2,15 @@
  * recipe_scale.c - RECIPE_SCALE, the template operator of the "Add an
  * operator" recipe (docs/architecture.md): y[rows,n] = x[rows,n] * k, the
  * product stored at norm_bf16. scripts/recipe-check.sh copies this file to
- * harness/ops/recipe_scale.c in a scratch copy of the tree (ID replaced by
+ * recipe_scale.c in harness/ops of a scratch copy of the tree (ID replaced by
  * the next operator id) to prove the recipe; it is not built here.
  */
 #include "harness/ops/op.h"
 
 DSV4Q_OP_ROW(@ID@, RECIPE_SCALE, recipe_scale, 1, 1, 1)
 
-/* The oracle function (oracle/recipe_scale.c); declared here because only
+/* The oracle function (scripts/recipe/oracle.c, in the oracle's folder of
+ * the scratch copy); declared here because only
  * this adapter calls it (the forward pass would need it in oracle/ops.inc). */
 void X(dsv4q_recipe_scale)(uint64_t bs, const real *x, long n, double k, real *y);
 

@@ -2,7 +2,7 @@
  * recipe_scale.c - the oracle of the recipe's template operator
  * (scripts/recipe/op.c): y = x * k, rounded at norm_bf16. Compiled at both
  * widths like every oracle source; scripts/recipe-check.sh copies it to
- * oracle/recipe_scale.c in a scratch copy of the tree.
+ * recipe_scale.c in the oracle's folder of a scratch copy of the tree.
  */
 #include "oracle/real.h"
 

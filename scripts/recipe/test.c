@@ -4,7 +4,7 @@
  * 3 * (1 + 2^-10) rounds to 3 at norm_bf16 (BF16 keeps 7 fraction bits:
  * 3.0029296875 is 3 + 3 * 2^-10, below the half-ulp 2^-7 of [2, 4)), and
  * its cases build canonically. scripts/recipe-check.sh copies it to
- * tests/test_op_recipe_scale.c in a scratch copy of the tree.
+ * test_op_recipe_scale.c in tests of a scratch copy of the tree.
  */
 #include "tests/testutil.h"
 

@@ -1,5 +1,5 @@
-"""Reader of vLLM intermediate-tensor logs (vllm/v1/intermediates/
-intermediates_logging.py, docs/contributing/intermediate_logging.md).
+"""Reader of vLLM intermediate-tensor logs (vLLM's own vllm/v1/intermediates/intermediates_logging.py and its
+docs, contributing/intermediate_logging.md).
 
 Format (as vLLM writes it): ``RUN_DIR/step_N/MODULE[_CALL]/FILE_DEVICE.pt``
 with FILE ``inputs_I`` (positional inputs of the forward pre-hook, one file
