@@ -118,11 +118,10 @@ done:
 static int cmd_show(const dsv4q_receipts_args *o)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     dsv4q_rcpt_row row;
-    char err[512], sql[1024];
+    char err[512];
     long long id = receipt_id(o);
-    int rc = EXIT_USAGE, src, i;
+    int rc = EXIT_USAGE, i;
 
     memset(&row, 0, sizeof row);
     if (id < 0)
@@ -131,19 +130,8 @@ static int cmd_show(const dsv4q_receipts_args *o)
         fprintf(stderr, "dsv4q receipts show: %s\n", err);
         goto done;
     }
-    snprintf(sql, sizeof sql, "%s WHERE id = ?1", dsv4q_rcpt_select_sql);
-    src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        src = sqlite3_step(st);
-    }
-    if (src == SQLITE_DONE) {
-        fprintf(stderr, "dsv4q receipts show: no receipt %lld\n", id);
-        goto done;
-    }
-    if (src != SQLITE_ROW || dsv4q_rcpt_row_load(st, &row, err, sizeof err)) {
-        fprintf(stderr, "dsv4q receipts show: %s\n",
-                src != SQLITE_ROW ? sqlite3_errmsg(db) : err);
+    if (dsv4q_rcpt_row_get(db, o->c.db, id, &row, err, sizeof err)) {   /* "no receipt N in PATH" */
+        fprintf(stderr, "dsv4q receipts show: %s\n", err);
         goto done;
     }
     printf("%-16s %lld\n", "id", row.id);
@@ -154,7 +142,6 @@ static int cmd_show(const dsv4q_receipts_args *o)
     rc = 0;
 done:
     dsv4q_rcpt_row_free(&row);
-    sqlite3_finalize(st);
     sqlite3_close(db);
     return rc;
 }
@@ -226,14 +213,14 @@ static char *slurp(const char *path, char *err, size_t errlen)
     size_t n = 0, cap = 0, k;
 
     if (!f) {
-        dsv4q_rcpt_err(err, errlen, "%s", ferr);
+        dsv4q_errf(err, errlen, "%s", ferr);
         return NULL;
     }
     for (;;) {
         if (cap - n < 4096) {
             cap = cap ? cap * 2 : 65536;
             if (cap > (64u << 20) || !(q = realloc(buf, cap + 1))) {
-                dsv4q_rcpt_err(err, errlen, "%s: too large or out of memory", path);
+                dsv4q_errf(err, errlen, "%s: too large or out of memory", path);
                 free(buf);
                 buf = NULL;
                 goto done;
@@ -246,7 +233,7 @@ static char *slurp(const char *path, char *err, size_t errlen)
             break;
     }
     if (ferror(f)) {
-        dsv4q_rcpt_err(err, errlen, "cannot read %s", path);
+        dsv4q_errf(err, errlen, "cannot read %s", path);
         free(buf);
         buf = NULL;
         goto done;

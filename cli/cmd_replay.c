@@ -108,7 +108,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
         dsv4q_rreport_junit(ju, &res, cap->engine);
         if (dsv4q_junit_close(ju, err, sizeof err)) { fprintf(stderr, "dsv4q replay: %s\n", err); st = 2; }
     }
-    write_receipt(o, cap, &g, q.gates ? q.gates : (strcmp(g.origin, "<builtin default>") ? g.origin : NULL), pin,
+    write_receipt(o, cap, &g, q.gates ? q.gates : g.origin, pin,
                   metrics, st, argc, argv);
     rc = st;
     goto out;

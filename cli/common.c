@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "base/rng.h"
 #include "cli/common.h"
 #include "io/config.h"
 #include "io/model.h"
@@ -95,14 +96,12 @@ void dsv4q_cli_model_notes(const char *cmd, const dsv4q_model *m)
                 "(first: %s); they run as BF16 weights\n", cmd, m->n_bf16_quant, m->first_bf16_quant);
 }
 
-/* Deterministic synthetic ids: splitmix64 over (seed, index). */
+/* Deterministic synthetic ids: splitmix64's output function over (seed,
+ * index) (base/rng.h). */
 static int32_t synth_id(uint64_t seed, long i, int vocab)
 {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (int32_t)(z % (uint64_t)vocab);
+    const uint64_t z = seed * DSV4Q_RNG_GAMMA + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+    return (int32_t)(dsv4q_mix64(z) % (uint64_t)vocab);
 }
 
 static int read_ids(json_t *arr, const char *file, const char *key, int32_t **out, long *n, char *err,

@@ -113,9 +113,4 @@ void dsv4q_rcpt_keyid(const unsigned char pk[32], char out[DSV4Q_KEYID_HEX + 1])
 /* 1 if s is exactly n lowercase-or-uppercase hex digits. */
 int dsv4q_rcpt_is_hex(const char *s, size_t n);
 
-/* snprintf into err (if non-NULL): dsv4q_errf (base/util.h) under its old
- * name, for cli/cmd_receipts.c only; receipts/ calls dsv4q_errf. */
-void dsv4q_rcpt_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -1,16 +1,13 @@
 /*
- * util.c - the two helpers every file of receipts/ leans on, below all of
- * them: libsodium's one-time initialisation, and the old name of the error
- * formatter.
+ * util.c - the helper every file of receipts/ leans on, below all of
+ * them: libsodium's one-time initialisation.
  *
- * They sat in receipts.c, which made keys.c and receipts.c call each other
- * (key loading one way, these the other). Here they depend on nothing of
+ * It sat in receipts.c, which made keys.c and receipts.c call each other
+ * (key loading one way, this the other). Here they depend on nothing of
  * receipts/, so the files of the room call downwards only:
  *     verify.c -> receipts.c -> keys.c -> util.c -> base/
  *     capture_pins.c -> pin.c -> util.c
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <sodium.h>
 
 #include "base/util.h"
@@ -22,13 +19,4 @@ int dsv4q_rcpt_sodium(char *err, size_t errlen)
     return 0;
 }
 
-/* receipts/ itself calls dsv4q_errf; this name stays for cli/cmd_receipts.c
- * until it does too. */
-void dsv4q_rcpt_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || errlen == 0) return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+

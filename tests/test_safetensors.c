@@ -1,8 +1,8 @@
 /*
- * test_safetensors.c - the checkpoint container (io/safetensors.c) and the
- * SHA-256 pins (io/sha256.c).
+ * test_safetensors.c - the checkpoint container (io/safetensors.c and
+ * io/safetensors_write.c) and the SHA-256 pins (io/sha256.c).
  *
- * Owns the evidence for invariants S1..S7 of safetensors.c: every dtype
+ * Owns the evidence for invariants S1..S7 of io/safetensors.h: every dtype
  * round-trips byte-exactly through the writer and the reader, the writer is
  * deterministic and aligned, and every malformed file is refused with a
  * message naming the file (and the tensor, where there is one). The bad

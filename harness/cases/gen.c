@@ -8,23 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/rng.h"
 #include "harness/cases/gen.h"
 #include "oracle/formats.h"
 
-uint64_t dsv4q_rng_seed(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-uint64_t dsv4q_rng_next(dsv4q_rng *r)
-{
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+uint64_t dsv4q_rng_seed(const char *s) { return dsv4q_fnv1a64(s); }
+uint64_t dsv4q_rng_next(dsv4q_rng *r) { return dsv4q_splitmix64(&r->s); }
 
 double dsv4q_rng_u01(dsv4q_rng *r) { return (double)(dsv4q_rng_next(r) >> 11) * 0x1p-53; }
 long dsv4q_rng_below(dsv4q_rng *r, long n) { return (long)(dsv4q_rng_next(r) % (uint64_t)n); }

@@ -207,3 +207,28 @@ void dsv4q_metrics_sel(dsv4q_mset *m, const int32_t *B, const int32_t *A, long r
     m->tie_flips = ties;
 }
 
+
+double dsv4q_metrics_rerun(const double *a, const double *b, const double *ref, long n)
+{
+    double mx = 0, rm = 0;
+    for (long k = 0; k < n; k++) {
+        double d = fabs(a[k] - b[k]);
+        if (isnan(d) && !(isnan(a[k]) && isnan(b[k]))) d = INFINITY;
+        if (d > mx) mx = d;
+        double rv = fabs(ref[k]);
+        if (isfinite(rv) && rv > rm) rm = rv;
+    }
+    return mx / (rm > 0 ? rm : 1);
+}
+
+double dsv4q_metrics_rerun_sel(const int32_t *a, const int32_t *b, long rows, long k)
+{
+    long d = 0;
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < k; j++) {
+            int in = 0;
+            for (long u = 0; u < k && !in; u++) in = a[r * k + u] == b[r * k + j];
+            d += !in;
+        }
+    return rows > 0 && k > 0 ? (double)d / (double)(rows * k) : 0;
+}

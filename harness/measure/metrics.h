@@ -32,9 +32,8 @@
  *               exactly equal to the k-th selected score); the explained
  *               ones are counted in tie_flips, reported, never failed
  *  rerun        run-to-run: max |run1 - run2| / max |ref| (floats), the
- *               fraction of differing picks (selections); a backend against
- *               itself, not against the reference, so qualify computes it
- *               (harness/qualify/qualify.c rerun_metric)
+ *               fraction of differing picks (selections): a backend against
+ *               itself (dsv4q_metrics_rerun, _rerun_sel below)
  * The level of every metric is oracle-f32 vs oracle-f64 on the same case.
  */
 #ifndef DSV4Q_METRICS_H
@@ -113,5 +112,13 @@ long dsv4q_metrics_ulp_argmax(const double *a, const double *b, long n, long las
 void dsv4q_metrics_sel(dsv4q_mset *m, const int32_t *B, const int32_t *A, long rows, long k, const double *scores,
                        long T);
 
+
+/* rerun, floats: max |a - b| / max |ref| (1 when the reference is all
+ * zero) over n values of the candidate's two runs a, b; a NaN in one run
+ * only counts as infinite. */
+double dsv4q_metrics_rerun(const double *a, const double *b, const double *ref, long n);
+/* rerun, selections: the fraction of run-2 picks b [rows, k] (per row)
+ * that run 1 a did not make; order within a row is not compared. */
+double dsv4q_metrics_rerun_sel(const int32_t *a, const int32_t *b, long rows, long k);
 
 #endif

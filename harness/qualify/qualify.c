@@ -20,11 +20,6 @@
 #include "oracle/formats.h"
 #include "oracle/ops.h"
 #include "base/util.h"
-#define now_s dsv4q_now_s   /* base/util.h */
-#define jnum dsv4q_json_num   /* base/util.h */
-#define ulp_in dsv4q_ulp_in   /* harness/measure/verdict.h */
-#define ord32 dsv4q_ord32   /* base/util.h */
-#define ord16 dsv4q_ord16   /* base/util.h */
 
 const char *dsv4q_verdict_name(dsv4q_verdict v)
 {
@@ -247,7 +242,8 @@ static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void 
     return 0;
 }
 
-/* rerun metric between the two runs of output i. */
+/* rerun metric between the two runs of output i (the candidate's buffers
+ * in its storage dtype, decoded here; harness/measure/metrics.h). */
 static double rerun_metric(const dsv4q_case *c, int i, const void *r1, const void *r2, int32_t dt, const refs *ref)
 {
     long n = (long)dsv4q_bt_numel(&c->out[i]);
@@ -255,31 +251,15 @@ static double rerun_metric(const dsv4q_case *c, int i, const void *r1, const voi
         /* selections are sets: the fraction of run-2 picks (per row) that
          * run 1 did not make; order within a row is not compared */
         const dsv4q_bt *t = &c->out[i];
-        long k = t->ndim > 0 ? (long)t->shape[t->ndim - 1] : 1, d = 0;
-        const int32_t *a = r1, *b = r2;
-        for (long r = 0; r < n / k; r++)
-            for (long j = 0; j < k; j++) {
-                int in = 0;
-                for (long u = 0; u < k && !in; u++) in = a[r * k + u] == b[r * k + j];
-                d += !in;
-            }
-        return n ? (double)d / (double)n : 0;
+        const long k = t->ndim > 0 ? (long)t->shape[t->ndim - 1] : 1;
+        return dsv4q_metrics_rerun_sel(r1, r2, k ? n / k : 0, k);
     }
     size_t es = dt == DSV4Q_BT_F32 ? 4 : 2;
     if (!memcmp(r1, r2, es * (size_t)n)) return 0;
     double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
     double v = INFINITY;
-    if (a && b && !decode_out(r1, dt, n, a) && !decode_out(r2, dt, n, b)) {
-        double mx = 0, rm = 0;
-        for (long k = 0; k < n; k++) {
-            double d = fabs(a[k] - b[k]);
-            if (isnan(d) && !(isnan(a[k]) && isnan(b[k]))) d = INFINITY;
-            if (d > mx) mx = d;
-            double rv = fabs(((const double *)ref->f64[i])[k]);
-            if (isfinite(rv) && rv > rm) rm = rv;
-        }
-        v = mx / (rm > 0 ? rm : 1);
-    }
+    if (a && b && !decode_out(r1, dt, n, a) && !decode_out(r2, dt, n, b))
+        v = dsv4q_metrics_rerun(a, b, ref->f64[i], n);
     free(a);
     free(b);
     return v;
@@ -481,7 +461,7 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
                 rf = &ref[nref++];
             }
             int32_t dt[2][DSV4Q_OPS_MAX_T];
-            double t0 = now_s();
+            double t0 = dsv4q_now_s();
             float *ew = NULL;
             const int wi = dsv4q_op_weight_slot(c.op);   /* LINEAR: w (kernel_refs_make) */
             if (wi >= 0 && q[b].desc.has_load_weight &&
@@ -491,7 +471,7 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv
             }
             r->status = dsv4q_iso_run_ew(specs[b], &o->iso, &c, q[b].bs, 2, bufs, dt, ew, &r->ew, r->ew_name,
                                          sizeof r->ew_name, r->msg, sizeof r->msg);
-            r->seconds = now_s() - t0;
+            r->seconds = dsv4q_now_s() - t0;
             if (r->status == DSV4Q_ISO_OK && r->ew) {
                 /* kernel error (gated) vs the oracle on the engine's weights,
                  * format error (reported) between the two f64 oracles */
@@ -682,9 +662,9 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
                 if (w->out < 0) continue;
                 json_t *j = json_object();
                 json_object_set_new(j, "output", json_string(dsv4q_op_get(r->op)->out[w->out].name));
-                json_object_set_new(j, "value", jnum(w->value));
-                json_object_set_new(j, "level", jnum(w->level));
-                json_object_set_new(j, "bound", w->gated ? jnum(w->bound) : json_null());
+                json_object_set_new(j, "value", dsv4q_json_num(w->value));
+                json_object_set_new(j, "level", dsv4q_json_num(w->level));
+                json_object_set_new(j, "bound", w->gated ? dsv4q_json_num(w->bound) : json_null());
                 json_object_set_new(j, "verdict", json_string(!w->gated ? "info" : w->pass ? "pass" : "fail"));
                 json_object_set_new(ms, dsv4q_metric_name(m), j);
             }
@@ -704,8 +684,8 @@ char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
             json_object_set_new(c, "seconds", json_real(r->seconds));
             if (r->ew) {
                 json_object_set_new(c, "engine_weight", json_string(r->ew_name));
-                json_object_set_new(c, "format_nrms", jnum(r->fmt_nrms));
-                json_object_set_new(c, "format_max_abs", jnum(r->fmt_max_abs));
+                json_object_set_new(c, "format_nrms", dsv4q_json_num(r->fmt_nrms));
+                json_object_set_new(c, "format_max_abs", dsv4q_json_num(r->fmt_max_abs));
             }
         }
         json_array_append_new(cases, c);

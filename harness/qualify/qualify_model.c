@@ -28,8 +28,6 @@
 #include "oracle/model_run.h"
 #include "oracle/ops.h"
 #include "base/util.h"
-#define now_s dsv4q_now_s   /* base/util.h */
-#define jnum dsv4q_json_num   /* base/util.h */
 
 uint64_t dsv4q_wm_required_ops(const dsv4q_model *m, uint64_t bs)
 {
@@ -252,9 +250,9 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         return -1;
     }
     job_arg a = {m, r->bs, ids, nprompt, ndecode, o->flags};
-    double t0 = now_s();
+    double t0 = dsv4q_now_s();
     r->status = dsv4q_iso_job(spec, &o->iso, "whole model", job, &a, buf, bytes, r->msg, sizeof r->msg);
-    r->seconds = now_s() - t0;
+    r->seconds = dsv4q_now_s() - t0;
     if (r->status == DSV4Q_ISO_HARNESS_ERROR) {
         snprintf(err, errlen, "%s", r->msg);
         free(buf);
@@ -285,11 +283,11 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     dsv4q_replay_finish(&r->stages, o->gates);
     r->stages_pass = dsv4q_replay_status(&r->stages) == 0;
 
-    t0 = now_s();
+    t0 = dsv4q_now_s();
     if (oracle_logits(m, 64, r->bs, ids, nprompt, ndecode, r->ref, err, errlen) ||
         oracle_logits(m, 32, r->bs, ids, nprompt, ndecode, r->lvl, err, errlen))
         return -1;
-    r->oracle_seconds = now_s() - t0;
+    r->oracle_seconds = dsv4q_now_s() - t0;
 
     dsv4q_acc ac = {0}, al = {0};
     dsv4q_acc_add(&ac, r->cand, r->ref, rows * V);
@@ -458,29 +456,29 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g, const char *
     json_object_set_new(root, "prompt", json_integer(r->nprompt));
     json_object_set_new(root, "decode", json_integer(r->ndecode));
     if (r->verdict == DSV4Q_V_PASS || r->verdict == DSV4Q_V_FAIL) {
-        json_object_set_new(root, "logit_nrms", jnum(r->nrms));
-        json_object_set_new(root, "logit_nrms_level", jnum(r->level));
-        json_object_set_new(root, "logit_nrms_bound", jnum(r->bound));
+        json_object_set_new(root, "logit_nrms", dsv4q_json_num(r->nrms));
+        json_object_set_new(root, "logit_nrms_level", dsv4q_json_num(r->level));
+        json_object_set_new(root, "logit_nrms_bound", dsv4q_json_num(r->bound));
         json_object_set_new(root, "logit_nrms_pass", json_boolean(r->nrms_pass));
         json_object_set_new(root, "greedy_agree", json_integer(r->agree));
         json_object_set_new(root, "greedy_agree_level", json_integer(r->level_agree));
         json_object_set_new(root, "rows", json_integer(r->rows));
-        json_object_set_new(root, "greedy_min", jnum(r->greedy_min));
+        json_object_set_new(root, "greedy_min", dsv4q_json_num(r->greedy_min));
         json_object_set_new(root, "greedy_required", json_integer(r->greedy_required));
         json_object_set_new(root, "greedy_decided_rows", json_integer(r->decided));
         json_object_set_new(root, "greedy_gated", json_boolean(r->greedy_min >= 0 && r->decided > 0));
         json_object_set_new(root, "greedy_agree_decided", json_integer(r->agree_decided));
         json_object_set_new(root, "greedy_pass", json_boolean(r->greedy_pass));
         json_object_set_new(root, "nonfinite", json_integer(r->nonfinite));
-        json_object_set_new(root, "logit_max_abs", jnum(r->max_abs));
-        json_object_set_new(root, "logit_max_abs_level", jnum(r->level_max_abs));
-        json_object_set_new(root, "logit_cosine", jnum(r->cosine));
+        json_object_set_new(root, "logit_max_abs", dsv4q_json_num(r->max_abs));
+        json_object_set_new(root, "logit_max_abs_level", dsv4q_json_num(r->level_max_abs));
+        json_object_set_new(root, "logit_cosine", dsv4q_json_num(r->cosine));
         json_t *steps = json_array();
         for (long i = 0; i < r->rows; i++) {
             json_t *s = json_object();
             json_object_set_new(s, "position", json_integer(r->nprompt - 1 + i));
-            json_object_set_new(s, "nrms", jnum(r->step_nrms[i]));
-            json_object_set_new(s, "level", jnum(r->step_level[i]));
+            json_object_set_new(s, "nrms", dsv4q_json_num(r->step_nrms[i]));
+            json_object_set_new(s, "level", dsv4q_json_num(r->step_level[i]));
             json_object_set_new(s, "argmax", json_integer(r->am_cand[i]));
             json_object_set_new(s, "argmax_f64", json_integer(r->am_ref[i]));
             json_object_set_new(s, "argmax_f32", json_integer(r->am_lvl[i]));
