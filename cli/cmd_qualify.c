@@ -46,7 +46,7 @@
 #include "oracle/boundary.h"
 #include "receipts/receipts.h"
 
-static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qual *q, const dsv4q_gates *g, const char *gate_path,
+static int write_receipt(const dsv4q_cli_opts *o, const dsv4q_qualify_result *q, const dsv4q_gates *g, const char *gate_path,
                           const char *metrics, int status, int argc, char **argv)
 {
     char err[1024], so_sha[DSV4Q_SHA256_HEX + 1] = "", gate_sha[DSV4Q_SHA256_HEX + 1] = "";
@@ -316,14 +316,14 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     const char **keys = NULL;
     if (q.nk && !(keys = expand_cases(&q, sets, ops))) return 2;
-    dsv4q_qual_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
+    dsv4q_qualify_opts qo = {.gates = &g, .sets = sets, .ops = ops, .keys = keys,
                           .iso = {q.timeout, q.no_isolate}, .quiet = o->quiet,
                           .stop_on_fail = q.stop_on_fail, .declare = declare, .format_gate = q.format_gate};
     if (q.seeds && dsv4q_qualify_parse_seeds(q.seeds, &qo.seed_lo, &qo.seed_hi, err, sizeof err)) {
         fprintf(stderr, "dsv4q qualify: %s\n", err);
         return 2;
     }
-    dsv4q_qual res[DSV4Q_QUALIFY_MAX_BACKENDS];
+    dsv4q_qualify_result res[DSV4Q_QUALIFY_MAX_BACKENDS];
     dsv4q_cli_threads(o);
     int qrc = dsv4q_qualify(q.backend, q.nb, &qo, res, err, sizeof err);
     free(keys);
@@ -349,7 +349,7 @@ int dsv4q_cmd_qualify(int argc, char **argv)
         if (res[b].load_failed) fprintf(stderr, "dsv4q qualify: %s\n", res[b].msg);
         dsv4q_qreport_print(stdout, &res[b], &g, &ro);
         if (ju) dsv4q_qreport_junit(ju, &res[b], &ro);
-        char *metrics = dsv4q_qual_json(&res[b], &g);
+        char *metrics = dsv4q_qualify_json(&res[b], &g);
         if (jf && metrics) fprintf(jf, "%s%s", b ? "," : "", metrics);
         free(metrics);
         if (b + 1 < q.nb) printf("\n");
@@ -362,13 +362,13 @@ int dsv4q_cmd_qualify(int argc, char **argv)
     }
     /* receipts only after every output of the command is in place */
     for (int b = 0; b < q.nb; b++) {
-        int st = dsv4q_qual_status(&res[b]);
-        char *metrics = out_failed ? NULL : dsv4q_qual_json(&res[b], &g);
+        int st = dsv4q_qualify_status(&res[b]);
+        char *metrics = out_failed ? NULL : dsv4q_qualify_json(&res[b], &g);
         /* a failed load is not a measurement: no receipt for it */
         if (!out_failed && !res[b].load_failed && write_receipt(o, &res[b], &g, g.origin, metrics, st, argc, argv))
             worst = 2;
         free(metrics);
-        dsv4q_qual_free(&res[b]);
+        dsv4q_qualify_free(&res[b]);
     }
     if (out_failed) {
         fprintf(stderr, "dsv4q qualify: no receipt stored: the JSON output failed\n");

@@ -78,7 +78,7 @@ static int cmd_list(const dsv4q_receipts_args *o)
         " SELECT * FROM receipts WHERE (?1 IS NULL OR kind = ?1) ORDER BY id DESC LIMIT ?2"
         ") ORDER BY id";
 
-    if (dsv4q_rcpt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
+    if (dsv4q_receipt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
         fprintf(stderr, "dsv4q receipts list: %s\n", err);
         goto done;
     }
@@ -118,7 +118,7 @@ done:
 static int cmd_show(const dsv4q_receipts_args *o)
 {
     sqlite3 *db = NULL;
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     char err[512];
     long long id = receipt_id(o);
     int rc = EXIT_USAGE, i;
@@ -126,22 +126,22 @@ static int cmd_show(const dsv4q_receipts_args *o)
     memset(&row, 0, sizeof row);
     if (id < 0)
         goto done;
-    if (dsv4q_rcpt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
+    if (dsv4q_receipt_open(o->c.db, 0, &db, NULL, err, sizeof err)) {
         fprintf(stderr, "dsv4q receipts show: %s\n", err);
         goto done;
     }
-    if (dsv4q_rcpt_row_get(db, o->c.db, id, &row, err, sizeof err)) {   /* "no receipt N in PATH" */
+    if (dsv4q_receipt_row_get(db, o->c.db, id, &row, err, sizeof err)) {   /* "no receipt N in PATH" */
         fprintf(stderr, "dsv4q receipts show: %s\n", err);
         goto done;
     }
     printf("%-16s %lld\n", "id", row.id);
     for (i = 0; i < RF_COUNT; i++)
-        printf("%-16s %s\n", dsv4q_rcpt_fields[i].name, row.f[i]);
+        printf("%-16s %s\n", dsv4q_receipt_fields[i].name, row.f[i]);
     printf("%-16s %s\n%-16s %s\n", "hash", row.hash, "signature",
            *row.signature ? row.signature : "(unsigned)");
     rc = 0;
 done:
-    dsv4q_rcpt_row_free(&row);
+    dsv4q_receipt_row_free(&row);
     sqlite3_close(db);
     return rc;
 }
@@ -159,7 +159,7 @@ static int cmd_verify(const dsv4q_receipts_args *o)
     }
     if (o->c.npos && (id = receipt_id(o)) < 0)
         return EXIT_USAGE;
-    r = dsv4q_receipts_verify(o->c.db, id, o->pubkey, stdout, &res, err, sizeof err);
+    r = dsv4q_receipt_verify(o->c.db, id, o->pubkey, stdout, &res, err, sizeof err);
     fflush(stdout);
     if (r < 0) {
         fprintf(stderr, "dsv4q receipts verify: %s\n", err);

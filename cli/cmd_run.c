@@ -19,14 +19,14 @@
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
 
-static int add(dsv4q_stw *w, const char *name, int width, int ndim, const int64_t *shape, const double *v,
+static int add(dsv4q_st_writer *w, const char *name, int width, int ndim, const int64_t *shape, const double *v,
                long n, char *err, size_t errlen)
 {
-    if (width == 64) return dsv4q_stw_add(w, name, DSV4Q_DT_F64, ndim, shape, v, sizeof(double) * (size_t)n, err, errlen);
+    if (width == 64) return dsv4q_st_writer_add(w, name, DSV4Q_DT_F64, ndim, shape, v, sizeof(double) * (size_t)n, err, errlen);
     float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
     if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
     for (long i = 0; i < n; i++) f[i] = (float)v[i];
-    int rc = dsv4q_stw_add(w, name, DSV4Q_DT_F32, ndim, shape, f, sizeof(float) * (size_t)n, err, errlen);
+    int rc = dsv4q_st_writer_add(w, name, DSV4Q_DT_F32, ndim, shape, f, sizeof(float) * (size_t)n, err, errlen);
     free(f);
     return rc;
 }
@@ -51,7 +51,7 @@ int dsv4q_cmd_run(int argc, char **argv)
     dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
                     .total_calls = 1 + t.nteacher};
     dsv4q_run *r = NULL;
-    dsv4q_stw *w = NULL;
+    dsv4q_st_writer *w = NULL;
     int rc = 2;
     dsv4q_boundary_format(bs, bnames, sizeof bnames);
     fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
@@ -62,7 +62,7 @@ int dsv4q_cmd_run(int argc, char **argv)
     for (long i = 0; i < M; i++)
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
     if (!o.quiet && isatty(2)) fprintf(stderr, "\n");
-    w = dsv4q_stw_new();
+    w = dsv4q_st_writer_new();
     if (!w) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     int64_t s1[1] = {V}, s2[2] = {M, V};
     if (add(w, "logits_prefill", o.width, 1, s1, lp, V, err, sizeof err) ||
@@ -78,12 +78,12 @@ int dsv4q_cmd_run(int argc, char **argv)
             if (e->rows && e->n % e->rows) { sh[0] = e->n; sh[1] = 1; }
             if (add(w, name, o.width, 2, sh, e->data, e->n, err, sizeof err)) goto fail;
         }
-    dsv4q_stw_meta(w, "producer", "dsv4q run");
-    dsv4q_stw_meta(w, "width", o.width == 64 ? "f64" : "f32");
-    dsv4q_stw_meta(w, "profile", o.profile);
-    dsv4q_stw_meta(w, "boundaries", bnames);
-    dsv4q_stw_meta(w, "tokens_sha256", t.pin);
-    if (dsv4q_stw_write(w, o.out, err, sizeof err)) { w = NULL; goto fail; }
+    dsv4q_st_writer_meta(w, "producer", "dsv4q run");
+    dsv4q_st_writer_meta(w, "width", o.width == 64 ? "f64" : "f32");
+    dsv4q_st_writer_meta(w, "profile", o.profile);
+    dsv4q_st_writer_meta(w, "boundaries", bnames);
+    dsv4q_st_writer_meta(w, "tokens_sha256", t.pin);
+    if (dsv4q_st_writer_write(w, o.out, err, sizeof err)) { w = NULL; goto fail; }
     w = NULL;
     printf("wrote %s (logits_prefill [%ld], logits_decode [%ld, %ld]%s)\n", o.out, V, M, V,
            o.taps ? ", stage taps" : "");
@@ -92,7 +92,7 @@ int dsv4q_cmd_run(int argc, char **argv)
 fail:
     fprintf(stderr, "dsv4q run: %s\n", err);
 out:
-    if (w) dsv4q_stw_free(w);
+    if (w) dsv4q_st_writer_free(w);
     dsv4q_run_close(r);
     dsv4q_tapset_free(&ts);
     free(lp);

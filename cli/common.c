@@ -236,7 +236,7 @@ int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, dsv4q_rece
 {
     char err[1024], *cmdline = NULL;
     if (!r->command_line) r->command_line = cmdline = dsv4q_command_line(argc, argv);
-    const char *db = o->db ? o->db : dsv4q_receipts_default_db();
+    const char *db = o->db ? o->db : dsv4q_receipt_default_db();
     long long id = 0;
     int rc = 0;
     /* the table printed so far goes out first, so a warning of the write
@@ -255,7 +255,7 @@ int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, dsv4q_rece
 int dsv4q_cli_db_check(const dsv4q_cli_opts *o, const char *cmd)
 {
     char err[1024];
-    if (dsv4q_receipts_precheck(o->db ? o->db : dsv4q_receipts_default_db(), err, sizeof err) == 0) return 0;
+    if (dsv4q_receipt_precheck(o->db ? o->db : dsv4q_receipt_default_db(), err, sizeof err) == 0) return 0;
     fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
     return -1;
 }

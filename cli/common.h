@@ -82,7 +82,7 @@ int dsv4q_cli_bset(const dsv4q_cli_opts *o, uint64_t *bs, char *err, size_t errl
  * error. Returns 0 or -1. */
 struct dsv4q_config;
 /* Validate the receipts database (--db, DSV4Q_DB or ./dsv4q.db) before a
- * measuring command does any work (dsv4q_receipts_precheck): prints
+ * measuring command does any work (dsv4q_receipt_precheck): prints
  * "dsv4q CMD: <problem>" and returns -1 when it is corrupt, foreign,
  * read-only or cannot be created, so a run never ends in "PASS, then exit 2". */
 int dsv4q_cli_db_check(const dsv4q_cli_opts *o, const char *cmd);
@@ -101,7 +101,7 @@ int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t 
                     dsv4q_tokens *t);
 
 /* The receipt write every command shares: fills r->command_line from argv
- * when unset, writes r into --db (default: dsv4q_receipts_default_db())
+ * when unset, writes r into --db (default: dsv4q_receipt_default_db())
  * signed with --key, prints "receipt N written to DB" on stdout (after a
  * blank line when blank_line; not with --quiet), or "dsv4q CMD: receipt not
  * written: ..." on stderr. A measurement is never lost to a receipt error:

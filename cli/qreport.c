@@ -23,7 +23,7 @@ int dsv4q_qreport_case_failed(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro
     return r->verdict == DSV4Q_V_FAIL || r->verdict == DSV4Q_V_ERROR || skip_required(r, ro);
 }
 
-int dsv4q_qreport_status(const dsv4q_qual *q, const dsv4q_qreport_opts *ro)
+int dsv4q_qreport_status(const dsv4q_qualify_result *q, const dsv4q_qreport_opts *ro)
 {
     if (q->load_failed) return 2;
     int ran = 0;
@@ -60,9 +60,9 @@ static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, ch
     snprintf(out, n, "failed");
 }
 
-void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro)
+void dsv4q_qreport_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro)
 {
-    if (dsv4q_qual_print_header(f, q, g)) return;
+    if (dsv4q_qualify_print_header(f, q, g)) return;
     int nfailed = 0, nskip = 0, nrun = 0;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
@@ -131,7 +131,7 @@ void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, con
     }
 }
 
-void dsv4q_qreport_junit(dsv4q_junit *j, const dsv4q_qual *q, const dsv4q_qreport_opts *ro)
+void dsv4q_qreport_junit(dsv4q_junit *j, const dsv4q_qualify_result *q, const dsv4q_qreport_opts *ro)
 {
     char suite[600], cls[600];
     snprintf(suite, sizeof suite, "qualify %s", q->desc.spec);
@@ -175,7 +175,7 @@ void dsv4q_rreport_junit(dsv4q_junit *j, const dsv4q_replay *res, const char *en
     snprintf(cls, sizeof cls, "replay.%s", engine);
     dsv4q_junit_suite(j, suite);
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) continue;
         const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
         char key[64], msg[600] = "";
@@ -190,7 +190,7 @@ void dsv4q_rreport_junit(dsv4q_junit *j, const dsv4q_replay *res, const char *en
             continue;
         }
         for (int m = 0; m < DSV4Q_M_COUNT && !msg[0]; m++) {
-            const dsv4q_rrow *w = &r->row[m];
+            const dsv4q_replay_row *w = &r->row[m];
             if (w->measured && w->gated && !w->pass)
                 snprintf(msg, sizeof msg, "%s %.3e > bound %.3e (level %.3e)", dsv4q_metric_name(m), w->value, w->bound,
                          w->level);

@@ -32,16 +32,16 @@ typedef struct dsv4q_qreport_opts {
 int dsv4q_qreport_case_failed(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro);
 /* Exit status of one backend under ro: 2 not loaded, 1 a case failed (or
  * nothing ran), 0 otherwise. */
-int dsv4q_qreport_status(const dsv4q_qual *q, const dsv4q_qreport_opts *ro);
+int dsv4q_qreport_status(const dsv4q_qualify_result *q, const dsv4q_qreport_opts *ro);
 /* The table, the summary line and the failed: list. */
-void dsv4q_qreport_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro);
+void dsv4q_qreport_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro);
 
 struct dsv4q_junit;
 /* One JUnit suite "qualify BACKEND" with one testcase per case: classname
  * "qualify.BACKEND.OP", name = the case key; a failing case's message names
  * the first failing metric with its value, level and bound, the body lists
  * every failing metric. */
-void dsv4q_qreport_junit(struct dsv4q_junit *j, const dsv4q_qual *q, const dsv4q_qreport_opts *ro);
+void dsv4q_qreport_junit(struct dsv4q_junit *j, const dsv4q_qualify_result *q, const dsv4q_qreport_opts *ro);
 
 struct dsv4q_replay;
 /* One JUnit suite "replay ENGINE" with one testcase per captured stage row

@@ -11,12 +11,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     char err[512], shard[600];
     if (!ready) {
         snprintf(shard, sizeof shard, "%s/a.safetensors", fz_dir());
-        dsv4q_stw *w = dsv4q_stw_new();
+        dsv4q_st_writer *w = dsv4q_st_writer_new();
         float v[2] = {1, 2};
         int64_t sh[1] = {2};
-        if (dsv4q_stw_add(w, "x", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err) ||
-            dsv4q_stw_add(w, "y", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err) ||
-            dsv4q_stw_write(w, shard, err, sizeof err))
+        if (dsv4q_st_writer_add(w, "x", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err) ||
+            dsv4q_st_writer_add(w, "y", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err) ||
+            dsv4q_st_writer_write(w, shard, err, sizeof err))
             abort();
         ready = 1;
     }

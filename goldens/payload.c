@@ -66,7 +66,7 @@ int dsv4q_golden_emit(gctx *g, const char *out, dsv4q_dtype dt, int ndim, const 
     if (!data) return dsv4q_errf(g->err, g->errlen, "%s: output %s missing", g->key, out);
     snprintf(name, sizeof name, "f%d.%s.%s", g->width, g->profile, out);
     size_t nb = (size_t)n * dsv4q_dtype_size(dt);
-    if (dsv4q_stw_add(g->w, name, dt, ndim, shape, data, nb, g->err, g->errlen)) return -1;
+    if (dsv4q_st_writer_add(g->w, name, dt, ndim, shape, data, nb, g->err, g->errlen)) return -1;
     g->ntensors++;
     g->nvalues += (long)n;
     if (combo_append(g, out, strlen(out) + 1) || combo_append(g, shape, sizeof(int64_t) * (size_t)ndim) ||
@@ -119,7 +119,7 @@ int dsv4q_golden_build(const gcase *c, uint8_t **buf, size_t *len, char *distinc
     size_t pn[4] = {0};
     char groups[2][96];
     int rc = -1;
-    g.w = dsv4q_stw_new();
+    g.w = dsv4q_st_writer_new();
     if (!g.w) return dsv4q_errf(err, errlen, "%s: out of memory", c->key);
     if (c->setup && c->setup(&g)) goto out;
     for (int wi = 0; wi < 2; wi++) {
@@ -150,28 +150,28 @@ int dsv4q_golden_build(const gcase *c, uint8_t **buf, size_t *len, char *distinc
     }
     char fmt[16];
     snprintf(fmt, sizeof fmt, "%d", DSV4Q_GOLDEN_FORMAT);
-    if (dsv4q_stw_meta(g.w, "dsv4q.golden.case", c->key) || dsv4q_stw_meta(g.w, "dsv4q.golden.inputs", c->inputs) ||
-        dsv4q_stw_meta(g.w, "dsv4q.golden.format", fmt) ||
-        dsv4q_stw_meta(g.w, "dsv4q.golden.distinct.f32", groups[0]) ||
-        dsv4q_stw_meta(g.w, "dsv4q.golden.distinct.f64", groups[1]) ||
-        dsv4q_stw_meta(g.w, "producer", "dsv4q golden") ||
-        (g.meta[0][0] && dsv4q_stw_meta(g.w, g.meta[0][0], g.meta[0][1])) ||
-        (g.meta[1][0] && dsv4q_stw_meta(g.w, g.meta[1][0], g.meta[1][1])) ||
-        (g.meta[2][0] && dsv4q_stw_meta(g.w, g.meta[2][0], g.meta[2][1])) ||
-        (g.meta[3][0] && dsv4q_stw_meta(g.w, g.meta[3][0], g.meta[3][1]))) {
+    if (dsv4q_st_writer_meta(g.w, "dsv4q.golden.case", c->key) || dsv4q_st_writer_meta(g.w, "dsv4q.golden.inputs", c->inputs) ||
+        dsv4q_st_writer_meta(g.w, "dsv4q.golden.format", fmt) ||
+        dsv4q_st_writer_meta(g.w, "dsv4q.golden.distinct.f32", groups[0]) ||
+        dsv4q_st_writer_meta(g.w, "dsv4q.golden.distinct.f64", groups[1]) ||
+        dsv4q_st_writer_meta(g.w, "producer", "dsv4q golden") ||
+        (g.meta[0][0] && dsv4q_st_writer_meta(g.w, g.meta[0][0], g.meta[0][1])) ||
+        (g.meta[1][0] && dsv4q_st_writer_meta(g.w, g.meta[1][0], g.meta[1][1])) ||
+        (g.meta[2][0] && dsv4q_st_writer_meta(g.w, g.meta[2][0], g.meta[2][1])) ||
+        (g.meta[3][0] && dsv4q_st_writer_meta(g.w, g.meta[3][0], g.meta[3][1]))) {
         dsv4q_errf(err, errlen, "%s: out of memory (metadata)", c->key);
         goto out;
     }
     if (distinct) snprintf(distinct, dlen, "f32: %s; f64: %s", groups[0], groups[1]);
     if (nvalues) *nvalues = g.nvalues;
-    rc = dsv4q_stw_to_buffer(g.w, buf, len, err, errlen);
+    rc = dsv4q_st_writer_to_buffer(g.w, buf, len, err, errlen);
     g.w = NULL;   /* freed by to_buffer */
 out:
     arena_free(&g);
     if (c->teardown) c->teardown(&g);
     for (int p = 0; p < 4; p++) free(pb[p]);
     free(g.combo);
-    if (g.w) dsv4q_stw_free(g.w);
+    if (g.w) dsv4q_st_writer_free(g.w);
     return rc;
 }
 

@@ -40,7 +40,7 @@ typedef struct gctx {
     int width;                /* 32 | 64 */
     const char *profile;      /* source | model | qat | exact */
     uint64_t bs;              /* the profile's boundary set */
-    dsv4q_stw *w;             /* the payload being built */
+    dsv4q_st_writer *w;             /* the payload being built */
     ablk *arena;              /* allocations of the current (width, profile) */
     uint8_t *combo;           /* this combination's output bytes (distinct groups) */
     size_t ncombo, capcombo;

@@ -77,19 +77,19 @@ size_t dsv4q_st_nfiles(const dsv4q_st *st);
 const char *dsv4q_st_file(const dsv4q_st *st, size_t i);
 
 /* --- writer: collect tensors, then write one file atomically (tmp+rename). */
-typedef struct dsv4q_stw dsv4q_stw;
-dsv4q_stw *dsv4q_stw_new(void);
+typedef struct dsv4q_st_writer dsv4q_st_writer;
+dsv4q_st_writer *dsv4q_st_writer_new(void);
 /* Copy `nbytes` of data (must equal numel*size, or numel/2 rounded up for
  * packed E2M1 stored as I8 with an explicit shape). Returns 0 / -1. */
-int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim,
+int dsv4q_st_writer_add(dsv4q_st_writer *w, const char *name, dsv4q_dtype dt, int ndim,
                   const int64_t *shape, const void *data, size_t nbytes,
                   char *err, size_t errlen);
-int dsv4q_stw_meta(dsv4q_stw *w, const char *key, const char *value);
+int dsv4q_st_writer_meta(dsv4q_st_writer *w, const char *key, const char *value);
 /* Write to `path` (tensors in name order, 8-byte aligned data). Frees w. */
-int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen);
+int dsv4q_st_writer_write(dsv4q_st_writer *w, const char *path, char *err, size_t errlen);
 /* Serialize to memory instead (malloc'd buffer in *buf). Frees w. */
-int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, size_t errlen);
-void dsv4q_stw_free(dsv4q_stw *w);
+int dsv4q_st_writer_to_buffer(dsv4q_st_writer *w, uint8_t **buf, size_t *len, char *err, size_t errlen);
+void dsv4q_st_writer_free(dsv4q_st_writer *w);
 
 /* Parse a safetensors image already in memory (for goldens); the buffer
  * must outlive the reader. */

@@ -1,5 +1,5 @@
 /*
- * safetensors_write.c - the deterministic safetensors writer (dsv4q_stw_*):
+ * safetensors_write.c - the deterministic safetensors writer (dsv4q_st_writer_*):
  * the one way dsv4q produces a safetensors file or image (synthetic
  * checkpoints, captures, `run --out`, golden payloads).
  *
@@ -31,15 +31,15 @@ typedef struct stw_ent {
     uint64_t begin;        /* filled by the layout */
 } stw_ent;
 
-struct dsv4q_stw {
+struct dsv4q_st_writer {
     stw_ent *v;
     size_t n, cap;
     json_t *meta;          /* object of strings */
 };
 
-dsv4q_stw *dsv4q_stw_new(void)
+dsv4q_st_writer *dsv4q_st_writer_new(void)
 {
-    dsv4q_stw *w = calloc(1, sizeof *w);
+    dsv4q_st_writer *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->meta = json_object();
     if (!w->meta) {
@@ -49,7 +49,7 @@ dsv4q_stw *dsv4q_stw_new(void)
     return w;
 }
 
-void dsv4q_stw_free(dsv4q_stw *w)
+void dsv4q_st_writer_free(dsv4q_st_writer *w)
 {
     if (!w) return;
     for (size_t i = 0; i < w->n; i++) {
@@ -64,7 +64,7 @@ void dsv4q_stw_free(dsv4q_stw *w)
 /* An I8 tensor given with its logical E2M1 shape [.., k] and ceil(numel/2)
  * packed bytes is stored with the byte shape [.., k/2] (the layout DeepSeek
  * ships), so the file obeys S2 and reads back as bytes. */
-int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape, const void *data,
+int dsv4q_st_writer_add(dsv4q_st_writer *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape, const void *data,
                   size_t nbytes, char *err, size_t errlen)
 {
     if (!w) return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
@@ -131,7 +131,7 @@ int dsv4q_stw_add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, cons
     return 0;
 }
 
-int dsv4q_stw_meta(dsv4q_stw *w, const char *key, const char *value)
+int dsv4q_st_writer_meta(dsv4q_st_writer *w, const char *key, const char *value)
 {
     if (!w || !key || !value) return -1;
     json_t *s = json_string(value);
@@ -158,7 +158,7 @@ static int cmp_ent_layout(const void *pa, const void *pb)
 /* The layout of S6. On success *hdr is the padded header text (hlen bytes,
  * malloc'd), *order the entries in data order (malloc'd), *dlen the data
  * section size. */
-static int stw_layout(dsv4q_stw *w, char **hdr, size_t *hlen, stw_ent ***order, uint64_t *dlen, const char *path,
+static int stw_layout(dsv4q_st_writer *w, char **hdr, size_t *hlen, stw_ent ***order, uint64_t *dlen, const char *path,
                       char *err, size_t errlen)
 {
     *hdr = NULL;
@@ -265,7 +265,7 @@ static void le64(uint8_t out[8], uint64_t v)
     for (int i = 0; i < 8; i++) out[i] = (uint8_t)(v >> (8 * i));
 }
 
-int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, size_t errlen)
+int dsv4q_st_writer_to_buffer(dsv4q_st_writer *w, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
     *buf = NULL;
     *len = 0;
@@ -275,7 +275,7 @@ int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, siz
     stw_ent **order;
     uint64_t dlen;
     if (stw_layout(w, &hdr, &hlen, &order, &dlen, "<buffer>", err, errlen) != 0) {
-        dsv4q_stw_free(w);
+        dsv4q_st_writer_free(w);
         return -1;
     }
     int rc = -1;
@@ -295,15 +295,15 @@ int dsv4q_stw_to_buffer(dsv4q_stw *w, uint8_t **buf, size_t *len, char *err, siz
 done:
     free(hdr);
     free(order);
-    dsv4q_stw_free(w);
+    dsv4q_st_writer_free(w);
     return rc;
 }
 
-int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
+int dsv4q_st_writer_write(dsv4q_st_writer *w, const char *path, char *err, size_t errlen)
 {
     if (!w) return dsv4q_errf(err, errlen, "safetensors writer: NULL writer");
     if (!path || !path[0]) {
-        dsv4q_stw_free(w);
+        dsv4q_st_writer_free(w);
         return dsv4q_errf(err, errlen, "safetensors writer: empty path");
     }
     char *hdr = NULL;
@@ -341,6 +341,6 @@ int dsv4q_stw_write(dsv4q_stw *w, const char *path, char *err, size_t errlen)
 done:
     free(hdr);
     free(order);
-    dsv4q_stw_free(w);
+    dsv4q_st_writer_free(w);
     return rc;
 }

@@ -5,7 +5,7 @@
  *   dsv4q_synth_write
  *     -> validate config, plan shards (layer li -> shard li*N/nl)
  *     -> mkdir -p parent, mkdtemp a sibling "<parent>/.<name>.synth-XXXXXX"
- *     -> config.json, then per shard: one writer (dsv4q_stw_*) holding that
+ *     -> config.json, then per shard: one writer (dsv4q_st_writer_*) holding that
  *        shard only, filled tensor by tensor, written (tmp + fsync + rename)
  *     -> index json (sharded), fsync, rename(tmp dir, out_dir)
  *     -> any failure: remove the temp dir; out_dir is untouched.
@@ -219,7 +219,7 @@ typedef enum { S_F32, S_BF16, S_FP8, S_FP4 } storage;
 typedef struct {
     const dsv4q_config *cfg;
     uint64_t seed;
-    dsv4q_stw *w;          /* current shard */
+    dsv4q_st_writer *w;          /* current shard */
     const char *file;      /* its file name (for the weight map) */
     json_t *wmap;          /* NULL for a single file */
     uint64_t total;        /* tensor bytes written */
@@ -261,7 +261,7 @@ static void gen_rows(const rule *r, int64_t o0, int64_t nr, int64_t in, double *
 static int add(sy_ctx *c, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape, const void *data,
                size_t nbytes)
 {
-    if (dsv4q_stw_add(c->w, name, dt, ndim, shape, data, nbytes, c->err, c->errlen)) return -1;
+    if (dsv4q_st_writer_add(c->w, name, dt, ndim, shape, data, nbytes, c->err, c->errlen)) return -1;
     if (c->wmap && json_object_set_new(c->wmap, name, json_string(c->file)))
         return dsv4q_errf(c->err, c->errlen, "synth: out of memory adding '%s' to the weight map", name);
     c->total += nbytes;
@@ -811,15 +811,15 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     for (int s = 0; s < shards; s++) {
         if (shards > 1) snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, shards);
         else snprintf(fname, sizeof fname, "model.safetensors");
-        c.w = dsv4q_stw_new();
+        c.w = dsv4q_st_writer_new();
         if (!c.w) {
             dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
-        if (dsv4q_stw_meta(c.w, "format", "pt") || dsv4q_stw_meta(c.w, "dsv4q.synth", DSV4Q_SYNTH_VERSION) ||
-            dsv4q_stw_meta(c.w, "dsv4q.seed", seedstr) ||
-            dsv4q_stw_meta(c.w, "dsv4q.config", cfg->name[0] ? cfg->name : "custom")) {
-            dsv4q_stw_free(c.w);
+        if (dsv4q_st_writer_meta(c.w, "format", "pt") || dsv4q_st_writer_meta(c.w, "dsv4q.synth", DSV4Q_SYNTH_VERSION) ||
+            dsv4q_st_writer_meta(c.w, "dsv4q.seed", seedstr) ||
+            dsv4q_st_writer_meta(c.w, "dsv4q.config", cfg->name[0] ? cfg->name : "custom")) {
+            dsv4q_st_writer_free(c.w);
             dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
@@ -838,7 +838,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
                 if (avail >= 0 && est > avail) {
                     dsv4q_errf(err, errlen, "synth: %s needs about %.1f MB, but only %.1f MB are free in %s", dir,
                                est / 1e6, avail / 1e6, parent);
-                    dsv4q_stw_free(c.w);
+                    dsv4q_st_writer_free(c.w);
                     goto done;
                 }
                 if (dsv4q_now_s() - t0 > 2 || est > 1e9)
@@ -850,11 +850,11 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         }
         if (!bad && s == shards - 1) bad = tail(&c);
         if (bad) {
-            dsv4q_stw_free(c.w);
+            dsv4q_st_writer_free(c.w);
             goto done;
         }
         snprintf(path, sizeof path, "%s/%s", tmp, fname);
-        if (dsv4q_stw_write(c.w, path, err, errlen)) goto done;   /* frees the writer */
+        if (dsv4q_st_writer_write(c.w, path, err, errlen)) goto done;   /* frees the writer */
     }
     if (shards > 1) {
         index = json_pack("{s:{s:I,s:s,s:s},s:O}", "metadata", "total_size", (json_int_t)c.total, "dsv4q.synth",

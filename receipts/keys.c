@@ -32,7 +32,7 @@
 
 #define KEYFILE_MAX 4096
 
-void dsv4q_rcpt_keyid(const unsigned char pk[32], char out[DSV4Q_KEYID_HEX + 1])
+void dsv4q_receipt_keyid(const unsigned char pk[32], char out[DSV4Q_KEYID_HEX + 1])
 {
     sodium_bin2hex(out, DSV4Q_KEYID_HEX + 1, pk, DSV4Q_KEYID_HEX / 2);
 }
@@ -133,14 +133,14 @@ static int find_hex32(const char *text, const char *tag, unsigned char out[32])
     return -1;
 }
 
-int dsv4q_rcpt_load_secret(const char *path, unsigned char sk[64], unsigned char pk[32],
+int dsv4q_receipt_load_secret(const char *path, unsigned char sk[64], unsigned char pk[32],
                            char *err, size_t errlen)
 {
     char buf[KEYFILE_MAX];
     unsigned char seed[32], pk_file[32];
     int rc = -1, r;
 
-    if (dsv4q_rcpt_sodium(err, errlen))
+    if (dsv4q_receipt_sodium(err, errlen))
         goto done;
     r = read_small(path, buf, sizeof buf, 1, err, errlen);
     if (r != 0) {
@@ -168,7 +168,7 @@ done:
     return rc;
 }
 
-int dsv4q_rcpt_load_pubkey(const char *path, unsigned char pk[32], char *err, size_t errlen)
+int dsv4q_receipt_load_pubkey(const char *path, unsigned char pk[32], char *err, size_t errlen)
 {
     char buf[KEYFILE_MAX];
     int rc = -1, r;
@@ -236,7 +236,7 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
     int fd = -1, pfd = -1, rc = -1, created = 0, n;
     struct stat st;
 
-    if (dsv4q_rcpt_sodium(err, errlen))
+    if (dsv4q_receipt_sodium(err, errlen))
         goto done;
     if (!path || !*path) {
         if (dsv4q_key_default_path(defpath, sizeof defpath)) {
@@ -273,7 +273,7 @@ int dsv4q_keygen(const char *path, char keyid_out[DSV4Q_KEYID_HEX + 1], char *er
     crypto_sign_seed_keypair(pk, sk, seed);
     sodium_bin2hex(seedhex, sizeof seedhex, seed, sizeof seed);
     sodium_bin2hex(pkhex, sizeof pkhex, pk, sizeof pk);
-    dsv4q_rcpt_keyid(pk, keyid);
+    dsv4q_receipt_keyid(pk, keyid);
 
     n = snprintf(text, sizeof text,
                  "# dsv4q Ed25519 signing key - keep secret (mode 0600)\n"

@@ -36,7 +36,7 @@ int dsv4q_sha256_file(const char *path, char hex_out[DSV4Q_SHA256_HEX + 1],
     int fd = -1, rc = -1;
     ssize_t k;
 
-    if (dsv4q_rcpt_sodium(err, errlen))
+    if (dsv4q_receipt_sodium(err, errlen))
         goto done;
     char ferr[400];
     fd = dsv4q_file_open_read(path, "file to pin", NULL, ferr, sizeof ferr);

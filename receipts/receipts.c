@@ -32,7 +32,7 @@
  *      other edit does.
  *  R4. Canonical serialization: the JSON object
  *      {"v":1,"id":N,"created":..,...,"signer_key_id":..,"prev_hash":..}
- *      with keys in dsv4q_rcpt_fields order, no whitespace, strings as
+ *      with keys in dsv4q_receipt_fields order, no whitespace, strings as
  *      jansson dumps them with JSON_COMPACT|JSON_ENSURE_ASCII, JSON fields
  *      embedded as values. It covers every column except hash and
  *      signature. hash = lowercase hex SHA-256 of those bytes.
@@ -97,7 +97,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
-const dsv4q_rcpt_field_info dsv4q_rcpt_fields[RF_COUNT] = {
+const dsv4q_receipt_field_info dsv4q_receipt_fields[RF_COUNT] = {
     [RF_CREATED]         = {"created", 0},
     [RF_TOOL_VERSION]    = {"tool_version", 0},
     [RF_GIT_COMMIT]      = {"git_commit", 0},
@@ -119,7 +119,7 @@ const dsv4q_rcpt_field_info dsv4q_rcpt_fields[RF_COUNT] = {
     [RF_PREV_HASH]       = {"prev_hash", 0},
 };
 
-const char dsv4q_rcpt_select_sql[] =
+const char dsv4q_receipt_select_sql[] =
     "SELECT id, created, tool_version, git_commit, command_line, kind, backend_id,"
     " backend_version, backend_sha256, checkpoint_pin, tokens_pin, config, profile,"
     " widths, gate_file, gate_sha256, metrics, verdict, signer_key_id, prev_hash,"
@@ -159,7 +159,7 @@ static const char *const kinds[] = {"sensitivity", "qualify", "margins",
                                     "golden", "ablate", "replay"};
 static const char *const verdicts[] = {"pass", "fail", "info", "error"};
 
-int dsv4q_rcpt_is_hex(const char *s, size_t n)
+int dsv4q_receipt_is_hex(const char *s, size_t n)
 {
     size_t i;
     if (!s || strlen(s) != n)
@@ -170,14 +170,14 @@ int dsv4q_rcpt_is_hex(const char *s, size_t n)
     return 1;
 }
 
-void dsv4q_rcpt_hash(const char *canonical, unsigned char raw[32],
+void dsv4q_receipt_hash(const char *canonical, unsigned char raw[32],
                      char hex[DSV4Q_SHA256_HEX + 1])
 {
     crypto_hash_sha256(raw, (const unsigned char *)canonical, strlen(canonical));
     sodium_bin2hex(hex, DSV4Q_SHA256_HEX + 1, raw, 32);
 }
 
-const char *dsv4q_receipts_default_db(void)
+const char *dsv4q_receipt_default_db(void)
 {
     const char *e = getenv("DSV4Q_DB");
     return (e && *e) ? e : "dsv4q.db";
@@ -217,7 +217,7 @@ static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* ---- canonical serialization (R3, R4) ------------------------------------ */
 
-char *dsv4q_rcpt_canon_json(const char *text, const char *what, char *err, size_t errlen)
+char *dsv4q_receipt_canon_json(const char *text, const char *what, char *err, size_t errlen)
 {
     char *out = NULL;
     json_t *v = NULL;
@@ -240,7 +240,7 @@ done:
     return out;
 }
 
-char *dsv4q_rcpt_canonical(const dsv4q_rcpt_row *r, char *err, size_t errlen)
+char *dsv4q_receipt_canonical(const dsv4q_receipt_row *r, char *err, size_t errlen)
 {
     sbuf b = {0};
     char num[32];
@@ -256,23 +256,23 @@ char *dsv4q_rcpt_canonical(const dsv4q_rcpt_row *r, char *err, size_t errlen)
     for (i = 0; i < RF_COUNT; i++) {
         const char *val = r->f[i] ? r->f[i] : "";
         sb_puts(&b, ",\"");
-        sb_puts(&b, dsv4q_rcpt_fields[i].name);
+        sb_puts(&b, dsv4q_receipt_fields[i].name);
         sb_puts(&b, "\":");
-        if (dsv4q_rcpt_fields[i].is_json) {
-            piece = dsv4q_rcpt_canon_json(val, dsv4q_rcpt_fields[i].name, err, errlen);
+        if (dsv4q_receipt_fields[i].is_json) {
+            piece = dsv4q_receipt_canon_json(val, dsv4q_receipt_fields[i].name, err, errlen);
             if (!piece)
                 goto done;
         } else {
             s = json_string(val);
             if (!s) {
-                dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_receipt_fields[i].name);
                 goto done;
             }
             piece = json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
             json_decref(s);
             s = NULL;
             if (!piece) {
-                dsv4q_errf(err, errlen, "%s: cannot serialize", dsv4q_rcpt_fields[i].name);
+                dsv4q_errf(err, errlen, "%s: cannot serialize", dsv4q_receipt_fields[i].name);
                 goto done;
             }
         }
@@ -298,7 +298,7 @@ done:
 
 /* ---- rows ----------------------------------------------------------------- */
 
-void dsv4q_rcpt_row_free(dsv4q_rcpt_row *r)
+void dsv4q_receipt_row_free(dsv4q_receipt_row *r)
 {
     int i;
     if (!r)
@@ -325,7 +325,7 @@ static char *col_dup(sqlite3_stmt *st, int col)
     return p;
 }
 
-int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t errlen)
+int dsv4q_receipt_row_load(sqlite3_stmt *st, dsv4q_receipt_row *r, char *err, size_t errlen)
 {
     int i, rc = -1;
 
@@ -333,14 +333,14 @@ int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t e
     r->id = sqlite3_column_int64(st, 0);
     for (i = 0; i < RF_COUNT; i++) {
         const char *cn = sqlite3_column_name(st, i + 1);
-        if (!cn || strcmp(cn, dsv4q_rcpt_fields[i].name) != 0) {
+        if (!cn || strcmp(cn, dsv4q_receipt_fields[i].name) != 0) {
             dsv4q_errf(err, errlen, "internal: column %d is %s, expected %s", i + 1, cn ? cn : "?",
-                       dsv4q_rcpt_fields[i].name);
+                       dsv4q_receipt_fields[i].name);
             goto done;
         }
         r->f[i] = col_dup(st, i + 1);
         if (!r->f[i]) {
-            dsv4q_errf(err, errlen, "receipt %lld: column %s is NULL", r->id, dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "receipt %lld: column %s is NULL", r->id, dsv4q_receipt_fields[i].name);
             goto done;
         }
     }
@@ -353,16 +353,16 @@ int dsv4q_rcpt_row_load(sqlite3_stmt *st, dsv4q_rcpt_row *r, char *err, size_t e
     rc = 0;
 done:
     if (rc)
-        dsv4q_rcpt_row_free(r);
+        dsv4q_receipt_row_free(r);
     return rc;
 }
 
-int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcpt_row *r, char *err, size_t errlen)
+int dsv4q_receipt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_receipt_row *r, char *err, size_t errlen)
 {
     char sql[1024];
     sqlite3_stmt *st = NULL;
     memset(r, 0, sizeof *r);
-    snprintf(sql, sizeof sql, "%s WHERE id = ?1", dsv4q_rcpt_select_sql);
+    snprintf(sql, sizeof sql, "%s WHERE id = ?1", dsv4q_receipt_select_sql);
     int src = sqlite3_prepare_v2(db, sql, -1, &st, NULL), rc = -1;
     if (src == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
@@ -374,7 +374,7 @@ int dsv4q_rcpt_row_get(sqlite3 *db, const char *db_path, long long id, dsv4q_rcp
     } else if (src != SQLITE_ROW) {
         dsv4q_errf(err, errlen, "database %s: reading receipt %lld failed: %s", db_path, id, sqlite3_errmsg(db));
     } else {
-        rc = dsv4q_rcpt_row_load(st, r, err, errlen);
+        rc = dsv4q_receipt_row_load(st, r, err, errlen);
     }
     sqlite3_finalize(st);
     return rc;
@@ -642,7 +642,7 @@ done:
     return rc;
 }
 
-int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
+int dsv4q_receipt_open(const char *path, int create, sqlite3 **out, int *corrupt,
                     char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
@@ -654,7 +654,7 @@ int dsv4q_rcpt_open(const char *path, int create, sqlite3 **out, int *corrupt,
     if (corrupt)
         *corrupt = 0;
     if (!path || !*path)
-        path = dsv4q_receipts_default_db();
+        path = dsv4q_receipt_default_db();
     if (!create && stat(path, &sb) != 0) {
         dsv4q_errf(err, errlen, "cannot open receipts database %s: %s", path, strerror(errno));
         goto done;
@@ -693,12 +693,12 @@ done:
     return rc;
 }
 
-int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
+int dsv4q_receipt_precheck(const char *db_path, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
     int corrupt = 0;
     if (!db_path || !*db_path)
-        db_path = dsv4q_receipts_default_db();
+        db_path = dsv4q_receipt_default_db();
     struct stat sb;
     if (stat(db_path, &sb) != 0 && errno == ENOENT) {
         /* not created here: a command that fails before measuring records nothing;
@@ -715,7 +715,7 @@ int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen)
         }
         return 0;
     }
-    if (dsv4q_rcpt_open(db_path, 0, &db, &corrupt, err, errlen))
+    if (dsv4q_receipt_open(db_path, 0, &db, &corrupt, err, errlen))
         return -1;
     int rc = 0;
     if (sqlite3_db_readonly(db, "main") == 1) {
@@ -747,7 +747,7 @@ static char *hex_field(const char *v, const char *what, char *err, size_t errlen
     size_t i;
     if (!v)
         v = "";
-    if (*v && !dsv4q_rcpt_is_hex(v, DSV4Q_SHA256_HEX)) {
+    if (*v && !dsv4q_receipt_is_hex(v, DSV4Q_SHA256_HEX)) {
         dsv4q_errf(err, errlen, "%s must be empty or 64 hex digits (SHA-256), got \"%.80s\"", what, v);
         return NULL;
     }
@@ -769,7 +769,7 @@ static char *text_field(const char *v, char *err, size_t errlen)
 }
 
 /* Fill every row field except id and prev_hash from r (R3, R5). */
-static int fill_row(dsv4q_rcpt_row *row, const dsv4q_receipt *r, const char *keyid,
+static int fill_row(dsv4q_receipt_row *row, const dsv4q_receipt *r, const char *keyid,
                     char *err, size_t errlen)
 {
     char created[32];
@@ -799,25 +799,25 @@ static int fill_row(dsv4q_rcpt_row *row, const dsv4q_receipt *r, const char *key
         !(row->f[RF_BACKEND_VERSION] = text_field(r->backend_version, err, errlen)) ||
         !(row->f[RF_BACKEND_SHA256] = hex_field(r->backend_sha256, "backend_sha256", err, errlen)) ||
         !(row->f[RF_CHECKPOINT_PIN] =
-              dsv4q_rcpt_canon_json(r->checkpoint_pin_json, "checkpoint_pin", err, errlen)) ||
+              dsv4q_receipt_canon_json(r->checkpoint_pin_json, "checkpoint_pin", err, errlen)) ||
         !(row->f[RF_TOKENS_PIN] = hex_field(r->tokens_pin, "tokens_pin", err, errlen)) ||
-        !(row->f[RF_CONFIG] = dsv4q_rcpt_canon_json(r->config_json, "config", err, errlen)) ||
+        !(row->f[RF_CONFIG] = dsv4q_receipt_canon_json(r->config_json, "config", err, errlen)) ||
         !(row->f[RF_PROFILE] = text_field(r->profile, err, errlen)) ||
         !(row->f[RF_WIDTHS] = text_field(r->widths, err, errlen)) ||
         !(row->f[RF_GATE_FILE] = text_field(r->gate_file, err, errlen)) ||
         !(row->f[RF_GATE_SHA256] = hex_field(r->gate_sha256, "gate_sha256", err, errlen)) ||
-        !(row->f[RF_METRICS] = dsv4q_rcpt_canon_json(r->metrics_json, "metrics", err, errlen)) ||
+        !(row->f[RF_METRICS] = dsv4q_receipt_canon_json(r->metrics_json, "metrics", err, errlen)) ||
         !(row->f[RF_VERDICT] = text_field(r->verdict, err, errlen)) ||
         !(row->f[RF_SIGNER_KEY_ID] = text_field(keyid, err, errlen)))
         goto done;
     /* UTF-8 check of every text field, before touching the database (R5). */
     for (i = 0; i < RF_COUNT; i++) {
         json_t *s;
-        if (i == RF_PREV_HASH || dsv4q_rcpt_fields[i].is_json)
+        if (i == RF_PREV_HASH || dsv4q_receipt_fields[i].is_json)
             continue;
         s = json_string(row->f[i]);
         if (!s) {
-            dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_rcpt_fields[i].name);
+            dsv4q_errf(err, errlen, "%s is not valid UTF-8", dsv4q_receipt_fields[i].name);
             goto done;
         }
         json_decref(s);
@@ -835,7 +835,7 @@ static char *insert_sql(void)
     sb_puts(&b, "INSERT INTO receipts(id");
     for (i = 0; i < RF_COUNT; i++) {
         sb_puts(&b, ", ");
-        sb_puts(&b, dsv4q_rcpt_fields[i].name);
+        sb_puts(&b, dsv4q_receipt_fields[i].name);
     }
     sb_puts(&b, ", hash, signature) VALUES(?");
     for (i = 0; i < RF_COUNT + 2; i++)
@@ -853,7 +853,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     unsigned char sk[64], pk[32], raw[32], sig[64];
     char keyid[DSV4Q_KEYID_HEX + 1] = "", hash[DSV4Q_SHA256_HEX + 1];
     char sighex[DSV4Q_SIG_HEX + 1] = "", defkey[4096];
@@ -863,12 +863,12 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
 
     memset(&row, 0, sizeof row);
     if (!db_path || !*db_path)
-        db_path = dsv4q_receipts_default_db();
+        db_path = dsv4q_receipt_default_db();
     if (!r) {
         dsv4q_errf(err, errlen, "no receipt given");
         goto done;
     }
-    if (dsv4q_rcpt_sodium(err, errlen))
+    if (dsv4q_receipt_sodium(err, errlen))
         goto done;
 
     /* The key is read before the transaction: no file I/O under the lock. */
@@ -877,7 +877,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
             fprintf(stderr, "dsv4q: no signing key location (no home directory); "
                             "receipt stored unsigned but chained\n");
         } else {
-            lr = dsv4q_rcpt_load_secret(defkey, sk, pk, err, errlen);
+            lr = dsv4q_receipt_load_secret(defkey, sk, pk, err, errlen);
             if (lr < 0)
                 goto done;
             if (lr == 1)
@@ -886,14 +886,14 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
             have_key = (lr == 0);
         }
     } else if (*key_path) {
-        lr = dsv4q_rcpt_load_secret(key_path, sk, pk, err, errlen);
+        lr = dsv4q_receipt_load_secret(key_path, sk, pk, err, errlen);
         if (lr == 1) dsv4q_errf(err, errlen, "no signing key at %s", key_path);
         if (lr != 0)
             goto done;
         have_key = 1;
     }
     if (have_key)
-        dsv4q_rcpt_keyid(pk, keyid);
+        dsv4q_receipt_keyid(pk, keyid);
     if (fill_row(&row, r, keyid, err, errlen))
         goto done;
     if (!(sql = insert_sql())) {
@@ -901,7 +901,7 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
         goto done;
     }
 
-    if (dsv4q_rcpt_open(db_path, 1, &db, NULL, err, errlen))
+    if (dsv4q_receipt_open(db_path, 1, &db, NULL, err, errlen))
         goto done;
     if (exec_sql(db, "BEGIN IMMEDIATE", db_path, "starting the receipt transaction", NULL,
                  err, errlen))
@@ -932,10 +932,10 @@ int dsv4q_receipt_write(const char *db_path, const dsv4q_receipt *r, const char 
     row.id = last_id + 1;
     assert(src == SQLITE_ROW || !strcmp(row.f[RF_PREV_HASH], DSV4Q_RCPT_GENESIS));   /* R9: receipt 1 */
 
-    if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)))
+    if (!(canon = dsv4q_receipt_canonical(&row, err, errlen)))
         goto done;
     assert(!strncmp(canon, "{\"v\":1,\"id\":", 12));   /* R4: the version tag, then the id */
-    dsv4q_rcpt_hash(canon, raw, hash);
+    dsv4q_receipt_hash(canon, raw, hash);
     assert(strlen(hash) == DSV4Q_SHA256_HEX);   /* R4: lowercase hex SHA-256 */
     if (have_key) {
         crypto_sign_detached(sig, NULL, raw, sizeof raw, sk);
@@ -975,6 +975,6 @@ done:
     sodium_memzero(sk, sizeof sk);
     free(canon);
     free(sql);
-    dsv4q_rcpt_row_free(&row);
+    dsv4q_receipt_row_free(&row);
     return rc;
 }

@@ -65,7 +65,7 @@ typedef struct dsv4q_receipt {
 } dsv4q_receipt;
 
 /* Append one receipt to the database at db_path (NULL = the default, see
- * dsv4q_receipts_default_db), creating the database if needed. Runs one
+ * dsv4q_receipt_default_db), creating the database if needed. Runs one
  * BEGIN IMMEDIATE transaction: read the last receipt's id and hash, build
  * and hash this receipt, sign it, insert, COMMIT (R6, R7). Concurrent
  * writers (threads or processes) serialize on the database write lock,
@@ -108,7 +108,7 @@ typedef struct dsv4q_verify_result {
  * database), -1 error (cannot open, not a dsv4q database, no such id,
  * unreadable key) with err set. */
 DSV4Q_MUST_USE
-int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_path,
+int dsv4q_receipt_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen);
 
 /* Validate the receipts database a command will write its receipt to -
@@ -117,7 +117,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
  * work, not after it. An absent database is not created (only its
  * directory must be writable). 0, or -1 with err naming the database and
  * the problem. */
-int dsv4q_receipts_precheck(const char *db_path, char *err, size_t errlen);
+int dsv4q_receipt_precheck(const char *db_path, char *err, size_t errlen);
 
 /* Export receipt `id` as a self-contained JSON document (malloc'd into
  * *json_out, caller frees): the receipt's fields, the canonical string,
@@ -173,7 +173,7 @@ int dsv4q_key_default_path(char *buf, size_t buflen);
 
 /* The default database path: $DSV4Q_DB if set and non-empty, else
  * "dsv4q.db" (in the current directory). Never NULL. */
-const char *dsv4q_receipts_default_db(void);
+const char *dsv4q_receipt_default_db(void);
 
 /* Join argv into one command line, shell-quoting words that need it
  * (POSIX single quotes) and writing bytes that are not valid UTF-8 as

@@ -13,7 +13,7 @@
 #include "base/util.h"
 #include "receipts/receipts_internal.h"
 
-int dsv4q_rcpt_sodium(char *err, size_t errlen)
+int dsv4q_receipt_sodium(char *err, size_t errlen)
 {
     if (sodium_init() < 0) return dsv4q_errf(err, errlen, "libsodium failed to initialize");
     return 0;

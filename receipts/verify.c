@@ -1,7 +1,7 @@
 /*
  * verify.c - verification of a receipts database and of exported receipts.
  *
- * Owns: dsv4q_receipts_verify (hash, chain and signature of every receipt,
+ * Owns: dsv4q_receipt_verify (hash, chain and signature of every receipt,
  * R8..R12), dsv4q_receipt_export_json and dsv4q_receipt_verify_json (R14).
  * Verification is the reason receipts exist, so its messages are precise
  * and stable: each problem is one line "receipt N: <what> (<evidence>):
@@ -57,21 +57,21 @@ static int key_setup(keyctx *k, const char *pubkey_path, FILE *report, char *err
     if (pubkey_path) {
         k->mode = KEY_STRICT;
         snprintf(k->path, sizeof k->path, "%s", pubkey_path);
-        if (dsv4q_rcpt_load_pubkey(pubkey_path, k->pk, err, errlen) != 0)
+        if (dsv4q_receipt_load_pubkey(pubkey_path, k->pk, err, errlen) != 0)
             return -1;
         k->have = 1;
     } else {
         k->mode = KEY_LENIENT;
         if (dsv4q_key_default_path(def, sizeof def) == 0) {
             snprintf(k->path, sizeof k->path, "%s.pub", def);
-            r = dsv4q_rcpt_load_pubkey(k->path, k->pk, err, errlen);
+            r = dsv4q_receipt_load_pubkey(k->path, k->pk, err, errlen);
             if (r < 0)
                 rpt(report, "note: ignoring default public key: %s", err ? err : "unreadable");
             k->have = (r == 0);
         }
     }
     if (k->have)
-        dsv4q_rcpt_keyid(k->pk, k->id);
+        dsv4q_receipt_keyid(k->pk, k->id);
     return 0;
 }
 
@@ -138,7 +138,7 @@ static int check_sig(long long id, const char *keyid, const char *sighex, const 
 }
 
 /* Hash and signature of one row (R8, R10). Returns problems reported. */
-static int check_row(const dsv4q_rcpt_row *row, const keyctx *k, FILE *report,
+static int check_row(const dsv4q_receipt_row *row, const keyctx *k, FILE *report,
                      dsv4q_verify_result *R)
 {
     char cerr[256], hex[DSV4Q_SHA256_HEX + 1];
@@ -147,12 +147,12 @@ static int check_row(const dsv4q_rcpt_row *row, const keyctx *k, FILE *report,
     int bad = 0;
 
     R->n_checked++;
-    canon = dsv4q_rcpt_canonical(row, cerr, sizeof cerr);
+    canon = dsv4q_receipt_canonical(row, cerr, sizeof cerr);
     if (!canon) {
         rpt(report, "receipt %lld: cannot be serialized (%s): a field was edited", row->id, cerr);
         bad++;
     } else {
-        dsv4q_rcpt_hash(canon, raw, hex);
+        dsv4q_receipt_hash(canon, raw, hex);
         free(canon);
         if (strcmp(hex, row->hash) != 0) {
             rpt(report, "receipt %lld: hash mismatch (stored %.16s..., recomputed %.16s...): a "
@@ -166,7 +166,7 @@ static int check_row(const dsv4q_rcpt_row *row, const keyctx *k, FILE *report,
 
 /* Chain link of `row` to its predecessor (R9). prev_id = 0: none seen
  * (row should be receipt 1). Returns problems reported. */
-static int check_link(const dsv4q_rcpt_row *row, long long prev_id, const char *prev_hash,
+static int check_link(const dsv4q_receipt_row *row, long long prev_id, const char *prev_hash,
                       FILE *report)
 {
     if (prev_id == LLONG_MAX) { /* an edited id: prev_id + 1 would overflow */
@@ -242,14 +242,14 @@ static int read_failed(sqlite3 *db, int src, const char *db_path, FILE *report,
     return -1;
 }
 
-int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_path,
+int dsv4q_receipt_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen)
 {
     dsv4q_verify_result R;
     keyctx k;
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     char sql[1024], qc[512], prev_hash[DSV4Q_SHA256_HEX + 8], oerr[512];
     long long prev_id = 0, first_id = 0;
     int rc = -1, src, corrupt = 0, found = 0, have_pred = 0;
@@ -257,14 +257,14 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
     memset(&R, 0, sizeof R);
     memset(&row, 0, sizeof row);
     if (!db_path || !*db_path)
-        db_path = dsv4q_receipts_default_db();
+        db_path = dsv4q_receipt_default_db();
     if (id < 0) {
         dsv4q_errf(err, errlen, "receipt id must be positive");
         goto done;
     }
-    if (dsv4q_rcpt_sodium(err, errlen) || key_setup(&k, pubkey_path, report, err, errlen))
+    if (dsv4q_receipt_sodium(err, errlen) || key_setup(&k, pubkey_path, report, err, errlen))
         goto done;
-    if (dsv4q_rcpt_open(db_path, 0, &db, &corrupt, oerr, sizeof oerr)) {
+    if (dsv4q_receipt_open(db_path, 0, &db, &corrupt, oerr, sizeof oerr)) {
         if (corrupt) { /* R12: damage is a verification failure, not an I/O error */
             R.corrupt = 1;
             R.n_problems++;
@@ -285,10 +285,10 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
             rc = 1;
             goto done;
         }
-        snprintf(sql, sizeof sql, "%s ORDER BY id", dsv4q_rcpt_select_sql);
+        snprintf(sql, sizeof sql, "%s ORDER BY id", dsv4q_receipt_select_sql);
     } else {
         snprintf(sql, sizeof sql, "%s WHERE id IN (?1 - 1, ?1) ORDER BY id",
-                 dsv4q_rcpt_select_sql);
+                 dsv4q_receipt_select_sql);
     }
     src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (src != SQLITE_OK) {
@@ -300,7 +300,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
     snprintf(prev_hash, sizeof prev_hash, "%s", DSV4Q_RCPT_GENESIS);
 
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (dsv4q_rcpt_row_load(st, &row, oerr, sizeof oerr)) {
+        if (dsv4q_receipt_row_load(st, &row, oerr, sizeof oerr)) {
             /* A NULL column means the row was tampered with (NOT NULL is schema). */
             R.n_problems++;
             rpt(report, "%s: a field was edited", oerr);
@@ -312,7 +312,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
             have_pred = 1;
             prev_id = row.id;
             snprintf(prev_hash, sizeof prev_hash, "%s", row.hash);
-            dsv4q_rcpt_row_free(&row);
+            dsv4q_receipt_row_free(&row);
             continue;
         }
         if (!found)
@@ -330,7 +330,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
         snprintf(prev_hash, sizeof prev_hash, "%s", row.hash);
         R.head_id = row.id;
         snprintf(R.head_hash, sizeof R.head_hash, "%s", row.hash);
-        dsv4q_rcpt_row_free(&row);
+        dsv4q_receipt_row_free(&row);
     }
     if (src != SQLITE_DONE) {
         rc = read_failed(db, src, db_path, report, &R, err, errlen);
@@ -356,7 +356,7 @@ int dsv4q_receipts_verify(const char *db_path, long long id, const char *pubkey_
             R.n_sig_ok, R.n_unsigned, R.n_sig_unchecked, R.head_id, R.head_hash);
     rc = R.n_problems ? 1 : 0;
 done:
-    dsv4q_rcpt_row_free(&row);
+    dsv4q_receipt_row_free(&row);
     sqlite3_finalize(st);
     sqlite3_close(db);
     if (res)
@@ -367,7 +367,7 @@ done:
 /* ---- export (R14) ----------------------------------------------------------- */
 
 /* The receipt's fields as a JSON object in canonical key order. */
-static json_t *row_to_json(const dsv4q_rcpt_row *row, char *err, size_t errlen)
+static json_t *row_to_json(const dsv4q_receipt_row *row, char *err, size_t errlen)
 {
     json_t *o = json_object(), *v, *ret = NULL;
     json_error_t je;
@@ -379,22 +379,22 @@ static json_t *row_to_json(const dsv4q_rcpt_row *row, char *err, size_t errlen)
         goto done;
     }
     for (i = 0; i < RF_COUNT; i++) {
-        if (dsv4q_rcpt_fields[i].is_json) {
+        if (dsv4q_receipt_fields[i].is_json) {
             v = json_loads(row->f[i], JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
             if (!v) {
                 dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid JSON (%s)", row->id,
-                           dsv4q_rcpt_fields[i].name, je.text);
+                           dsv4q_receipt_fields[i].name, je.text);
                 goto done;
             }
         } else {
             v = json_string(row->f[i]);
             if (!v) {
                 dsv4q_errf(err, errlen, "receipt %lld: stored %s is not valid UTF-8", row->id,
-                           dsv4q_rcpt_fields[i].name);
+                           dsv4q_receipt_fields[i].name);
                 goto done;
             }
         }
-        if (json_object_set_new(o, dsv4q_rcpt_fields[i].name, v)) {
+        if (json_object_set_new(o, dsv4q_receipt_fields[i].name, v)) {
             dsv4q_errf(err, errlen, "out of memory");
             goto done;
         }
@@ -410,7 +410,7 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
                               char **json_out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     json_t *doc = NULL, *rec = NULL;
     keyctx k;
     char pkhex[DSV4Q_PUBKEY_HEX + 1] = "";
@@ -420,13 +420,13 @@ int dsv4q_receipt_export_json(const char *db_path, long long id, const char *pub
     memset(&row, 0, sizeof row);
     *json_out = NULL;
     if (!db_path || !*db_path)
-        db_path = dsv4q_receipts_default_db();
-    if (dsv4q_rcpt_sodium(err, errlen) || key_setup(&k, pubkey_path, NULL, err, errlen))
+        db_path = dsv4q_receipt_default_db();
+    if (dsv4q_receipt_sodium(err, errlen) || key_setup(&k, pubkey_path, NULL, err, errlen))
         goto done;
-    if (dsv4q_rcpt_open(db_path, 0, &db, NULL, err, errlen))
+    if (dsv4q_receipt_open(db_path, 0, &db, NULL, err, errlen))
         goto done;
-    if (dsv4q_rcpt_row_get(db, db_path, id, &row, err, errlen)) goto done;
-    if (!(canon = dsv4q_rcpt_canonical(&row, err, errlen)) ||
+    if (dsv4q_receipt_row_get(db, db_path, id, &row, err, errlen)) goto done;
+    if (!(canon = dsv4q_receipt_canonical(&row, err, errlen)) ||
         !(rec = row_to_json(&row, err, errlen)))
         goto done;
     if (*row.f[RF_SIGNER_KEY_ID] && k.have) {
@@ -459,7 +459,7 @@ done:
     json_decref(doc);
     json_decref(rec);
     free(canon);
-    dsv4q_rcpt_row_free(&row);
+    dsv4q_receipt_row_free(&row);
     sqlite3_close(db);
     return rc;
 }
@@ -475,7 +475,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
 {
     json_t *doc = NULL, *rec, *v;
     json_error_t je;
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     dsv4q_verify_result R;
     keyctx k;
     const char *hash, *sig, *canon_stated, *pkhex, *key, *fmt;
@@ -488,7 +488,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     memset(&R, 0, sizeof R);
     /* --pubkey given: strict; else start with none and fall back to the
      * embedded key below. */
-    if (dsv4q_rcpt_sodium(err, errlen) ||
+    if (dsv4q_receipt_sodium(err, errlen) ||
         key_setup(&k, (pubkey_path && *pubkey_path) ? pubkey_path : "", report, err, errlen))
         goto done;
     doc = json_loads(json_text ? json_text : "", JSON_REJECT_DUPLICATES, &je);
@@ -526,7 +526,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     json_object_foreach(rec, key, v) {
         int known = strcmp(key, "v") == 0 || strcmp(key, "id") == 0;
         for (i = 0; i < RF_COUNT && !known; i++)
-            known = strcmp(key, dsv4q_rcpt_fields[i].name) == 0;
+            known = strcmp(key, dsv4q_receipt_fields[i].name) == 0;
         if (!known) {
             rpt(report, "receipt %lld: unexpected field \"%s\" (not covered by the hash): the "
                         "export was edited", row.id, key);
@@ -534,13 +534,13 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
         }
     }
     for (i = 0; i < RF_COUNT; i++) {
-        v = json_object_get(rec, dsv4q_rcpt_fields[i].name);
-        if (!v || (!dsv4q_rcpt_fields[i].is_json && !json_is_string(v))) {
+        v = json_object_get(rec, dsv4q_receipt_fields[i].name);
+        if (!v || (!dsv4q_receipt_fields[i].is_json && !json_is_string(v))) {
             rpt(report, "receipt %lld: field \"%s\" is %s: the export was edited", row.id,
-                dsv4q_rcpt_fields[i].name, v ? "not a string" : "missing");
+                dsv4q_receipt_fields[i].name, v ? "not a string" : "missing");
             bad++;
             row.f[i] = strdup("");
-        } else if (dsv4q_rcpt_fields[i].is_json) {
+        } else if (dsv4q_receipt_fields[i].is_json) {
             row.f[i] = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII |
                                          JSON_ENCODE_ANY);
         } else {
@@ -556,10 +556,10 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
         goto done;
     }
 
-    canon = dsv4q_rcpt_canonical(&row, err, errlen);
+    canon = dsv4q_receipt_canonical(&row, err, errlen);
     if (!canon)
         goto done;
-    dsv4q_rcpt_hash(canon, raw, hex);
+    dsv4q_receipt_hash(canon, raw, hex);
     if (strcmp(hex, hash) != 0) {
         rpt(report, "receipt %lld: hash mismatch (stated %.16s..., recomputed %.16s...): a "
                     "field was edited", row.id, hash, hex);
@@ -580,7 +580,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
             bad++;
         } else {
             have_emb = 1;
-            dsv4q_rcpt_keyid(embpk, embid);
+            dsv4q_receipt_keyid(embpk, embid);
             if (*row.f[RF_SIGNER_KEY_ID] && strcmp(embid, row.f[RF_SIGNER_KEY_ID]) != 0) {
                 rpt(report, "receipt %lld: embedded public key %s is not the signer's (%s): the "
                             "export was edited", row.id, embid, row.f[RF_SIGNER_KEY_ID]);
@@ -608,7 +608,7 @@ int dsv4q_receipt_verify_json(const char *json_text, const char *pubkey_path,
     rc = bad ? 1 : 0;
 done:
     free(canon);
-    dsv4q_rcpt_row_free(&row);
+    dsv4q_receipt_row_free(&row);
     json_decref(doc);
     return rc;
 }

@@ -122,7 +122,7 @@ static void rewrite(const char *src, const char *dst, const edit *e)
     char err[1024];
     dsv4q_st *st;
     assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     assert_non_null(w);
     for (size_t i = 0; i < dsv4q_st_count(st); i++) {
         const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
@@ -160,17 +160,17 @@ static void rewrite(const char *src, const char *dst, const edit *e)
             buf = iv;
             nb = sizeof(int32_t) * (size_t)t->numel;
         }
-        assert_int_equal(dsv4q_stw_add(w, name, dt, t->ndim, shape, buf, nb, err, sizeof err), 0);
+        assert_int_equal(dsv4q_st_writer_add(w, name, dt, t->ndim, shape, buf, nb, err, sizeof err), 0);
         free(buf);
     }
     for (int k = 0; meta_keys[k]; k++) {
         const char *v = dsv4q_st_meta(st, meta_keys[k]);
         if (e->drop_meta && !strcmp(e->drop_meta, meta_keys[k])) continue;
         if (e->meta_key && !strcmp(e->meta_key, meta_keys[k])) continue;
-        if (v) dsv4q_stw_meta(w, meta_keys[k], v);
+        if (v) dsv4q_st_writer_meta(w, meta_keys[k], v);
     }
-    if (e->meta_key) dsv4q_stw_meta(w, e->meta_key, e->meta_val);
-    assert_int_equal(dsv4q_stw_write(w, dst, err, sizeof err), 0);
+    if (e->meta_key) dsv4q_st_writer_meta(w, e->meta_key, e->meta_val);
+    assert_int_equal(dsv4q_st_writer_write(w, dst, err, sizeof err), 0);
     dsv4q_st_close(st);
 }
 
@@ -219,7 +219,7 @@ static void open_fails(const char *path, const char *want)
 
 /* The mtp stage is optional in a capture (the capture command does not run
  * MTP): its result slot stays "not captured" and is not counted missing. */
-static int optional_absent(const dsv4q_rstage *s)
+static int optional_absent(const dsv4q_replay_stage *s)
 {
     return dsv4q_stage_get(s->stage)->optional && s->verdict == DSV4Q_RV_ABSENT;
 }
@@ -288,7 +288,7 @@ static void oracle_capture_replays_at_zero_error(void **state)
     assert_int_equal(r.nfail, 0);
     assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
     for (int i = 0; i < r.nst; i++) {
-        const dsv4q_rstage *s = &r.st[i];
+        const dsv4q_replay_stage *s = &r.st[i];
         if (optional_absent(s)) continue;
         assert_int_equal(s->calls_checked, 3);
         for (int t = 0; t < s->nout; t++) {
@@ -322,7 +322,7 @@ static void f32_capture_replays_as_its_level(void **state)
     assert_int_equal(r.nabsent, 8 * (M->cfg.n_layers - 2));
     assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 0)->verdict, DSV4Q_RV_ABSENT);
     for (int i = 0; i < r.nst; i++) {
-        const dsv4q_rstage *s = &r.st[i];
+        const dsv4q_replay_stage *s = &r.st[i];
         if (s->verdict == DSV4Q_RV_ABSENT) continue;
         assert_int_equal(s->verdict, DSV4Q_RV_PASS);
         for (int t = 0; t < s->nout; t++) {
@@ -350,7 +350,7 @@ static void one_edited_element_fails_one_stage(void **state)
         dsv4q_replay r;
         assert_int_equal(replay(dir, &r, 0), 0);
         for (int i = 0; i < r.nst; i++) {
-            const dsv4q_rstage *s = &r.st[i];
+            const dsv4q_replay_stage *s = &r.st[i];
             if (optional_absent(s)) continue;
             int target = s->stage == cases[k].stage && s->layer == cases[k].layer;
             if (s->verdict != (target ? DSV4Q_RV_FAIL : DSV4Q_RV_PASS))
@@ -379,7 +379,7 @@ static void non_finite_is_not_checkable(void **state)
         const char *dir = variant(cap_model, "nonfinite", 1, &e);
         dsv4q_replay r;
         assert_int_equal(replay(dir, &r, 0), 0);
-        const dsv4q_rstage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_FFN_NORM, 2);
+        const dsv4q_replay_stage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_FFN_NORM, 2);
         assert_non_null(s);
         if (s->verdict != DSV4Q_RV_UNCHECKABLE || !strstr(s->why, cases[k].why))
             fail_msg("%s: verdict %d, why: %s", cases[k].tensor, s->verdict, s->why);
@@ -448,7 +448,7 @@ static void missing_inputs_are_not_checkable(void **state)
     const char *dir = variant(cap_src, "noinput", 1, &e);
     dsv4q_replay r;
     assert_int_equal(replay(dir, &r, 0), 0);
-    const dsv4q_rstage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_MOE, 1);
+    const dsv4q_replay_stage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_MOE, 1);
     assert_int_equal(s->verdict, DSV4Q_RV_PASS);
     assert_int_equal(s->calls_checked, 2);
     assert_int_equal(s->calls_unchecked, 1);

@@ -117,7 +117,7 @@ static void replay(const char *name, dsv4q_replay *res, int whole)
 }
 
 /* The mtp stage is optional in a capture (capture does not run MTP). */
-static int optional_absent(const dsv4q_rstage *s)
+static int optional_absent(const dsv4q_replay_stage *s)
 {
     return dsv4q_stage_get(s->stage)->optional && s->verdict == DSV4Q_RV_ABSENT;
 }
@@ -177,7 +177,7 @@ static void mutants_fail_their_stages(void **state)
     replay("sink", &r, 0);
     int nattn = 0;
     for (int i = 0; i < r.nst; i++) {
-        const dsv4q_rstage *s = &r.st[i];
+        const dsv4q_replay_stage *s = &r.st[i];
         if (optional_absent(s)) continue;
         if (s->stage == DSV4Q_STAGE_ATTN) nattn += s->verdict == DSV4Q_RV_FAIL;
         else assert_int_equal(s->verdict, DSV4Q_RV_PASS);
@@ -190,7 +190,7 @@ static void mutants_fail_their_stages(void **state)
     replay("hcpost", &r, 0);
     int nhc = 0;
     for (int i = 0; i < r.nst; i++) {
-        const dsv4q_rstage *s = &r.st[i];
+        const dsv4q_replay_stage *s = &r.st[i];
         if (optional_absent(s)) continue;
         int hcpost = s->stage == DSV4Q_STAGE_HC_ATTN_POST || s->stage == DSV4Q_STAGE_HC_FFN_POST;
         if (!hcpost) assert_int_equal(s->verdict, DSV4Q_RV_PASS);

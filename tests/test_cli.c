@@ -75,17 +75,17 @@ static void hf_names_load_identically(void **state)
     assert_int_equal(system(cmd), 0);
     dsv4q_st *st;
     assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     long renamed = 0;
     for (size_t i = 0; i < dsv4q_st_count(st); i++) {
         const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
         char hf[300];
         const char *name = t->name;
         if (strncmp(name, "mtp.", 4) && dsv4q_hf_name(name, hf, sizeof hf) == 0) { name = hf; renamed++; }
-        assert_int_equal(dsv4q_stw_add(w, name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, err, sizeof err), 0);
+        assert_int_equal(dsv4q_st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, err, sizeof err), 0);
     }
     assert_true(renamed > 100);
-    assert_int_equal(dsv4q_stw_write(w, dst, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_write(w, dst, err, sizeof err), 0);
     dsv4q_st_close(st);
     assert_int_equal(dsv4q_st_open(&st, dst, err, sizeof err), 0);
     assert_non_null(dsv4q_st_find(st, "model.layers.1.self_attn.compressor.indexer.q_b_proj.weight"));

@@ -281,9 +281,9 @@ static void test_roles_and_shared_expert(void **state)
 
 /* ---- plugins ------------------------------------------------------------ */
 
-static dsv4q_qual_opts opts(uint64_t ops)
+static dsv4q_qualify_opts opts(uint64_t ops)
 {
-    dsv4q_qual_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .ops = ops, .iso = {120, 0}, .quiet = 1};
+    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .ops = ops, .iso = {120, 0}, .quiet = 1};
     return o;
 }
 
@@ -292,8 +292,8 @@ static void test_engine_passes_as_declared(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("engine_v2")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN));
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN));
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     if (q.load_failed) fail_msg("%s", q.msg);
     assert_int_equal(q.desc.abi_version, 2);
@@ -319,20 +319,20 @@ static void test_engine_passes_as_declared(void **state)
     }
     assert_true(skipped >= 2);   /* the head and the extreme linears; each skip checked for its reason above */
     assert_true(passed >= 8);   /* linear, rmsnorm and sparse_attn (F16 KV, declared) */
-    assert_int_equal(dsv4q_qual_status(&q), 0);
+    assert_int_equal(dsv4q_qualify_status(&q), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    dsv4q_qual_print(f, &q, &G, 0);
+    dsv4q_qualify_print(f, &q, &G, 0);
     fclose(f);
     assert_non_null(strstr(buf, "judged as declared: source:gemm_act_fp8=off,kv_f16=on,act_q8_0=on"));
     free(buf);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
 }
 
 /* FP8/FP4 linears fail, everything else still passes: the failure names
  * the stage the deviation affects. */
-static void expect_linear_quant_fail(const dsv4q_qual *q)
+static void expect_linear_quant_fail(const dsv4q_qualify_result *q)
 {
     int fails = 0;
     for (int i = 0; i < q->ncases; i++) {
@@ -348,7 +348,7 @@ static void expect_linear_quant_fail(const dsv4q_qual *q)
         }
     }
     assert_true(fails >= 2);
-    assert_int_equal(dsv4q_qual_status(q), 1);
+    assert_int_equal(dsv4q_qualify_status(q), 1);
 }
 
 static void test_engine_undeclared_fails(void **state)
@@ -356,28 +356,28 @@ static void test_engine_undeclared_fails(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("engine_v2")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM));
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM));
     setenv("DSV4Q_TEST_UNDECLARED", "1", 1);   /* the same plugin, declaring plain source */
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     unsetenv("DSV4Q_TEST_UNDECLARED");
     if (q.load_failed) fail_msg("%s", q.msg);
     assert_string_equal(q.declared, "source");
     expect_linear_quant_fail(&q);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
     /* the command line's declaration replaces the backend's */
     o.declare = "source";
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_string_equal(q.declared_by, "the command line");
     expect_linear_quant_fail(&q);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
     /* ...and a bad one is refused (exit 2), not ignored */
     o.declare = "source:act_q9";
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_true(q.load_failed);
     assert_non_null(strstr(q.msg, "act_q9"));
-    assert_int_equal(dsv4q_qual_status(&q), 2);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 2);
+    dsv4q_qualify_free(&q);
 }
 
 /* oracle-f32 follows call->boundaries: under any declaration it IS the level. */
@@ -386,8 +386,8 @@ static void test_oracle_f32_under_a_declaration(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {"oracle-f32"};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) |
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) |
                              DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_RMSNORM));
     o.declare = "qat:act_q8_0,kv_f16,idx_score_f32,act_f16,norm_bf16=on";
     o.iso.inprocess = 1;
@@ -399,7 +399,7 @@ static void test_oracle_f32_under_a_declaration(void **state)
         if (q.cases[i].verdict != DSV4Q_V_PASS && !strstr(q.cases[i].key, "recipe=extreme"))
             fail_msg("%s: %s %s", q.cases[i].key, dsv4q_verdict_name(q.cases[i].verdict), q.cases[i].msg);
     assert_true(q.bs & BIT(DSV4Q_B_ACT_F16));
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
 }
 
 /* ---- engine-stored weights ---------------------------------------------- */
@@ -456,8 +456,8 @@ static void test_engine_weights_kernel_vs_format(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("engine_v2")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR));
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_LINEAR));
     setenv("DSV4Q_TEST_OWN_WEIGHTS", "1", 1);
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     if (q.load_failed) fail_msg("%s", q.msg);
@@ -480,18 +480,18 @@ static void test_engine_weights_kernel_vs_format(void **state)
         }
     }
     assert_true(nq8 >= 2 && nf16 >= 1);
-    char *js = dsv4q_qual_json(&q, &G);
+    char *js = dsv4q_qualify_json(&q, &G);
     assert_non_null(strstr(js, "\"engine_weight\":\"Q8_0\""));
     assert_non_null(strstr(js, "\"format_nrms\""));
     free(js);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
     /* the format error gated on request */
     o.format_gate = 1e-6;
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     int gated = 0;
     for (int i = 0; i < q.ncases; i++) gated += q.cases[i].verdict == DSV4Q_V_FAIL && strstr(q.cases[i].msg, "--format-gate");
     assert_true(gated >= 2);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
     o.format_gate = 0;
     /* claims Q8_0 but multiplies the reference weights: kernel error FAILs */
     setenv("DSV4Q_TEST_OWN_WEIGHTS", "2", 1);
@@ -500,7 +500,7 @@ static void test_engine_weights_kernel_vs_format(void **state)
     int fails = 0;
     for (int i = 0; i < q.ncases; i++) fails += q.cases[i].verdict == DSV4Q_V_FAIL && !strcmp(q.cases[i].ew_name, "Q8_0");
     assert_true(fails >= 2);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
 }
 
 static void test_v1_plugin_still_qualifies(void **state)
@@ -508,15 +508,15 @@ static void test_v1_plugin_still_qualifies(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("v1_good")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_TOPK));
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_TOPK));
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     if (q.load_failed) fail_msg("%s", q.msg);
     assert_int_equal(q.desc.abi_version, 1);   /* built against the released v1 header */
     assert_false(q.desc.has_supports);
     assert_string_equal(q.declared, "source");
-    assert_int_equal(dsv4q_qual_status(&q), 0);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 0);
+    dsv4q_qualify_free(&q);
 }
 
 int main(void)

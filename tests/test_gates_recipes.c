@@ -244,14 +244,14 @@ static void test_seeds(void **state)
     /* a case once per seed, each with its own inputs */
     const char *keys[] = {"rmsnorm(rows=1,d=64,eps=1e-5)", NULL};
     const char *spec[1] = {"oracle-f32"};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = {.gates = &G, .keys = keys, .seed_lo = 3, .seed_hi = 5, .iso = {60, 0}, .quiet = 1};
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = {.gates = &G, .keys = keys, .seed_lo = 3, .seed_hi = 5, .iso = {60, 0}, .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_int_equal(q.ncases, 3);
     assert_string_equal(q.cases[0].key, "rmsnorm(rows=1,d=64,eps=1e-5,recipe=normal,seed=3)");
     assert_string_equal(q.cases[2].key, "rmsnorm(rows=1,d=64,eps=1e-5,recipe=normal,seed=5)");
-    assert_int_equal(dsv4q_qual_status(&q), 0);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 0);
+    dsv4q_qualify_free(&q);
     /* over the table: count x seeds */
     o.keys = NULL;
     o.sets = DSV4Q_CASE_SET_FLASH;
@@ -264,7 +264,7 @@ static void test_seeds(void **state)
         nh += (dsv4q_case_at(i)->sets & DSV4Q_CASE_SET_FLASH) && !strncmp(dsv4q_case_at(i)->key, "hadamard(", 9);
     assert_int_equal(q.ncases, 2 * nh);
     assert_non_null(strstr(q.cases[nh].key, ",seed=2)"));
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
 }
 
 /* ---- row-floored ULP ---------------------------------------------------- */
@@ -327,8 +327,8 @@ static void test_kv_f16_fails_f32_attention(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("kv_f16")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH,
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH,
                          .ops = DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE),
                          .iso = {120, 0}, .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
@@ -346,7 +346,7 @@ static void test_kv_f16_fails_f32_attention(void **state)
         }
     }
     assert_true(fails >= 3);
-    dsv4q_qual_free(&q);
+    dsv4q_qualify_free(&q);
 }
 
 /* CI runs the Flash suite at 3 seeds: seed 1 is tests/test_qualify.c
@@ -359,8 +359,8 @@ static void test_flash_seeds_2_3(void **state)
     if (!dsv4q_backend_builtin("cpu-ref")) skip();
     char err[1024];
     const char *spec[2] = {"oracle-f32", "cpu-ref"};
-    dsv4q_qual q[2];
-    dsv4q_qual_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .seed_lo = 2, .seed_hi = 3, .iso = {300, 0},
+    dsv4q_qualify_result q[2];
+    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .seed_lo = 2, .seed_hi = 3, .iso = {300, 0},
                          .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, 2, &o, q, err, sizeof err), 0);
     int nflash = 0;
@@ -372,7 +372,7 @@ static void test_flash_seeds_2_3(void **state)
             if (q[b].cases[i].verdict != DSV4Q_V_PASS)
                 fail_msg("%s: %s: %s %s", spec[b], q[b].cases[i].key, dsv4q_verdict_name(q[b].cases[i].verdict),
                          q[b].cases[i].msg);
-        dsv4q_qual_free(&q[b]);
+        dsv4q_qualify_free(&q[b]);
     }
 }
 

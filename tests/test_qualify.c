@@ -35,9 +35,9 @@ static int setup_gates(void **state)
     return 0;
 }
 
-static dsv4q_qual_opts opts(uint64_t ops, double timeout)
+static dsv4q_qualify_opts opts(uint64_t ops, double timeout)
 {
-    dsv4q_qual_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .ops = ops, .iso = {timeout, 0}, .quiet = 1};
+    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .ops = ops, .iso = {timeout, 0}, .quiet = 1};
     return o;
 }
 
@@ -147,8 +147,8 @@ static void test_oracle_f32_is_the_level(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {"oracle-f32"};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(0, 300);
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(0, 300);
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_false(q.load_failed);
     assert_true(q.ncases >= 40);
@@ -162,8 +162,8 @@ static void test_oracle_f32_is_the_level(void **state)
                 fail_msg("%s %s: value %.17g != level %.17g", r->key, dsv4q_metric_name(m), w->value, w->level);
         }
     }
-    assert_int_equal(dsv4q_qual_status(&q), 0);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 0);
+    dsv4q_qualify_free(&q);
 }
 
 /* ---- plugins ----------------------------------------------------------- */
@@ -173,8 +173,8 @@ static void test_plugin_good(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("good")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_TOPK) |
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_TOPK) |
                              DSV4Q_CAP(DSV4Q_OP_HADAMARD), 60);
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     if (q.load_failed) fail_msg("%s", q.msg);
@@ -196,8 +196,8 @@ static void test_plugin_good(void **state)
     assert_true(nskip > 0);
     /* the plugin breaks ties the other way: legitimate swaps, counted */
     assert_true(tie_flips > 0);
-    assert_int_equal(dsv4q_qual_status(&q), 0);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 0);
+    dsv4q_qualify_free(&q);
 }
 
 static void test_plugin_off_by_one_fails_on_rmsnorm_only(void **state)
@@ -205,8 +205,8 @@ static void test_plugin_off_by_one_fails_on_rmsnorm_only(void **state)
     (void)state;
     char err[1024];
     const char *spec[1] = {PLUG("off_by_one")};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(0, 60);
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(0, 60);
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_false(q.load_failed);
     int fails = 0, passes = 0;
@@ -224,8 +224,8 @@ static void test_plugin_off_by_one_fails_on_rmsnorm_only(void **state)
         }
     }
     assert_true(fails >= 3 && passes >= 1);
-    assert_int_equal(dsv4q_qual_status(&q), 1);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 1);
+    dsv4q_qualify_free(&q);
 }
 
 /* Load failures: the probe reports, the harness survives (I1). */
@@ -233,13 +233,13 @@ static void expect_load_error(const char *plugin, const char *needle)
 {
     char err[1024];
     const char *spec[1] = {plugin};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM), 10);
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_RMSNORM), 10);
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_true(q.load_failed);
     if (!strstr(q.msg, needle)) fail_msg("%s: message '%s' lacks '%s'", plugin, q.msg, needle);
-    assert_int_equal(dsv4q_qual_status(&q), 2);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 2);
+    dsv4q_qualify_free(&q);
 }
 
 static void test_malformed_plugins(void **state)
@@ -261,8 +261,8 @@ static void expect_run_error(const char *plugin, double timeout, const char *nee
     char err[1024];
     const char *spec[1] = {plugin};
     const char *keys[2] = {"rmsnorm(rows=2,d=512)", NULL};
-    dsv4q_qual q;
-    dsv4q_qual_opts o = opts(0, timeout);
+    dsv4q_qualify_result q;
+    dsv4q_qualify_opts o = opts(0, timeout);
     o.keys = keys;
     assert_int_equal(dsv4q_qualify(spec, 1, &o, &q, err, sizeof err), 0);
     assert_false(q.load_failed);
@@ -270,8 +270,8 @@ static void expect_run_error(const char *plugin, double timeout, const char *nee
     assert_int_equal(q.cases[0].verdict, DSV4Q_V_ERROR);
     if (!strstr(q.cases[0].msg, needle)) fail_msg("%s: message '%s' lacks '%s'", plugin, q.cases[0].msg, needle);
     assert_non_null(strstr(q.cases[0].msg, "rmsnorm(rows=2,d=512,recipe=normal,seed=1)"));
-    assert_int_equal(dsv4q_qual_status(&q), 1);
-    dsv4q_qual_free(&q);
+    assert_int_equal(dsv4q_qualify_status(&q), 1);
+    dsv4q_qualify_free(&q);
 }
 
 static void test_crash_hang_overrun(void **state)
@@ -289,13 +289,13 @@ static void test_multi_backend(void **state)
     (void)state;
     char err[1024];
     const char *spec[3] = {PLUG("good"), PLUG("bad_abi"), "oracle-f32"};
-    dsv4q_qual q[3];
-    dsv4q_qual_opts o = opts(DSV4Q_CAP(DSV4Q_OP_HC_POST), 60);
+    dsv4q_qualify_result q[3];
+    dsv4q_qualify_opts o = opts(DSV4Q_CAP(DSV4Q_OP_HC_POST), 60);
     assert_int_equal(dsv4q_qualify(spec, 3, &o, q, err, sizeof err), 0);
-    assert_int_equal(dsv4q_qual_status(&q[0]), 0);
-    assert_int_equal(dsv4q_qual_status(&q[1]), 2);
-    assert_int_equal(dsv4q_qual_status(&q[2]), 0);
-    for (int i = 0; i < 3; i++) dsv4q_qual_free(&q[i]);
+    assert_int_equal(dsv4q_qualify_status(&q[0]), 0);
+    assert_int_equal(dsv4q_qualify_status(&q[1]), 2);
+    assert_int_equal(dsv4q_qualify_status(&q[2]), 0);
+    for (int i = 0; i < 3; i++) dsv4q_qualify_free(&q[i]);
 }
 
 /* ---- selection rule ---------------------------------------------------- */

@@ -63,9 +63,9 @@ static void test_cpuref_passes_mutants_fail(void **state)
         spec[n] = names[n];
         n++;
     }
-    dsv4q_qual *q = calloc((size_t)n, sizeof *q);
+    dsv4q_qualify_result *q = calloc((size_t)n, sizeof *q);
     assert_non_null(q);
-    dsv4q_qual_opts o = {.gates = &g, .sets = DSV4Q_CASE_SET_FLASH, .iso = {300, 0}, .quiet = 1};
+    dsv4q_qualify_opts o = {.gates = &g, .sets = DSV4Q_CASE_SET_FLASH, .iso = {300, 0}, .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, n, &o, q, err, sizeof err), 0);
 
     /* cpu-ref: every case passes */
@@ -73,7 +73,7 @@ static void test_cpuref_passes_mutants_fail(void **state)
         if (q[0].cases[i].verdict != DSV4Q_V_PASS)
             fail_msg("cpu-ref: %s: %s %s", q[0].cases[i].key, dsv4q_verdict_name(q[0].cases[i].verdict),
                      q[0].cases[i].msg);
-    assert_int_equal(dsv4q_qual_status(&q[0]), 0);
+    assert_int_equal(dsv4q_qualify_status(&q[0]), 0);
 
     for (int b = 1; b < n; b++) {
         const char *m = spec[b] + strlen("mutant:");
@@ -102,9 +102,9 @@ static void test_cpuref_passes_mutants_fail(void **state)
                 if (!hit) fail_msg("%s: expected a failure on %s", spec[b], t);
             }
         }
-        assert_int_equal(dsv4q_qual_status(&q[b]), 1);
+        assert_int_equal(dsv4q_qualify_status(&q[b]), 1);
     }
-    for (int b = 0; b < n; b++) dsv4q_qual_free(&q[b]);
+    for (int b = 0; b < n; b++) dsv4q_qualify_free(&q[b]);
     free(q);
 }
 

@@ -137,7 +137,7 @@ static int verify(const char *db, long long id, const char *pub, char **out,
     FILE *m = open_memstream(out, &n);
     int r;
     assert_non_null(m);
-    r = dsv4q_receipts_verify(db, id, pub, m, res, err, errlen);
+    r = dsv4q_receipt_verify(db, id, pub, m, res, err, errlen);
     fclose(m);
     return r;
 }
@@ -166,8 +166,8 @@ static char *keyid_of(const char *pubpath, char buf[DSV4Q_KEYID_HEX + 1])
 {
     unsigned char pk[32];
     char err[256];
-    assert_int_equal(dsv4q_rcpt_load_pubkey(pubpath, pk, err, sizeof err), 0);
-    dsv4q_rcpt_keyid(pk, buf);
+    assert_int_equal(dsv4q_receipt_load_pubkey(pubpath, pk, err, sizeof err), 0);
+    dsv4q_receipt_keyid(pk, buf);
     return buf;
 }
 
@@ -185,7 +185,7 @@ static void test_canonical_known_answer(void **state)
         "\"gate_file\":\"g.json\",\"gate_sha256\":\"\",\"metrics\":{\"max_ulp\":2.5},"
         "\"verdict\":\"pass\",\"signer_key_id\":\"\",\"prev_hash\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\"}";
-    dsv4q_rcpt_row row;
+    dsv4q_receipt_row row;
     char *vals[RF_COUNT] = {
         [RF_CREATED] = "2025-01-02T03:04:05Z", [RF_TOOL_VERSION] = "0.1.0",
         [RF_GIT_COMMIT] = "abc1234", [RF_COMMAND_LINE] = "dsv4q qualify --gate g.json",
@@ -202,10 +202,10 @@ static void test_canonical_known_answer(void **state)
     memset(&row, 0, sizeof row);
     row.id = 1;
     memcpy(row.f, vals, sizeof vals);
-    c = dsv4q_rcpt_canonical(&row, err, sizeof err);
+    c = dsv4q_receipt_canonical(&row, err, sizeof err);
     assert_non_null(c);
     assert_string_equal(c, want);
-    dsv4q_rcpt_hash(c, raw, hex);
+    dsv4q_receipt_hash(c, raw, hex);
     assert_string_equal(hex, "08b036641577335b3dc4125e9f2d295052e2f18c904260ed73cbb31275f72c06");
     free(c);
 }
@@ -608,11 +608,11 @@ static void test_keygen(void **state)
     snprintf(sub, sizeof sub, "%s.pub", path);
     assert_int_equal(stat(sub, &st), 0);
     assert_string_equal(keyid_of(sub, kid2), kid);
-    assert_int_equal(dsv4q_rcpt_load_secret(path, sk, pk, err, sizeof err), 0);
+    assert_int_equal(dsv4q_receipt_load_secret(path, sk, pk, err, sizeof err), 0);
 
     assert_int_equal(dsv4q_keygen(path, NULL, err, sizeof err), -1);
     expect(err, "refusing to overwrite existing");
-    assert_int_equal(dsv4q_rcpt_load_secret(path, sk, pk, err, sizeof err), 0);
+    assert_int_equal(dsv4q_receipt_load_secret(path, sk, pk, err, sizeof err), 0);
     unlink(path);
     assert_int_equal(dsv4q_keygen(path, NULL, err, sizeof err), -1); /* .pub still there */
     expect(err, "refusing to overwrite existing public key");
@@ -654,9 +654,9 @@ static void test_default_paths(void **state)
         setenv("HOME", saved_home, 1);
     free(saved_home);
     setenv("DSV4Q_DB", "/d/x.db", 1);
-    assert_string_equal(dsv4q_receipts_default_db(), "/d/x.db");
+    assert_string_equal(dsv4q_receipt_default_db(), "/d/x.db");
     unsetenv("DSV4Q_DB");
-    assert_string_equal(dsv4q_receipts_default_db(), "dsv4q.db");
+    assert_string_equal(dsv4q_receipt_default_db(), "dsv4q.db");
     setenv("DSV4Q_KEY", "/nonexistent/dsv4q-test.key", 1);
 }
 

@@ -119,7 +119,7 @@ static void verify_all_ok(const fx *f, long long want_n)
     char err[256] = "", *out = NULL;
     size_t n = 0;
     FILE *m = open_memstream(&out, &n);
-    int r = dsv4q_receipts_verify(f->db, 0, f->pub, m, &res, err, sizeof err);
+    int r = dsv4q_receipt_verify(f->db, 0, f->pub, m, &res, err, sizeof err);
     fclose(m);
     if (r != 0)
         fail_msg("verify returned %d (%s):\n%s", r, err, out);

@@ -150,11 +150,11 @@ static void oversized_config_refused(void **state)
 static void make_shard(const char *path)
 {
     char err[512];
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     float v[2] = {1, 2};
     int64_t sh[1] = {2};
-    assert_int_equal(dsv4q_stw_add(w, "x", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err), 0);
-    assert_int_equal(dsv4q_stw_write(w, path, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_add(w, "x", DSV4Q_DT_F32, 1, sh, v, sizeof v, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_write(w, path, err, sizeof err), 0);
 }
 
 static void index_dotdot_refused(void **state)
@@ -207,9 +207,9 @@ static void metadata_only_file_opens(void **state)
     (void)state;
     char p[400], err[512];
     path_in(p, sizeof p, "meta.safetensors");
-    dsv4q_stw *w = dsv4q_stw_new();
-    dsv4q_stw_meta(w, "k", "v");
-    assert_int_equal(dsv4q_stw_write(w, p, err, sizeof err), 0);
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
+    dsv4q_st_writer_meta(w, "k", "v");
+    assert_int_equal(dsv4q_st_writer_write(w, p, err, sizeof err), 0);
     dsv4q_st *st;
     assert_int_equal(dsv4q_st_open(&st, p, err, sizeof err), 0);
     assert_int_equal(dsv4q_st_count(st), 0);
@@ -225,15 +225,15 @@ static int open_capture_with(const char *name, const char *position, const char 
 {
     char p[400];
     path_in(p, sizeof p, name);
-    dsv4q_stw *w = dsv4q_stw_new();
-    dsv4q_stw_meta(w, "dsv4q_capture_version", "1");
-    dsv4q_stw_meta(w, "checkpoint_sha256", PIN);
-    dsv4q_stw_meta(w, "position", position);
-    dsv4q_stw_meta(w, "token_ids", "[1]");
-    dsv4q_stw_meta(w, "engine", engine);
-    dsv4q_stw_meta(w, "engine_version", "1");
-    dsv4q_stw_meta(w, "profile", "source");
-    assert_int_equal(dsv4q_stw_write(w, p, err, errlen), 0);
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
+    dsv4q_st_writer_meta(w, "dsv4q_capture_version", "1");
+    dsv4q_st_writer_meta(w, "checkpoint_sha256", PIN);
+    dsv4q_st_writer_meta(w, "position", position);
+    dsv4q_st_writer_meta(w, "token_ids", "[1]");
+    dsv4q_st_writer_meta(w, "engine", engine);
+    dsv4q_st_writer_meta(w, "engine_version", "1");
+    dsv4q_st_writer_meta(w, "profile", "source");
+    assert_int_equal(dsv4q_st_writer_write(w, p, err, errlen), 0);
     dsv4q_config cfg;
     assert_int_equal(dsv4q_config_builtin(&cfg, "tiny", err, errlen), 0);
     dsv4q_capture *c;
@@ -320,7 +320,7 @@ static void receipts_view_refused(void **state)
     dsv4q_verify_result res;
     FILE *dn = fopen("/dev/null", "w");
     alarm(20);
-    int r = dsv4q_receipts_verify(p, 0, "", dn, &res, err, sizeof err);
+    int r = dsv4q_receipt_verify(p, 0, "", dn, &res, err, sizeof err);
     alarm(0);
     fclose(dn);
     if (r != -1 || !strstr(err, "unexpected receipts schema"))
@@ -336,12 +336,12 @@ static void receipts_extra_trigger_and_types_refused(void **state)
     dsv4q_verify_result res;
     /* a genuine (empty) receipts database verifies */
     sqlite3 *db;
-    assert_int_equal(dsv4q_rcpt_open(p, 1, &db, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_receipt_open(p, 1, &db, NULL, err, sizeof err), 0);
     sqlite3_close(db);
-    assert_int_not_equal(dsv4q_receipts_verify(p, 0, "", dn, &res, err, sizeof err), -1);
+    assert_int_not_equal(dsv4q_receipt_verify(p, 0, "", dn, &res, err, sizeof err), -1);
     /* the same with one extra trigger is refused */
     make_db(p, "CREATE TRIGGER t AFTER INSERT ON receipts BEGIN SELECT 1; END;");
-    assert_int_equal(dsv4q_receipts_verify(p, 0, "", dn, &res, err, sizeof err), -1);
+    assert_int_equal(dsv4q_receipt_verify(p, 0, "", dn, &res, err, sizeof err), -1);
     ASSERT_HAS(err, "unexpected receipts schema");
     ASSERT_HAS(err, "trigger t on receipts");
     unlink(p);
@@ -352,7 +352,7 @@ static void receipts_extra_trigger_and_types_refused(void **state)
              "CREATE TABLE receipts (id INTEGER PRIMARY KEY, created TEXT NOT NULL, metrics INTEGER);",
              0x64737634);
     make_db(p, sql);
-    assert_int_equal(dsv4q_receipts_verify(p, 0, "", dn, &res, err, sizeof err), -1);
+    assert_int_equal(dsv4q_receipt_verify(p, 0, "", dn, &res, err, sizeof err), -1);
     ASSERT_HAS(err, "unexpected receipts schema");
     unlink(p);
     fclose(dn);

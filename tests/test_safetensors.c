@@ -142,18 +142,18 @@ static void expect_bad(const char *name, const char *header, size_t dlen, const 
     free(img);
 }
 
-static void add(dsv4q_stw *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape,
+static void add(dsv4q_st_writer *w, const char *name, dsv4q_dtype dt, int ndim, const int64_t *shape,
                 const void *data, size_t nbytes)
 {
     char err[512];
-    if (dsv4q_stw_add(w, name, dt, ndim, shape, data, nbytes, err, sizeof err) != 0)
+    if (dsv4q_st_writer_add(w, name, dt, ndim, shape, data, nbytes, err, sizeof err) != 0)
         fail_msg("add %s: %s", name, err);
 }
 
-static void write_or_fail(dsv4q_stw *w, const char *path)
+static void write_or_fail(dsv4q_st_writer *w, const char *path)
 {
     char err[512];
-    if (dsv4q_stw_write(w, path, err, sizeof err) != 0)
+    if (dsv4q_st_writer_write(w, path, err, sizeof err) != 0)
         fail_msg("write %s: %s", path, err);
 }
 
@@ -198,7 +198,7 @@ static void test_roundtrip_all_dtypes(void **state)
     (void)state;
     char path[256];
     path_in(path, sizeof path, "rt.safetensors");
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     assert_non_null(w);
     for (size_t k = 0; k < N_DT; k++) {
         char name[64];
@@ -214,9 +214,9 @@ static void test_roundtrip_all_dtypes(void **state)
     add(w, "empty", DSV4Q_DT_F32, 2, zero_shape, NULL, 0);
     double scalar = 3.25;
     add(w, "scalar", DSV4Q_DT_F64, 0, NULL, &scalar, sizeof scalar);
-    assert_int_equal(dsv4q_stw_meta(w, "producer", "dsv4q test"), 0);
-    assert_int_equal(dsv4q_stw_meta(w, "case", "roundtrip"), 0);
-    assert_int_equal(dsv4q_stw_meta(w, "case", "roundtrip-all"), 0);   /* replaces */
+    assert_int_equal(dsv4q_st_writer_meta(w, "producer", "dsv4q test"), 0);
+    assert_int_equal(dsv4q_st_writer_meta(w, "case", "roundtrip"), 0);
+    assert_int_equal(dsv4q_st_writer_meta(w, "case", "roundtrip-all"), 0);   /* replaces */
     write_or_fail(w, path);
 
     dsv4q_st *st = open_or_fail(path);
@@ -294,7 +294,7 @@ static void test_writer_deterministic(void **state)
     uint8_t u[3] = { 9, 8, 7 };
     int64_t su[1] = { 3 };
     for (int pass = 0; pass < 3; pass++) {
-        dsv4q_stw *w = dsv4q_stw_new();
+        dsv4q_st_writer *w = dsv4q_st_writer_new();
         /* insertion order differs per pass; the output must not */
         if (pass == 1) {
             add(w, "b", DSV4Q_DT_U8, 1, su, u, 3);
@@ -304,11 +304,11 @@ static void test_writer_deterministic(void **state)
             add(w, "b", DSV4Q_DT_U8, 1, su, u, 3);
         }
         if (pass == 1) {
-            dsv4q_stw_meta(w, "z", "last");
-            dsv4q_stw_meta(w, "k", "v");
+            dsv4q_st_writer_meta(w, "z", "last");
+            dsv4q_st_writer_meta(w, "k", "v");
         } else {
-            dsv4q_stw_meta(w, "k", "v");
-            dsv4q_stw_meta(w, "z", "last");
+            dsv4q_st_writer_meta(w, "k", "v");
+            dsv4q_st_writer_meta(w, "z", "last");
         }
         if (pass < 2) {
             write_or_fail(w, pass == 0 ? p1 : p2);
@@ -316,7 +316,7 @@ static void test_writer_deterministic(void **state)
             uint8_t *buf;
             size_t len;
             char err[256];
-            assert_int_equal(dsv4q_stw_to_buffer(w, &buf, &len, err, sizeof err), 0);
+            assert_int_equal(dsv4q_st_writer_to_buffer(w, &buf, &len, err, sizeof err), 0);
             size_t n1;
             uint8_t *f1 = read_bytes(p1, &n1);
             assert_int_equal(len, n1);
@@ -352,29 +352,29 @@ static void test_writer_errors(void **state)
     char err[512], path[256];
     float v[4] = { 0 };
     int64_t sh[1] = { 4 }, neg[1] = { -1 };
-    dsv4q_stw *w = dsv4q_stw_new();
-    assert_int_equal(dsv4q_stw_add(w, "x", DSV4Q_DT_F32, 1, sh, v, 12, err, sizeof err), -1);
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
+    assert_int_equal(dsv4q_st_writer_add(w, "x", DSV4Q_DT_F32, 1, sh, v, 12, err, sizeof err), -1);
     assert_non_null(strstr(err, "'x'"));
-    assert_int_equal(dsv4q_stw_add(w, "__metadata__", DSV4Q_DT_F32, 1, sh, v, 16, err, sizeof err), -1);
-    assert_int_equal(dsv4q_stw_add(w, "", DSV4Q_DT_F32, 1, sh, v, 16, err, sizeof err), -1);
-    assert_int_equal(dsv4q_stw_add(w, "n", DSV4Q_DT_F32, 1, neg, v, 16, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "__metadata__", DSV4Q_DT_F32, 1, sh, v, 16, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "", DSV4Q_DT_F32, 1, sh, v, 16, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "n", DSV4Q_DT_F32, 1, neg, v, 16, err, sizeof err), -1);
     assert_non_null(strstr(err, "'n'"));
-    assert_int_equal(dsv4q_stw_add(w, "bad", DSV4Q_DT_INVALID, 1, sh, v, 16, err, sizeof err), -1);
-    assert_int_equal(dsv4q_stw_add(w, "deep", DSV4Q_DT_F32, 9, sh, v, 16, err, sizeof err), -1);
-    assert_int_equal(dsv4q_stw_meta(w, "bad-utf8", "\xff\xfe"), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "bad", DSV4Q_DT_INVALID, 1, sh, v, 16, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "deep", DSV4Q_DT_F32, 9, sh, v, 16, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_meta(w, "bad-utf8", "\xff\xfe"), -1);
     /* a duplicate is caught at write time, and nothing is left behind */
     add(w, "dup", DSV4Q_DT_F32, 1, sh, v, 16);
     add(w, "dup", DSV4Q_DT_F32, 1, sh, v, 16);
     path_in(path, sizeof path, "dup_written.safetensors");
-    assert_int_equal(dsv4q_stw_write(w, path, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_write(w, path, err, sizeof err), -1);
     assert_non_null(strstr(err, "'dup'"));
     assert_int_equal(access(path, F_OK), -1);
     /* an unwritable destination fails cleanly */
-    w = dsv4q_stw_new();
+    w = dsv4q_st_writer_new();
     add(w, "a", DSV4Q_DT_F32, 1, sh, v, 16);
-    assert_int_equal(dsv4q_stw_write(w, "/nonexistent-dir/x.safetensors", err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_write(w, "/nonexistent-dir/x.safetensors", err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent-dir/x.safetensors"));
-    dsv4q_stw_free(NULL);
+    dsv4q_st_writer_free(NULL);
 }
 
 /* I8 with the logical E2M1 shape [out, in] and in/2 bytes per row is stored
@@ -388,11 +388,11 @@ static void test_writer_packed_e2m1(void **state)
     for (int i = 0; i < 8; i++)
         packed[i] = (uint8_t)(0x21 * i);
     int64_t logical[2] = { 2, 8 };
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     add(w, "experts.0.w1.weight", DSV4Q_DT_I8, 2, logical, packed, sizeof packed);
     int64_t odd[2] = { 2, 7 };
     char err[256];
-    assert_int_equal(dsv4q_stw_add(w, "odd", DSV4Q_DT_I8, 2, odd, packed, 7, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_add(w, "odd", DSV4Q_DT_I8, 2, odd, packed, 7, err, sizeof err), -1);
     write_or_fail(w, path);
     dsv4q_st *st = open_or_fail(path);
     const dsv4q_st_tensor *t = dsv4q_st_find(st, "experts.0.w1.weight");
@@ -410,13 +410,13 @@ static void write_shard(const char *name, const char *const *tensors, int n, flo
 {
     char path[256];
     path_in(path, sizeof path, name);
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     for (int i = 0; i < n; i++) {
         float v[3] = { base + (float)i, base + (float)i + 0.5f, -base };
         int64_t sh[1] = { 3 };
         add(w, tensors[i], DSV4Q_DT_F32, 1, sh, v, sizeof v);
     }
-    dsv4q_stw_meta(w, "shard", name);
+    dsv4q_st_writer_meta(w, "shard", name);
     write_or_fail(w, path);
 }
 
@@ -824,7 +824,7 @@ static void check_from_py(const char *path)
  * {"producer": "dsv4q", "format": "pt"}. */
 static void write_from_c(const char *path)
 {
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     int64_t sh[2] = { 3, 4 };
     double f64[12];
     float f32[12];
@@ -867,8 +867,8 @@ static void write_from_c(const char *path)
     add(w, "c_f8_e8m0", DSV4Q_DT_F8_E8M0, 2, sh, e8, sizeof e8);
     int64_t logical[2] = { 3, 8 };
     add(w, "c_e2m1_packed", DSV4Q_DT_I8, 2, logical, u8, sizeof u8);
-    dsv4q_stw_meta(w, "producer", "dsv4q");
-    dsv4q_stw_meta(w, "format", "pt");
+    dsv4q_st_writer_meta(w, "producer", "dsv4q");
+    dsv4q_st_writer_meta(w, "format", "pt");
     write_or_fail(w, path);
 }
 

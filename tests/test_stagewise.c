@@ -117,7 +117,7 @@ static void test_oracle_f32_is_its_level(void **state)
     assert_int_equal(r.stages.npass, 8 * nl + 2);
     assert_int_equal(r.stages.nfail + r.stages.nunc, 0);
     for (int i = 0; i < r.stages.nst; i++) {
-        const dsv4q_rstage *s = &r.stages.st[i];
+        const dsv4q_replay_stage *s = &r.stages.st[i];
         if (s->verdict == DSV4Q_RV_ABSENT) continue;
         assert_int_equal(s->calls_checked, 1 + NDECODE);
         for (int t = 0; t < s->nout; t++) {

@@ -624,7 +624,7 @@ static void rewrite(const char *src, const char *dst, const edit *ed)
     dsv4q_st *st = NULL;
     snprintf(p, sizeof p, "%s/model.safetensors", src);
     if (dsv4q_st_open(&st, p, err, sizeof err)) fail_msg("%s", err);
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     assert_non_null(w);
     int found = 0;
     for (size_t i = 0; i < dsv4q_st_count(st); i++) {
@@ -660,12 +660,12 @@ static void rewrite(const char *src, const char *dst, const edit *ed)
             }
             if (own) data = own;
         }
-        if (dsv4q_stw_add(w, t->name, dt, t->ndim, shape, data, nb, err, sizeof err)) fail_msg("%s", err);
+        if (dsv4q_st_writer_add(w, t->name, dt, t->ndim, shape, data, nb, err, sizeof err)) fail_msg("%s", err);
         free(own);
     }
     assert_true(found);
     snprintf(q, sizeof q, "%s/model.safetensors", dst);
-    if (dsv4q_stw_write(w, q, err, sizeof err)) fail_msg("%s", err);
+    if (dsv4q_st_writer_write(w, q, err, sizeof err)) fail_msg("%s", err);
     dsv4q_st_close(st);
     snprintf(p, sizeof p, "%s/config.json", src);
     snprintf(q, sizeof q, "%s/config.json", dst);

@@ -60,13 +60,13 @@ static void assert_only(const char *dir, const char *const *names)
     pclose(p);
 }
 
-static dsv4q_stw *one_tensor(void)
+static dsv4q_st_writer *one_tensor(void)
 {
-    dsv4q_stw *w = dsv4q_stw_new();
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
     assert_non_null(w);
     float v[4] = {1, 2, 3, 4};
     char err[256];
-    assert_int_equal(dsv4q_stw_add(w, "x", DSV4Q_DT_F32, 1, (int64_t[]){4}, v, sizeof v, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_add(w, "x", DSV4Q_DT_F32, 1, (int64_t[]){4}, v, sizeof v, err, sizeof err), 0);
     return w;
 }
 
@@ -78,13 +78,13 @@ static void safetensors_writer_honours_fault(void **state)
     assert_int_equal(mkdir(d, 0755), 0);
     snprintf(p, sizeof p, "%s/a.safetensors", d);
     setenv("DSV4Q_FAULT_WRITE", "ENOSPC", 1);
-    assert_int_equal(dsv4q_stw_write(one_tensor(), p, err, sizeof err), -1);
+    assert_int_equal(dsv4q_st_writer_write(one_tensor(), p, err, sizeof err), -1);
     ASSERT_HAS(err, "safetensors writer: ");
     ASSERT_HAS(err, "No space left on device");
     assert_int_equal(access(p, F_OK), -1);
     assert_only(d, NULL);
     unsetenv("DSV4Q_FAULT_WRITE");
-    assert_int_equal(dsv4q_stw_write(one_tensor(), p, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_write(one_tensor(), p, err, sizeof err), 0);
     dsv4q_st *st;
     assert_int_equal(dsv4q_st_open(&st, p, err, sizeof err), 0);
     assert_int_equal(dsv4q_st_count(st), 1);
@@ -93,7 +93,7 @@ static void safetensors_writer_honours_fault(void **state)
     char cwd[4096];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(d), 0);
-    assert_int_equal(dsv4q_stw_write(one_tensor(), "-", err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_writer_write(one_tensor(), "-", err, sizeof err), 0);
     assert_int_equal(access("-", F_OK), 0);
     assert_int_equal(chdir(cwd), 0);
 }

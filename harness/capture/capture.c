@@ -353,7 +353,7 @@ struct dsv4q_capture_writer {
     char extra[8][2][1024];
     int nextra;
     int layer_lo, layer_hi;
-    dsv4q_stw *cur;
+    dsv4q_st_writer *cur;
     int ncalls;
     int failed;
     char err[1024];
@@ -453,7 +453,7 @@ static int add_tensor(dsv4q_capture_writer *w, const char *name, dsv4q_dtype dt,
         else if (dt == DSV4Q_DT_F32) ((float *)buf)[i] = (float)v[i];
         else ((uint16_t *)buf)[i] = dsv4q_bf16_encode(v[i]);
     }
-    int rc = dsv4q_stw_add(w->cur, name, dt, ndim, shape, buf, sz * (size_t)n, w->err, sizeof w->err);
+    int rc = dsv4q_st_writer_add(w->cur, name, dt, ndim, shape, buf, sz * (size_t)n, w->err, sizeof w->err);
     free(buf);
     return rc;
 }
@@ -462,7 +462,7 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io)
 {
     dsv4q_capture_writer *w = user;
     if (w->failed) return 0;
-    if (!w->cur && !(w->cur = dsv4q_stw_new())) {
+    if (!w->cur && !(w->cur = dsv4q_st_writer_new())) {
         w->failed = 1;
         snprintf(w->err, sizeof w->err, "out of memory");
         return 0;
@@ -488,11 +488,11 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io)
 int dsv4q_capture_writer_call(dsv4q_capture_writer *w, long pos, const int32_t *ids, long s, char *err, size_t errlen)
 {
     if (w->failed) {
-        dsv4q_stw_free(w->cur);
+        dsv4q_st_writer_free(w->cur);
         w->cur = NULL;
         return dsv4q_errf(err, errlen, "capture: %s", w->err);
     }
-    if (!w->cur && !(w->cur = dsv4q_stw_new())) return dsv4q_errf(err, errlen, "out of memory");
+    if (!w->cur && !(w->cur = dsv4q_st_writer_new())) return dsv4q_errf(err, errlen, "out of memory");
     char posv[32], path[4200];
     snprintf(posv, sizeof posv, "%ld", pos);
     size_t cap = (size_t)s * 12 + 4, n = 0;
@@ -501,21 +501,21 @@ int dsv4q_capture_writer_call(dsv4q_capture_writer *w, long pos, const int32_t *
     n += (size_t)snprintf(tok, cap, "[");
     for (long i = 0; i < s; i++) n += (size_t)snprintf(tok + n, cap - n, "%s%d", i ? "," : "", ids[i]);
     snprintf(tok + n, cap - n, "]");
-    dsv4q_stw_meta(w->cur, "dsv4q_capture_version", DSV4Q_CAPTURE_VERSION);
-    dsv4q_stw_meta(w->cur, "checkpoint_sha256", w->config_sha);
-    if (w->weights_sha[0]) dsv4q_stw_meta(w->cur, "weights_sha256", w->weights_sha);
-    dsv4q_stw_meta(w->cur, "position", posv);
-    dsv4q_stw_meta(w->cur, "token_ids", tok);
-    dsv4q_stw_meta(w->cur, "engine", w->engine);
-    dsv4q_stw_meta(w->cur, "engine_version", w->engine_version);
-    dsv4q_stw_meta(w->cur, "profile", w->profile);
-    if (w->boundary[0]) dsv4q_stw_meta(w->cur, "boundary", w->boundary);
-    for (int i = 0; i < w->nextra; i++) dsv4q_stw_meta(w->cur, w->extra[i][0], w->extra[i][1]);
+    dsv4q_st_writer_meta(w->cur, "dsv4q_capture_version", DSV4Q_CAPTURE_VERSION);
+    dsv4q_st_writer_meta(w->cur, "checkpoint_sha256", w->config_sha);
+    if (w->weights_sha[0]) dsv4q_st_writer_meta(w->cur, "weights_sha256", w->weights_sha);
+    dsv4q_st_writer_meta(w->cur, "position", posv);
+    dsv4q_st_writer_meta(w->cur, "token_ids", tok);
+    dsv4q_st_writer_meta(w->cur, "engine", w->engine);
+    dsv4q_st_writer_meta(w->cur, "engine_version", w->engine_version);
+    dsv4q_st_writer_meta(w->cur, "profile", w->profile);
+    if (w->boundary[0]) dsv4q_st_writer_meta(w->cur, "boundary", w->boundary);
+    for (int i = 0; i < w->nextra; i++) dsv4q_st_writer_meta(w->cur, w->extra[i][0], w->extra[i][1]);
     free(tok);
     snprintf(path, sizeof path, "%s/call-%04d.safetensors", w->dir, w->ncalls);
-    dsv4q_stw *cur = w->cur;
+    dsv4q_st_writer *cur = w->cur;
     w->cur = NULL;
-    if (dsv4q_stw_write(cur, path, err, errlen)) return -1;
+    if (dsv4q_st_writer_write(cur, path, err, errlen)) return -1;
     w->ncalls++;
     return 0;
 }
@@ -539,6 +539,6 @@ int dsv4q_capture_writer_count(const dsv4q_capture_writer *w) { return w->ncalls
 void dsv4q_capture_writer_free(dsv4q_capture_writer *w)
 {
     if (!w) return;
-    dsv4q_stw_free(w->cur);
+    dsv4q_st_writer_free(w->cur);
     free(w);
 }

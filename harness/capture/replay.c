@@ -24,7 +24,7 @@
 #include "oracle/model_run.h"
 #include "base/util.h"
 
-const char *dsv4q_rverdict_name(dsv4q_rverdict v)
+const char *dsv4q_replay_verdict_name(dsv4q_replay_verdict v)
 {
     static const char *const n[] = {"pass", "FAIL", "not checkable", "not captured"};
     return (unsigned)v < 4 ? n[v] : "?";
@@ -33,7 +33,7 @@ const char *dsv4q_rverdict_name(dsv4q_rverdict v)
 /* Result slots follow the stage table's forward order (dsv4q_stage_slot). */
 static int slot_of(int stage, int layer, int nlayers) { return (int)dsv4q_stage_slot_of(nlayers, stage, layer); }
 
-const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
+const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
 {
     const long base = dsv4q_stage_nslots(0), per = dsv4q_stage_nslots(1) - base;
     const long i = dsv4q_stage_slot_of((int)((res->nst - base) / per), stage, layer);
@@ -61,7 +61,7 @@ static int gate_dtype(int dt) { return dt == DSV4Q_DT_F64 ? DSV4Q_DT_F32 : dt; }
  * stage output, rows of `last` values (P5): an output near a cancellation
  * zero is counted at its row's magnitude, not in the ordinals between
  * +tiny and -tiny that one flipped FP8 code upstream walks across. */
-static void compare_out(dsv4q_rstage *r, int t, int dt, const double *cap, const double *f64, const double *f32,
+static void compare_out(dsv4q_replay_stage *r, int t, int dt, const double *cap, const double *f64, const double *f32,
                         long n, long last)
 {
     if (!r->seen[t]) r->dtype[t] = dt;
@@ -83,7 +83,7 @@ static void compare_out(dsv4q_rstage *r, int t, int dt, const double *cap, const
 }
 
 /* value / level of metric m at output t; NaN if not measured. */
-static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
+static void metric_at(const dsv4q_replay_stage *r, int m, int t, double *v, double *l)
 {
     const dsv4q_acc *a = &r->val[t], *b = &r->lvl[t];
     *v = *l = NAN;
@@ -109,7 +109,7 @@ static void metric_at(const dsv4q_rstage *r, int m, int t, double *v, double *l)
 typedef double pooled_lvl[DSV4Q_STAGE_COUNT][DSV4Q_M_COUNT][DSV4Q_STAGE_MAX_T];
 
 /* Gate every measured metric of a stage (P3) and set its verdict. */
-static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
+static void judge(dsv4q_replay_stage *r, const dsv4q_gates *g, const pooled_lvl *pool)
 {
     if (r->calls_checked == 0 || r->nonfinite) {   /* a NaN drops out of every metric: never a PASS */
         r->verdict = DSV4Q_RV_UNCHECKABLE;
@@ -117,7 +117,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
     }
     int ok = 1;
     for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-        dsv4q_rrow *w = &r->row[m];
+        dsv4q_replay_row *w = &r->row[m];
         const dsv4q_gate_rule *rule = dsv4q_stage_rule(g, r->stage, m);   /* no gates: reported, ungated */
         double worst = -INFINITY;
         memset(w, 0, sizeof *w);
@@ -136,7 +136,7 @@ static void judge(dsv4q_rstage *r, const dsv4q_gates *g, const pooled_lvl *pool)
             double score = gated ? (j.pass ? (b > 0 ? v / b : 0) : INFINITY) : v;
             if (w->out < 0 || score > worst) {
                 worst = score;
-                *w = (dsv4q_rrow){1, gated, j.pass, t, v, l, b};
+                *w = (dsv4q_replay_row){1, gated, j.pass, t, v, l, b};
             }
         }
         if (w->measured && w->gated && !w->pass) ok = 0;
@@ -156,7 +156,7 @@ typedef struct rctx {
     long cap_n;                   /* elements each buffer holds */
 } rctx;
 
-static void set_why(dsv4q_rstage *r, const char *fmt, const char *a, long p)
+static void set_why(dsv4q_replay_stage *r, const char *fmt, const char *a, long p)
 {
     r->calls_unchecked++;
     if (!r->why[0]) snprintf(r->why, sizeof r->why, fmt, a, p);
@@ -164,7 +164,7 @@ static void set_why(dsv4q_rstage *r, const char *fmt, const char *a, long p)
 
 /* Record the first non-finite finding of a stage as its reason (it
  * overrides a milder earlier one: it decides the verdict). */
-static void set_nonfinite(dsv4q_rstage *r, const char *what, const char *name, long i, double v, long pos)
+static void set_nonfinite(dsv4q_replay_stage *r, const char *what, const char *name, long i, double v, long pos)
 {
     if (!r->nonfinite)
         snprintf(r->why, sizeof r->why, "%s %s[%ld] = %g (call at position %ld)", what, name, i, v, pos);
@@ -196,7 +196,7 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
 {
     const dsv4q_config *g = &x->m->cfg;
     const dsv4q_stage_info *si = dsv4q_stage_get(stage);
-    dsv4q_rstage *r = &x->res->st[slot_of(stage, layer, g->n_layers)];
+    dsv4q_replay_stage *r = &x->res->st[slot_of(stage, layer, g->n_layers)];
     const dsv4q_st_tensor *tin[DSV4Q_STAGE_MAX_T] = {0}, *tout[DSV4Q_STAGE_MAX_T] = {0};
     int nin = 0, nout = 0, missing_in = -1;
     for (int t = 0; t < si->nin; t++) {
@@ -271,7 +271,7 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
     return 0;
 }
 
-void dsv4q_replay_add(dsv4q_rstage *r, const double *const *cand, const double *const *f64, const double *const *f32,
+void dsv4q_replay_add(dsv4q_replay_stage *r, const double *const *cand, const double *const *f64, const double *const *f32,
                       const long *n, const long *last, const int *dtype, long pos, const char *noun,
                       const char *adj)
 {
@@ -350,7 +350,7 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         M->rows++;
     }
     double v = dsv4q_acc_nrms(&M->val), l = dsv4q_acc_nrms(&M->lvl);
-    M->nrms = (dsv4q_rrow){1, gt->model_nrms.on, 1, 0, v, l, NAN};
+    M->nrms = (dsv4q_replay_row){1, gt->model_nrms.on, 1, 0, v, l, NAN};
     if (M->nrms.gated) {
         const dsv4q_judgement j = dsv4q_judge(&gt->model_nrms, v, l, gate_dtype(dt));
         M->nrms.bound = j.bound;
@@ -394,7 +394,7 @@ int dsv4q_replay_init(dsv4q_replay *res, int nl)
     if (!res->st) return -1;
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
         for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
-            dsv4q_rstage *r = &res->st[slot_of(st, l, nl)];
+            dsv4q_replay_stage *r = &res->st[slot_of(st, l, nl)];
             r->stage = st;
             r->layer = dsv4q_stage_get(st)->per_layer ? l : -1;
             r->nout = dsv4q_stage_get(st)->nout;
@@ -412,7 +412,7 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         for (int m = 0; m < DSV4Q_M_COUNT; m++)
             for (int t = 0; t < DSV4Q_STAGE_MAX_T; t++) (*pool)[st][m][t] = NAN;
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT || !r->calls_checked || r->nonfinite) continue;
         for (int m = 0; m < DSV4Q_M_COUNT; m++)
             for (int t = 0; t < r->nout; t++) {
@@ -423,7 +423,7 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
             }
     }
     for (int i = 0; i < res->nst; i++) {
-        dsv4q_rstage *r = &res->st[i];
+        dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) {
             res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
             nabsent_optional += dsv4q_stage_get(r->stage)->optional != 0;
@@ -501,7 +501,7 @@ int dsv4q_replay_status(const dsv4q_replay *res)
 
 /* ---- output ------------------------------------------------------------ */
 
-void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len)
+void dsv4q_replay_key(const dsv4q_replay_stage *r, char *buf, size_t len)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
     if (si->per_layer) snprintf(buf, len, "L%d.%s", r->layer, si->name);
@@ -511,12 +511,12 @@ void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len)
 void dsv4q_replay_print_failed(FILE *f, const dsv4q_replay *res)
 {
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict != DSV4Q_RV_FAIL) continue;
         char key[48];
         dsv4q_replay_key(r, key, sizeof key);
         for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-            const dsv4q_rrow *w = &r->row[m];
+            const dsv4q_replay_row *w = &r->row[m];
             if (!w->measured || !w->gated || w->pass) continue;
             fprintf(f, "failed: %s: %s %.3e > bound %.3e (level %.3e)\n", key, dsv4q_metric_name(m), w->value,
                     w->bound, w->level);
@@ -531,7 +531,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
     fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  %s\n", "stage", "calls", "metric", "value", "level", "bound",
             "verdict");
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) continue;
         char key[48], calls[24];
         dsv4q_replay_key(r, key, sizeof key);
@@ -542,7 +542,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         }
         int first = 1;
         for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-            const dsv4q_rrow *w = &r->row[m];
+            const dsv4q_replay_row *w = &r->row[m];
             if (!w->measured || (!all && !w->gated)) continue;
             char name[48], bound[24];
             if (r->nout > 1) snprintf(name, sizeof name, "%s[%s]", dsv4q_metric_name(m),
@@ -557,7 +557,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         }
         if (first)
             fprintf(f, "%-18s %-9s %-16s %11s %11s %11s  %s\n", key, calls, "(no gated metric)", "", "", "",
-                    dsv4q_rverdict_name(r->verdict));
+                    dsv4q_replay_verdict_name(r->verdict));
         if (r->calls_unchecked) fprintf(f, "%-18s %-9s   %ld call(s) not checkable: %s\n", "", "", r->calls_unchecked, r->why);
         if (r->note[0]) fprintf(f, "%-18s %-9s   %s\n", "", "", r->note);
     }
@@ -565,7 +565,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         fprintf(f, "\nnot captured (no tensor in any call):");
         int k = 0;
         for (int i = 0; i < res->nst; i++) {
-            const dsv4q_rstage *r = &res->st[i];
+            const dsv4q_replay_stage *r = &res->st[i];
             if (r->verdict != DSV4Q_RV_ABSENT || dsv4q_stage_get(r->stage)->optional) continue;
             char key[48];
             dsv4q_replay_key(r, key, sizeof key);
@@ -610,7 +610,7 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
 {
     json_t *stages = json_array();
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         char key[48];
         dsv4q_replay_key(r, key, sizeof key);
         if (r->verdict == DSV4Q_RV_ABSENT) {
@@ -619,13 +619,13 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
         }
         json_t *s = json_object(), *ms = json_object();
         json_object_set_new(s, "stage", json_string(key));
-        json_object_set_new(s, "verdict", json_string(dsv4q_rverdict_name(r->verdict)));
+        json_object_set_new(s, "verdict", json_string(dsv4q_replay_verdict_name(r->verdict)));
         json_object_set_new(s, "calls_checked", json_integer(r->calls_checked));
         json_object_set_new(s, "calls_not_checkable", json_integer(r->calls_unchecked));
         if (r->why[0]) json_object_set_new(s, "why", json_string(r->why));
         if (r->note[0]) json_object_set_new(s, "note", json_string(r->note));
         for (int m = 0; m < DSV4Q_M_COUNT; m++) {
-            const dsv4q_rrow *w = &r->row[m];
+            const dsv4q_replay_row *w = &r->row[m];
             if (!w->measured) continue;
             json_t *j = json_object();
             json_object_set_new(j, "value", dsv4q_json_num(w->value));
@@ -657,7 +657,7 @@ char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const
     json_object_set_new(root, "not_captured", absent);
     const dsv4q_rmodel *M = &res->model;
     json_t *jm = json_object();
-    json_object_set_new(jm, "verdict", json_string(dsv4q_rverdict_name(M->verdict)));
+    json_object_set_new(jm, "verdict", json_string(dsv4q_replay_verdict_name(M->verdict)));
     if (M->why[0]) json_object_set_new(jm, "why", json_string(M->why));
     if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
         json_object_set_new(jm, "rows", json_integer(M->rows));

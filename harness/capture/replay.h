@@ -58,22 +58,22 @@
 #include "harness/measure/metrics.h"
 #include "io/model.h"
 
-typedef enum dsv4q_rverdict {
+typedef enum dsv4q_replay_verdict {
     DSV4Q_RV_PASS = 0,
     DSV4Q_RV_FAIL,
     DSV4Q_RV_UNCHECKABLE,     /* captured, but no call could be compared */
     DSV4Q_RV_ABSENT           /* no tensor of this stage in the capture */
-} dsv4q_rverdict;
+} dsv4q_replay_verdict;
 
 /* One metric of one stage: at the output where value/bound is worst. */
-typedef struct dsv4q_rrow {
+typedef struct dsv4q_replay_row {
     int measured, gated, pass, out;
     double value, level, bound;
-} dsv4q_rrow;
+} dsv4q_replay_row;
 
-typedef struct dsv4q_rstage {
+typedef struct dsv4q_replay_stage {
     int stage, layer;                 /* layer -1: model-level */
-    dsv4q_rverdict verdict;
+    dsv4q_replay_verdict verdict;
     long calls_checked, calls_unchecked;
     char why[320];                    /* first reason a call was not checkable */
     char note[160];                   /* outputs never captured, if some were */
@@ -83,25 +83,25 @@ typedef struct dsv4q_rstage {
     dsv4q_acc val[DSV4Q_STAGE_MAX_T], lvl[DSV4Q_STAGE_MAX_T];
     double ulp_val[DSV4Q_STAGE_MAX_T], ulp_lvl[DSV4Q_STAGE_MAX_T];
     long amiss_val, amiss_lvl;        /* head: calls whose argmax differs */
-    dsv4q_rrow row[DSV4Q_M_COUNT];
+    dsv4q_replay_row row[DSV4Q_M_COUNT];
     int nonfinite;                    /* a non-finite input, or an output finite on one side only
                                          (capture vs oracle-f64): the stage is not checkable, never
                                          PASS; why names the tensor and element */
-} dsv4q_rstage;
+} dsv4q_replay_stage;
 
 typedef struct dsv4q_rmodel {
-    dsv4q_rverdict verdict;           /* ABSENT: no logits captured */
+    dsv4q_replay_verdict verdict;           /* ABSENT: no logits captured */
     char why[320];
     long rows;
     dsv4q_acc val, lvl;
     long agree, agree_lvl;            /* greedy agreement with oracle-f64 */
-    dsv4q_rrow nrms;
+    dsv4q_replay_row nrms;
     int greedy_gated, greedy_pass;
     double greedy_min;
 } dsv4q_rmodel;
 
 typedef struct dsv4q_replay {
-    dsv4q_rstage *st;                 /* forward order (dsv4q_stage_slot): embed, L0 .. L{n-1}, head */
+    dsv4q_replay_stage *st;                 /* forward order (dsv4q_stage_slot): embed, L0 .. L{n-1}, head */
     int nst;
     int npass, nfail, nunc, nabsent;
     int npartial;                 /* judged stages with some calls not checkable */
@@ -127,7 +127,7 @@ void dsv4q_replay_free(dsv4q_replay *res);
  * (rstage.nonfinite); 1 otherwise. */
 int dsv4q_replay_status(const dsv4q_replay *res);
 /* The row of (stage, layer) (layer ignored for model-level stages). */
-const dsv4q_rstage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);
+const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);
 
 /* ---- the pieces of a stage-by-stage verdict (also used by qualify
  * --whole-model, harness/capture/stagewise.h) ---- */
@@ -148,7 +148,7 @@ int dsv4q_replay_dtype(int dump_dt, const dsv4q_stage_tensor *t, uint64_t bs);
  * output is non-finite where the NOUN is finite", "non-finite ADJ output
  * where the oracle is finite"). Accumulates NRMS, max abs/rel, ULP and the
  * head's argmax agreement over the calls. */
-void dsv4q_replay_add(dsv4q_rstage *r, const double *const *cand, const double *const *f64, const double *const *f32,
+void dsv4q_replay_add(dsv4q_replay_stage *r, const double *const *cand, const double *const *f64, const double *const *f32,
                       const long *n, const long *last, const int *dtype, long pos, const char *noun,
                       const char *adj);
 /* The row length of stage tensor t for s tokens (its last dimension): the
@@ -159,7 +159,7 @@ long dsv4q_stage_row_len(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, l
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g);
 
 /* "L3.attn" / "model.head": the key of a stage row in tables and JSON. */
-void dsv4q_replay_key(const dsv4q_rstage *r, char *buf, size_t len);
+void dsv4q_replay_key(const dsv4q_replay_stage *r, char *buf, size_t len);
 
 /* The judged stage rows as a JSON array: {stage, verdict, calls_checked,
  * calls_not_checkable, why, note, metrics: {NAME: {value, level, bound,
@@ -175,6 +175,6 @@ void dsv4q_replay_print_failed(FILE *f, const dsv4q_replay *res);
 void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, int all);
 /* Machine form (malloc'd JSON text). */
 char *dsv4q_replay_json(const dsv4q_replay *res, const dsv4q_capture *cap, const dsv4q_gates *g);
-const char *dsv4q_rverdict_name(dsv4q_rverdict v);
+const char *dsv4q_replay_verdict_name(dsv4q_replay_verdict v);
 
 #endif

@@ -131,12 +131,12 @@ out:
 
 /* value/bound of the worst gated metric of a stage row (its metric in *m);
  * -1 when nothing is gated. A failing row with a zero bound is +inf. */
-static double worst_ratio(const dsv4q_rstage *r, int *m)
+static double worst_ratio(const dsv4q_replay_stage *r, int *m)
 {
     double w = -1;
     *m = -1;
     for (int k = 0; k < DSV4Q_M_COUNT; k++) {
-        const dsv4q_rrow *row = &r->row[k];
+        const dsv4q_replay_row *row = &r->row[k];
         if (!row->measured || !row->gated) continue;
         double q = row->bound > 0 ? row->value / row->bound : (row->pass ? 0 : INFINITY);
         if (!row->pass && !(q > 1)) q = INFINITY;   /* NaN value: a failure */
@@ -156,11 +156,11 @@ void dsv4q_stagewise_print(FILE *f, const dsv4q_replay *res)
             "value", "level", "bound");
     for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
         const dsv4q_stage_info *si = dsv4q_stage_get(st);
-        const dsv4q_rstage *worst = NULL;
+        const dsv4q_replay_stage *worst = NULL;
         double wq = -1;
         int wm = -1, nj = 0, nf = 0, nu = 0;
         for (int i = 0; i < res->nst; i++) {
-            const dsv4q_rstage *r = &res->st[i];
+            const dsv4q_replay_stage *r = &res->st[i];
             if (r->stage != st || r->verdict == DSV4Q_RV_ABSENT) continue;
             if (r->verdict == DSV4Q_RV_UNCHECKABLE) { nu++; continue; }
             nj++;
@@ -179,7 +179,7 @@ void dsv4q_stagewise_print(FILE *f, const dsv4q_replay *res)
         else snprintf(lay, sizeof lay, "%d pass", nj);
         if (nu) snprintf(lay + strlen(lay), sizeof lay - strlen(lay), " +%d n/c", nu);
         if (worst && wm >= 0) {
-            const dsv4q_rrow *w = &worst->row[wm];
+            const dsv4q_replay_row *w = &worst->row[wm];
             if (si->per_layer) snprintf(at, sizeof at, "L%d", worst->layer);
             if (worst->nout > 1) snprintf(metric, sizeof metric, "%s[%s]", dsv4q_metric_name(wm), si->out[w->out].name);
             else snprintf(metric, sizeof metric, "%s", dsv4q_metric_name(wm));
@@ -192,7 +192,7 @@ void dsv4q_stagewise_print(FILE *f, const dsv4q_replay *res)
         fprintf(f, "%-14s %-11s %10s  %-7s %-22s %11s %11s %11s\n", si->name, lay, q, at, metric, v, l, b);
     }
     for (int i = 0; i < res->nst; i++) {
-        const dsv4q_rstage *r = &res->st[i];
+        const dsv4q_replay_stage *r = &res->st[i];
         char key[48];
         if (r->verdict != DSV4Q_RV_UNCHECKABLE) continue;
         dsv4q_replay_key(r, key, sizeof key);

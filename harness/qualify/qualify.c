@@ -349,7 +349,7 @@ static int with_seed(const char *key, long seed, char *out, size_t len, char *er
     return dsv4q_case_canon(tmp, out, len, err, errlen);
 }
 
-static int select_cases(const dsv4q_qual_opts *o, sel_case **out, int *n, char *err, size_t errlen)
+static int select_cases(const dsv4q_qualify_opts *o, sel_case **out, int *n, char *err, size_t errlen)
 {
     unsigned sets = o->sets ? o->sets : DSV4Q_CASE_SET_FLASH;
     const long s0 = o->seed_lo > 0 ? o->seed_lo : 0, s1 = o->seed_lo > 0 ? o->seed_hi : 0;
@@ -398,7 +398,7 @@ static int select_cases(const dsv4q_qual_opts *o, sel_case **out, int *n, char *
     return 0;
 }
 
-int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv4q_qual *q, char *err, size_t errlen)
+int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qualify_opts *o, dsv4q_qualify_result *q, char *err, size_t errlen)
 {
     sel_case *sel = NULL;
     int ns = 0, rc = -1;
@@ -560,14 +560,14 @@ out:
     return rc;
 }
 
-void dsv4q_qual_free(dsv4q_qual *q)
+void dsv4q_qualify_free(dsv4q_qualify_result *q)
 {
     free(q->cases);
     q->cases = NULL;
     q->ncases = 0;
 }
 
-int dsv4q_qual_status(const dsv4q_qual *q)
+int dsv4q_qualify_status(const dsv4q_qualify_result *q)
 {
     if (q->load_failed) return 2;
     if (q->nfail || q->nerror) return 1;
@@ -582,7 +582,7 @@ static const char *dtype_name(int32_t dt)
     return n ? n : "?";
 }
 
-int dsv4q_qual_print_header(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g)
+int dsv4q_qualify_print_header(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g)
 {
     if (q->load_failed) {
         fprintf(f, "backend %s: NOT LOADED: %s\n", q->desc.spec, q->msg);
@@ -597,9 +597,9 @@ int dsv4q_qual_print_header(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g)
     return 0;
 }
 
-void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all)
+void dsv4q_qualify_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g, int all)
 {
-    if (dsv4q_qual_print_header(f, q, g)) return;
+    if (dsv4q_qualify_print_header(f, q, g)) return;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
         if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR) {
@@ -633,10 +633,10 @@ void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int al
                         dtype_name(r->dtype[o]));
     }
     fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped -> %s\n", q->ncases, q->npass, q->nfail, q->nerror,
-            q->nskip, dsv4q_qual_status(q) == 0 ? "PASS" : "FAIL");
+            q->nskip, dsv4q_qualify_status(q) == 0 ? "PASS" : "FAIL");
 }
 
-char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g)
+char *dsv4q_qualify_json(const dsv4q_qualify_result *q, const dsv4q_gates *g)
 {
     json_t *root = json_object();
     json_object_set_new(root, "backend", json_string(q->desc.spec));

@@ -57,13 +57,13 @@ typedef struct dsv4q_qcase {
      * the KERNEL error (backend vs oracle on the engine's decoded weights);
      * the FORMAT error is oracle-f64 on the engine's weights vs oracle-f64
      * on the reference weights (same declaration), reported, gated only
-     * with dsv4q_qual_opts.format_gate. */
+     * with dsv4q_qualify_opts.format_gate. */
     int ew;
     char ew_name[64];                  /* "Q8_0", "F16", ... */
     double fmt_nrms, fmt_max_abs;
 } dsv4q_qcase;
 
-typedef struct dsv4q_qual {
+typedef struct dsv4q_qualify_result {
     dsv4q_backend_desc desc;
     char profile[256];                 /* the declaration as given (backend or --profile/--boundary) */
     char declared[512];                /* its canonical form (dsv4q_declaration_format) */
@@ -74,9 +74,9 @@ typedef struct dsv4q_qual {
     int npass, nfail, nerror, nskip;
     int load_failed;                   /* the probe failed: msg says why */
     char msg[1024];
-} dsv4q_qual;
+} dsv4q_qualify_result;
 
-typedef struct dsv4q_qual_opts {
+typedef struct dsv4q_qualify_opts {
     const dsv4q_gates *gates;
     unsigned sets;                     /* DSV4Q_CASE_SET_* (0 = flash) */
     uint64_t ops;                      /* DSV4Q_CAP bits to run (0 = all) */
@@ -93,32 +93,32 @@ typedef struct dsv4q_qual_opts {
     double format_gate;
     int stop_on_fail;                  /* stop after the first case that fails or errors for any backend
                                           (ncases then counts the cases run) */
-} dsv4q_qual_opts;
+} dsv4q_qualify_opts;
 
 /* Parse "linear,rmsnorm,..." into op bits. 0 or -1 + message. */
 int dsv4q_qualify_parse_ops(const char *list, uint64_t *bits, char *err, size_t errlen);
 /* Parse "A-B" or "A" (1 <= A <= B) into a seed range. 0 or -1 + message. */
 int dsv4q_qualify_parse_seeds(const char *s, long *lo, long *hi, char *err, size_t errlen);
 /* Qualify n backends (specs) over the selected cases; q[i] receives the
- * results of backend i (free with dsv4q_qual_free). Returns 0 when the
+ * results of backend i (free with dsv4q_qualify_free). Returns 0 when the
  * harness worked (whatever the verdicts), -1 with a message when it could
  * not (bad case key, out of memory). */
-int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qual_opts *o, dsv4q_qual *q, char *err, size_t errlen);
-void dsv4q_qual_free(dsv4q_qual *q);
+int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qualify_opts *o, dsv4q_qualify_result *q, char *err, size_t errlen);
+void dsv4q_qualify_free(dsv4q_qualify_result *q);
 
 /* Exit status of one backend: 0 every case passed or skipped (and at least
  * one ran), 1 a case failed or errored, 2 the backend could not be loaded. */
-int dsv4q_qual_status(const dsv4q_qual *q);
+int dsv4q_qualify_status(const dsv4q_qualify_result *q);
 
 /* The report's header (backend, profile, the declaration, gate file, column
- * titles), shared by dsv4q_qual_print and cli/qreport.c; for a backend that
+ * titles), shared by dsv4q_qualify_print and cli/qreport.c; for a backend that
  * did not load, one NOT LOADED line instead and -1 (print no rows). */
-int dsv4q_qual_print_header(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g);
+int dsv4q_qualify_print_header(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g);
 /* Human table (case, metric, value, level, bound, verdict). all = every
  * measured metric, not only the gated ones. */
-void dsv4q_qual_print(FILE *f, const dsv4q_qual *q, const dsv4q_gates *g, int all);
+void dsv4q_qualify_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g, int all);
 /* Machine form (malloc'd JSON text). */
-char *dsv4q_qual_json(const dsv4q_qual *q, const dsv4q_gates *g);
+char *dsv4q_qualify_json(const dsv4q_qualify_result *q, const dsv4q_gates *g);
 
 const char *dsv4q_verdict_name(dsv4q_verdict v);
 

@@ -109,7 +109,7 @@ int dsv4q_wm_row_decided(const double *ref, const double *lvl, long V, long am, 
 /* ---- qualification ----------------------------------------------------- */
 
 /* The child's results: this header, the composed logits [rows, V], then
- * the per-stage slots (dsv4q_rstage [nst], plain data; gated in the
+ * the per-stage slots (dsv4q_replay_stage [nst], plain data; gated in the
  * parent). */
 typedef struct job_hdr {
     long calls[DSV4Q_OP_COUNT];
@@ -129,7 +129,7 @@ typedef struct job_arg {
 
 /* The per-stage verdict (harness/capture/stagewise.h) in the same child, on a
  * provider of its own (its calls are not counted with the composition's). */
-static int stagewise(const dsv4q_backend_v1 *b, void *ctx, const job_arg *a, job_hdr *h, dsv4q_rstage *slots,
+static int stagewise(const dsv4q_backend_v1 *b, void *ctx, const job_arg *a, job_hdr *h, dsv4q_replay_stage *slots,
                      char *detail, size_t detaillen, char *err, size_t errlen)
 {
     char perr[1024] = "";
@@ -168,7 +168,7 @@ static int job(const dsv4q_backend_v1 *b, void *ctx, void *user, void *out, char
     int st = dsv4q_wm_compose(b, ctx, a->m, a->bs, a->ids, a->nprompt, a->ndecode, a->flags, logits, h->calls,
                               h->fallbacks, &h->decode_op, detail, detaillen, err, errlen);
     if (st != DSV4Q_BACKEND_OK) return st;
-    return stagewise(b, ctx, a, h, (dsv4q_rstage *)(logits + (a->ndecode + 1) * a->m->cfg.vocab_size), detail,
+    return stagewise(b, ctx, a, h, (dsv4q_replay_stage *)(logits + (a->ndecode + 1) * a->m->cfg.vocab_size), detail,
                      detaillen, err, errlen);
 }
 
@@ -241,7 +241,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     r->am_ref = malloc(sizeof(long) * (size_t)rows);
     r->am_lvl = malloc(sizeof(long) * (size_t)rows);
     const long nst = dsv4q_stage_nslots(m->cfg.n_layers);
-    const size_t bytes = sizeof(job_hdr) + sizeof(double) * nl + sizeof(dsv4q_rstage) * (size_t)nst;
+    const size_t bytes = sizeof(job_hdr) + sizeof(double) * nl + sizeof(dsv4q_replay_stage) * (size_t)nst;
     void *buf = malloc(bytes);
     if (!r->cand || !r->ref || !r->lvl || !r->step_nrms || !r->step_level || !r->am_cand || !r->am_ref || !r->am_lvl ||
         !buf) {
@@ -278,7 +278,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         free(buf);
         return -1;
     }
-    memcpy(r->stages.st, (const char *)buf + sizeof(job_hdr) + sizeof(double) * nl, sizeof(dsv4q_rstage) * (size_t)nst);
+    memcpy(r->stages.st, (const char *)buf + sizeof(job_hdr) + sizeof(double) * nl, sizeof(dsv4q_replay_stage) * (size_t)nst);
     free(buf);
     dsv4q_replay_finish(&r->stages, o->gates);
     r->stages_pass = dsv4q_replay_status(&r->stages) == 0;
