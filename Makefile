@@ -164,7 +164,7 @@ clean:
 # the oracle and metrics headers, keeping their oracle/ harness/ paths) and
 # lib/pkgconfig/dsv4q.pc (`pkg-config --cflags --libs dsv4q`).
 PREFIX ?= /usr/local
-PUB_HEADERS := abi/dsv4q_backend.h harness/dsv4q_backend.h cli/dsv4q_capi.h harness/measure/metrics.h oracle/ops.h oracle/ops.inc \
+PUB_HEADERS := abi/dsv4q_backend.h harness/dsv4q_backend.h cli/dsv4q_capi.h harness/measure/metrics.h oracle/ops.h oracle/ops.inc oracle/both.h oracle/width.h \
                oracle/weights.h oracle/formats.h oracle/boundary.h
 install: $(LIB) $(SOLIB)
 	@d=$(DESTDIR)$(PREFIX); mkdir -p $$d/lib/pkgconfig $$d/include/dsv4q/oracle $$d/include/dsv4q/harness && \

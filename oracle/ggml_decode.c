@@ -286,55 +286,7 @@ static block_fn block_decoder(int t)
     }
 }
 
-int dsv4q_ggml_decode_f32(int t, const void *data, int64_t first, int64_t n, float *out)
-{
-    if (!dsv4q_ggml_decodable(t) || first < 0 || n < 0) return -1;
-    const uint8_t *p = data;
-    const size_t bb = dsv4q_ggml_block_bytes(t);
-    const int64_t be = dsv4q_ggml_block_elems(t);
-    p += (size_t)first * bb;
-    switch (t) {
-    case DSV4Q_GGML_F32: memcpy(out, p, (size_t)n * 4); return 0;
-    case DSV4Q_GGML_F64:
-        for (int64_t i = 0; i < n; i++) { double v; memcpy(&v, p + 8 * i, 8); out[i] = (float)v; }
-        return 0;
-    case DSV4Q_GGML_F16:
-        for (int64_t i = 0; i < n; i++) out[i] = f16(p + 2 * i);
-        return 0;
-    case DSV4Q_GGML_BF16:
-        for (int64_t i = 0; i < n; i++) { uint16_t c; memcpy(&c, p + 2 * i, 2); out[i] = dsv4q_bf16_to_f32(c); }
-        return 0;
-    default: {
-        block_fn f = block_decoder(t);
-        for (int64_t i = 0; i < n; i++) f(p + (size_t)i * bb, out + i * be);
-        return 0;
-    }
-    }
-}
-
-int dsv4q_ggml_decode_f64(int t, const void *data, int64_t first, int64_t n, double *out)
-{
-    if (!dsv4q_ggml_decodable(t) || first < 0 || n < 0) return -1;
-    if (t == DSV4Q_GGML_F64) { memcpy(out, (const uint8_t *)data + 8 * first, (size_t)n * 8); return 0; }
-    const int64_t be = dsv4q_ggml_block_elems(t);
-    float buf[QK_K];
-    for (int64_t i = 0; i < n; i++) {
-        dsv4q_ggml_decode_f32(t, data, first + i, 1, buf);
-        for (int64_t j = 0; j < be; j++) out[i * be + j] = buf[j];
-    }
-    return 0;
-}
-
-int dsv4q_ggml_row_f32(int t, const void *data, int64_t ne0, int64_t row, float *out)
-{
-    const int64_t be = dsv4q_ggml_block_elems(t);
-    if (!be || ne0 % be || row < 0) return -1;
-    return dsv4q_ggml_decode_f32(t, data, row * (ne0 / be), ne0 / be, out);
-}
-
-int dsv4q_ggml_row_f64(int t, const void *data, int64_t ne0, int64_t row, double *out)
-{
-    const int64_t be = dsv4q_ggml_block_elems(t);
-    if (!be || ne0 % be || row < 0) return -1;
-    return dsv4q_ggml_decode_f64(t, data, row * (ne0 / be), ne0 / be, out);
-}
+/* dsv4q_ggml_decode_f32/_f64 and dsv4q_ggml_row_f32/_f64: one definition
+ * over the block decoders above, expanded at both widths. */
+#define DSV4Q_BOTH "oracle/ggml_decode_body.inc"
+#include "oracle/both.h"

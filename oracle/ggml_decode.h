@@ -79,20 +79,10 @@ size_t dsv4q_ggml_block_bytes(int type);
  * quantized types named above), else 0. */
 int dsv4q_ggml_decodable(int type);
 
-/* Decode blocks [first, first + n) of a type-t array that starts at `data`
- * into out[0 .. n * block_elems(t)) as binary32, bit for bit ggml's
- * dequantize_row_<t> (F32: a copy; F16/BF16: exact widening). Returns 0, or
- * -1 for a type that is not decodable (out untouched). Reference:
- * ggml-quants.c dequantize_row_q4_0 ... dequantize_row_mxfp4. */
-int dsv4q_ggml_decode_f32(int type, const void *data, int64_t first, int64_t n, float *out);
-/* The same values widened to double (exact). */
-int dsv4q_ggml_decode_f64(int type, const void *data, int64_t first, int64_t n, double *out);
-
-/* Row `row` of a [rows, ne0] type-t tensor at `data` (ne0 a multiple of the
- * block): out[0 .. ne0). Returns 0 / -1 as above (-1 also when ne0 is not a
- * multiple of the block). */
-int dsv4q_ggml_row_f32(int type, const void *data, int64_t ne0, int64_t row, float *out);
-int dsv4q_ggml_row_f64(int type, const void *data, int64_t ne0, int64_t row, double *out);
+/* dsv4q_ggml_decode_f32/_f64 (blocks to float / double) and
+ * dsv4q_ggml_row_f32/_f64 (one row), declared once in oracle/ggml_decode.inc. */
+#define DSV4Q_BOTH "oracle/ggml_decode.inc"
+#include "oracle/both.h"
 
 /* Bytes of one ne0-element row (ggml_row_size); 0 if unknown or ne0 is not
  * a multiple of the block. */

@@ -27,6 +27,13 @@
 #include "oracle/ops.h"
 #include "oracle/model_run.h"
 
+/* V, OP, AT and L3/L4 (REPORT's tensor lists) are one or two letters on
+ * purpose: they sit inside nearly every line of the pass, where a longer
+ * name would bury the arguments that differ. Each is documented where it
+ * is defined. */
+
+/* V(vec): a checkpoint vector (dsv4q_vec: norm weights, sinks, scales,
+ * biases) at the working width; the loader keeps both copies. */
 #if DSV4Q_WIDTH == 32
 #define V(v) ((const real *)(v).f)
 #else
@@ -62,7 +69,10 @@ struct X(dsv4q_runstate) {
     void *pctx;
 };
 
-/* OP(name, args...): one operator call through the run's provider. */
+/* OP(name, args...): one operator call through the run's provider (the
+ * run in scope is `r`); every operator the pass runs is an OP(...).
+ * AT(layer, p0, s): tell the provider where the pass is (for its messages;
+ * a provider without `at` is fine). */
 #define OP(name, ...) r->P->name(r->pctx, __VA_ARGS__)
 #define AT(layer, p0, s) do { if (r->P->at) r->P->at(r->pctx, layer, p0, s); } while (0)
 
@@ -431,19 +441,20 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
         if (OP(window_decode, q, H, D, kv, l->ring, win, l->crows, l->ncrows, cidx, nc, &L->attn_sink, scale, p0, o))
             goto oom;
     } else {
-    long nkeys;
-    if (prefill) {
-        nkeys = s + l->ncrows;
-        ALLOC(keys, nkeys * D);
-        memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
-        if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));   /* ratio 0: no rows, crows NULL */
-    } else {
-        nkeys = win + l->ncrows;
-        ALLOC(keys, nkeys * D);
-        memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
-        if (l->ncrows) memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
-    }
-    if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &L->attn_sink, scale, o)) goto oom;
+        long nkeys;
+        if (prefill) {
+            nkeys = s + l->ncrows;
+            ALLOC(keys, nkeys * D);
+            memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
+            /* ratio 0: no rows, crows NULL */
+            if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        } else {
+            nkeys = win + l->ncrows;
+            ALLOC(keys, nkeys * D);
+            memcpy(keys, l->ring, sizeof(real) * (size_t)(win * D));
+            if (l->ncrows) memcpy(keys + (long)win * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+        }
+        if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &L->attn_sink, scale, o)) goto oom;
     }
     if (OP(rope, o, s * H, D, D - rd, p0, H, cmp, 1)) goto oom;
     tap(r, li, TAP(ATTN_OUT), o, s * H * D, s);
@@ -517,6 +528,9 @@ oom:
 #endif
 }
 
+/* REPORT(stage, ins, outs): report a stage of the call in scope (r, li, s,
+ * p0, ids) to the stage hook. ins / outs are one macro argument each, so a
+ * list of three or four tensors is written L3(a, b, c) / L4(a, b, c, d). */
 #define REPORT(st, ins, outs)                                                                           \
     do {                                                                                                \
         const real *in_[] = {ins};                                                                      \
@@ -542,9 +556,7 @@ static void st_embed(X(dsv4q_runstate) *r, const int32_t *ids, long s, real *Xs)
 /* hc_attn_pre (ffn = 0) / hc_ffn_pre (ffn = 1). */
 static int st_hc_pre(X(dsv4q_runstate) *r, int li, int ffn, const real *Xs, long s, real *y, real *post, real *comb)
 {
-    const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    (void)g;
     return OP(hc_pre, Xs, s, ffn ? &L->hc_ffn_fn : &L->hc_attn_fn, ffn ? &L->hc_ffn_scale : &L->hc_attn_scale,
               ffn ? &L->hc_ffn_base : &L->hc_attn_base, y, post, comb);
 }
@@ -566,17 +578,12 @@ static int st_hc_post(X(dsv4q_runstate) *r, const real *x, const real *Xs, const
 /* moe: gate (hash routing by the token ids on hash layers) + experts. */
 static int st_moe(X(dsv4q_runstate) *r, int li, const real *x, long s, const int32_t *ids, real *out)
 {
-    const dsv4q_config *g = &r->m->cfg;
-    const dsv4q_layer_w *L = &r->m->layers[li];
-    const int k = g->n_activated_experts;
-    const long d = g->dim;
+    const int k = r->m->cfg.n_activated_experts;
     real *wts = NULL;
     int32_t *ix = NULL;
     int rc = -1;
     ALLOC(wts, s * k);
     ALLOC(ix, s * k);
-    (void)L;
-    (void)d;
     if (OP(moe, li, x, s, ids, wts, ix, out)) goto oom;
     tap(r, li, TAP(MOE_WEIGHTS), wts, s * k, s);
     tap_i32(r, li, TAP(MOE_IDX), ix, s * k, s);
@@ -689,15 +696,14 @@ oom:
 
 long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
 
-/*
- * One stage on given inputs (replay of a capture, M3). The inputs arrive as
- * double and are converted to the working width (exact at f64); outputs go
- * back as double. `attn` uses and advances the layer's caches in r, so the
- * caller feeds a layer's calls in order (run.c checks it). The wrapper in
- * run.c has validated stage, layer, s, pos0 and the ids.
- */
+/* The mtp stage, defined with dsv4q_run_mtp below. */
 static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits);
 
+/* One stage on given inputs, for the replay of a capture (M3): the inputs
+ * arrive as double and are converted to the working width (exact at f64),
+ * the outputs go back as double. `attn` uses and advances the layer's
+ * caches in r, so the caller feeds a layer's calls in order; the wrapper in
+ * run.c checks that, and has validated the stage, layer, s, pos0 and ids. */
 int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
@@ -751,15 +757,15 @@ oom:
 }
 
 /*
- * MTP block (model.py MTPBlock.forward): e = enorm(embed(ids)), h = hnorm(X)
- * per hc copy, X' = e_proj e + h_proj h (broadcast over hc; the sum stored
- * at resid_bf16), one Block with the MTP layer's own caches, then its own hc
- * head + norm and the shared head. Inputs: the hidden streams of the main
- * model's last call (the reference does not fix which; we take those) and
- * `ids` for the same positions. Returns logits of the last row.
+ * The MTP block and its head (model.py MTPBlock.forward) on given hidden
+ * streams Xin [s, hc, d] of the call at p0: e = enorm(embed(ids)), h =
+ * hnorm(Xin) per hc copy, X' = e_proj e + h_proj h (broadcast over hc; the
+ * sum stored at resid_bf16), one Block with the MTP layer's own caches,
+ * then its own hc head + norm and the shared head; logits of the last row.
+ * The inputs are the hidden streams of the main model's last call (the
+ * reference does not fix which; we take those) and `ids` for the same
+ * positions. The mtp stage: used by dsv4q_run_mtp and dsv4q_stage_exec.
  */
-/* The MTP block and its head on given hidden streams Xin [s, hc, d] of the
- * call at p0 (the mtp stage; dsv4q_run_mtp and dsv4q_stage_exec). */
 static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits)
 {
     const dsv4q_config *g = &r->m->cfg;

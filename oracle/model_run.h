@@ -47,94 +47,11 @@ typedef struct dsv4q_stage_io {
  * are valid only during the call. */
 typedef int (*dsv4q_stage_fn)(void *user, const dsv4q_stage_io *io);
 
-/*
- * The operator provider: every operator the forward pass (oracle/model.c)
- * calls goes through this table, so ONE forward pass runs on the oracle at
- * either width (the default table, oracle/model.c), on a backend through
- * the ABI (harness/provider/provider_abi.c, f32 only: the ABI is F32), or on a mix.
- * ctx is the provider's own (the oracle's is the run itself). Every entry
- * returns 0, or nonzero on failure (the provider keeps its own message);
- * shapes are those of the oracle function each mirrors (oracle/ops.inc):
- *   at           where the pass is now (layer, -1 = embed/head; the call's
- *                first position and tokens), for messages; may be NULL
- *   linear       y[s, w.out] = x[s, w.in] w^T; round_at: the boundary of
- *                the output rounding (DSV4Q_B_LINEAR_BF16, _IDX_PARTIAL_BF16)
- *                or -1 (FP32 math)                       dsv4q_linear
- *   rmsnorm      y[rows, d] (may alias x) with weight w    dsv4q_rmsnorm
- *   qhead_norm   in place on q[rows, D]                  dsv4q_qhead_norm
- *   rope         in place: row i of x (stride, dims off..off+r) at position
- *                pos0 + i / per_pos; compress: the compressed layers' table
- *                (compress_rope_theta + YaRN), else rope_theta   dsv4q_rope_apply
- *   act_quant    in place, rows of n at stride, block (kv_fp8: 64)  dsv4q_act_quant
- *   hadamard, fp4_quant   in place on x[rows, n]
- *   compress     layer's compressor (rotate 0: attention rows, 1: indexer
- *                keys) on this call's x[s, dim] at p0; writes the rows it
- *                completes to dst, returns their count (< 0: failure)
- *                                                         dsv4q_compressor
- *   indexer_score score[s, T]                             dsv4q_indexer_scores
- *   topk         idx[rows, k]                             dsv4q_topk
- *   sparse_attn  o[s, H, D]                               dsv4q_sparse_attn
- *   window_decode optional (NULL: the pass builds keys and columns and calls
- *                sparse_attn): one decode step that writes kv_new into the
- *                ring itself (the ABI's WINDOW_ATTN_DECODE)
- *   hc_pre, hc_post, hc_head                              oracle/hc.c
- *   moe          the gate (weights, indices [s, k] out, for the taps) and the
- *                experts' sum into out[s, d]   dsv4q_moe_gate + dsv4q_moe
- */
-#define DSV4Q_PROVIDER_DECL(R, SUF)                                                                              \
-    typedef struct dsv4q_provider_##SUF {                                                                        \
-        void (*at)(void *ctx, int layer, long p0, long s);                                                       \
-        int (*linear)(void *ctx, const dsv4q_weight *w, const R *x, long s, R *y, int round_at);                 \
-        int (*rmsnorm)(void *ctx, const R *x, long rows, long d, const dsv4q_vec *w, R *y);                      \
-        int (*qhead_norm)(void *ctx, R *q, long rows, long D);                                                   \
-        int (*rope)(void *ctx, R *x, long rows, long stride, long off, long pos0, long per_pos, int compress,    \
-                    int inverse);                                                                                \
-        int (*act_quant)(void *ctx, R *x, long rows, long stride, long n, int block);                            \
-        int (*hadamard)(void *ctx, R *x, long rows, long n);                                                     \
-        int (*fp4_quant)(void *ctx, R *x, long rows, long n);                                                    \
-        long (*compress)(void *ctx, int layer, int rotate, const R *x, long s, long p0, R *dst);                 \
-        int (*indexer_score)(void *ctx, const R *q, const R *w, long s, int Hi, int Di, const R *K, long T,       \
-                             long p0, R *score);                                                                 \
-        int (*topk)(void *ctx, const R *score, long rows, long T, int k, int32_t *idx);                          \
-        int (*sparse_attn)(void *ctx, const R *q, long s, int H, int D, const R *kv, long nkeys,                 \
-                           const int32_t *idx, long ncols, const dsv4q_vec *sink, double scale, R *o);           \
-        int (*window_decode)(void *ctx, const R *q, int H, int D, const R *kv_new, R *ring, long win,            \
-                             const R *crows, long ncrows, const int32_t *cidx, long nc, const dsv4q_vec *sink,   \
-                             double scale, long p, R *o);                                                        \
-        int (*hc_pre)(void *ctx, const R *X, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,             \
-                      const dsv4q_vec *base, R *y, R *post, R *comb);                                            \
-        int (*hc_post)(void *ctx, const R *x, const R *X, const R *post, const R *comb, long s, R *Y);           \
-        int (*hc_head)(void *ctx, const R *X, const dsv4q_weight *fn, const dsv4q_vec *scale,                    \
-                       const dsv4q_vec *base, R *y);                                                             \
-        int (*moe)(void *ctx, int layer, const R *x, long s, const int32_t *ids, R *wts, int32_t *ix, R *out);   \
-    } dsv4q_provider_##SUF;
-DSV4Q_PROVIDER_DECL(float, f32)
-DSV4Q_PROVIDER_DECL(double, f64)
-
-typedef struct dsv4q_runstate_f32 dsv4q_runstate_f32;
-typedef struct dsv4q_runstate_f64 dsv4q_runstate_f64;
-dsv4q_runstate_f32 *dsv4q_run_new_f32(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
-dsv4q_runstate_f64 *dsv4q_run_new_f64(const dsv4q_model *m, uint64_t bs, long max_pos, dsv4q_tap_fn tap, void *user);
-int dsv4q_run_step_f32(dsv4q_runstate_f32 *r, const int32_t *ids, long s, double *logits);
-int dsv4q_run_step_f64(dsv4q_runstate_f64 *r, const int32_t *ids, long s, double *logits);
-int dsv4q_run_mtp_f32(dsv4q_runstate_f32 *r, const int32_t *ids, double *logits);
-int dsv4q_run_mtp_f64(dsv4q_runstate_f64 *r, const int32_t *ids, double *logits);
-long dsv4q_run_pos_f32(const dsv4q_runstate_f32 *r);
-long dsv4q_run_pos_f64(const dsv4q_runstate_f64 *r);
-void dsv4q_run_set_pick_hook_f32(dsv4q_runstate_f32 *r, dsv4q_pick_fn fn, void *user);
-void dsv4q_run_set_pick_hook_f64(dsv4q_runstate_f64 *r, dsv4q_pick_fn fn, void *user);
-int dsv4q_run_set_last_layer_f32(dsv4q_runstate_f32 *r, int layer);
-int dsv4q_run_set_last_layer_f64(dsv4q_runstate_f64 *r, int layer);
-void dsv4q_run_set_stage_hook_f32(dsv4q_runstate_f32 *r, dsv4q_stage_fn fn, void *user);
-void dsv4q_run_set_stage_hook_f64(dsv4q_runstate_f64 *r, dsv4q_stage_fn fn, void *user);
-int dsv4q_stage_exec_f32(dsv4q_runstate_f32 *r, const dsv4q_stage_io *io);
-int dsv4q_stage_exec_f64(dsv4q_runstate_f64 *r, const dsv4q_stage_io *io);
-/* Run the forward pass on provider p (with its ctx) instead of the oracle;
- * before the first step. p must outlive the run. NULL restores the oracle. */
-void dsv4q_run_set_provider_f32(dsv4q_runstate_f32 *r, const dsv4q_provider_f32 *p, void *ctx);
-void dsv4q_run_set_provider_f64(dsv4q_runstate_f64 *r, const dsv4q_provider_f64 *p, void *ctx);
-void dsv4q_run_free_f32(dsv4q_runstate_f32 *r);
-void dsv4q_run_free_f64(dsv4q_runstate_f64 *r);
+/* The per-width half: the operator provider dsv4q_provider_f32/_f64 and
+ * the run instances dsv4q_runstate_f32/_f64 with their entry points
+ * (dsv4q_run_new_f32, ...), declared once in oracle/model_run.inc. */
+#define DSV4Q_BOTH "oracle/model_run.inc"
+#include "oracle/both.h"
 
 /* ---- width-independent wrapper ---- */
 typedef struct dsv4q_run dsv4q_run;

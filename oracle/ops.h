@@ -1,9 +1,10 @@
 /*
  * ops.h - the public API of the oracle operators, at both widths.
  *
- * ops.inc is included twice: once with R = float / S(n) = n##_f32, once with
- * R = double / S(n) = n##_f64. The declarations cannot drift between the
- * widths because there is only one list.
+ * ops.inc is written once in the vocabulary of oracle/width.h (real,
+ * X(name)) and expanded at both widths by oracle/both.h: float / name_f32,
+ * then double / name_f64. The declarations cannot drift between the widths
+ * because there is only one list.
  *
  * Common conventions (all operators):
  *  - Row-major; a weight W is [out, in] and y = W x; activations are
@@ -46,15 +47,7 @@ static inline int dsv4q_idx_hadamard_on(uint64_t bs)
  * linear_ramp_factor's lo == hi adjustment). */
 void dsv4q_yarn_range(const dsv4q_rope_params *p, double *lo, double *hi);
 
-#define R float
-#define S(n) n##_f32
-#include "oracle/ops.inc"
-#undef R
-#undef S
-#define R double
-#define S(n) n##_f64
-#include "oracle/ops.inc"
-#undef R
-#undef S
+#define DSV4Q_BOTH "oracle/ops.inc"
+#include "oracle/both.h"
 
 #endif

@@ -1,6 +1,10 @@
 /*
  * run.c - the width dispatch for whole-model runs (see model_run.h), and
  * the input checks that must happen before either instance sees a token.
+ * Width-independent (in ORACLE_COMMON): it holds one instance (r32 or r64)
+ * and switches on the width at every call (ON_WIDTH, or by hand where
+ * there is no instance yet); the entry points it calls are declared once,
+ * in oracle/model_run.inc.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,10 @@ struct dsv4q_run {
     long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
     int stopped;               /* dsv4q_run_set_last_layer cut the model short */
 };
+
+/* Entry point fn (oracle/model_run.inc) of the run's own instance: fn_f32 on
+ * r32 or fn_f64 on r64, with the same further arguments. */
+#define ON_WIDTH(r, fn, ...) ((r)->width == 32 ? fn##_f32((r)->r32, __VA_ARGS__) : fn##_f64((r)->r64, __VA_ARGS__))
 
 long dsv4q_run_max_seq_len(const dsv4q_config *g)
 {
@@ -115,8 +123,7 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
             snprintf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", i, ids[i], vocab);
             return -1;
         }
-    int rc = r->width == 32 ? dsv4q_run_step_f32(r->r32, ids, s, logits)
-                            : dsv4q_run_step_f64(r->r64, ids, s, logits);
+    int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
     if (rc) {
         snprintf(err, errlen, "out of memory in the forward pass at position %ld", r->pos);
         return -1;
@@ -135,29 +142,26 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
         snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run stops early (last layer set)");
         return -1;
     }
-    int rc = r->width == 32 ? dsv4q_run_mtp_f32(r->r32, ids, logits) : dsv4q_run_mtp_f64(r->r64, ids, logits);
+    int rc = ON_WIDTH(r, dsv4q_run_mtp, ids, logits);
     if (rc) snprintf(err, errlen, "MTP forward failed (no prior call, or out of memory)");
     return rc;
 }
 
 void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user)
 {
-    if (r->width == 32) dsv4q_run_set_pick_hook_f32(r->r32, fn, user);
-    else dsv4q_run_set_pick_hook_f64(r->r64, fn, user);
+    ON_WIDTH(r, dsv4q_run_set_pick_hook, fn, user);
 }
 
 int dsv4q_run_set_last_layer(dsv4q_run *r, int layer)
 {
-    int rc = r->width == 32 ? dsv4q_run_set_last_layer_f32(r->r32, layer)
-                            : dsv4q_run_set_last_layer_f64(r->r64, layer);
+    int rc = ON_WIDTH(r, dsv4q_run_set_last_layer, layer);
     if (!rc) r->stopped = layer >= 0 && layer < r->m->cfg.n_layers - 1;
     return rc;
 }
 
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)
 {
-    if (r->width == 32) dsv4q_run_set_stage_hook_f32(r->r32, fn, user);
-    else dsv4q_run_set_stage_hook_f64(r->r64, fn, user);
+    ON_WIDTH(r, dsv4q_run_set_stage_hook, fn, user);
 }
 
 int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
@@ -215,7 +219,7 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
             return -1;
         }
     }
-    int rc = r->width == 32 ? dsv4q_stage_exec_f32(r->r32, io) : dsv4q_stage_exec_f64(r->r64, io);
+    int rc = ON_WIDTH(r, dsv4q_stage_exec, io);
     if (rc) {
         snprintf(err, errlen, "out of memory in stage %s at position %ld", si->name, io->pos0);
         return -1;
@@ -228,7 +232,7 @@ void dsv4q_run_close(dsv4q_run *r)
 {
     if (!r) return;
     free(r->attn_next);
-    dsv4q_run_free_f32(r->r32);
-    dsv4q_run_free_f64(r->r64);
+    if (r->width == 32) dsv4q_run_free_f32(r->r32);
+    else dsv4q_run_free_f64(r->r64);
     free(r);
 }

@@ -20,8 +20,10 @@
  * test_ops_cases and the goldens). The kernels compared are printed; a CPU
  * with AVX-512F must compare the avx512 one.
  *
- * The per-width bodies are written once over R / S() and compiled twice by
- * including this file into itself (the ops.inc pattern of oracle/ops.h).
+ * The per-width bodies are written once in the vocabulary of oracle/width.h
+ * (real, X(name), R_NAME) and expanded at both widths by including this
+ * file into itself through oracle/both.h (the ops.inc pattern of
+ * oracle/ops.h).
  */
 #ifndef LK_BODY
 
@@ -159,16 +161,8 @@ static double tw_value(const tw *t, long o, long k)
 }
 
 #define LK_BODY
-#define R float
-#define S(n) n##_f32
-#include "tests/test_linear_kernels.c"
-#undef R
-#undef S
-#define R double
-#define S(n) n##_f64
-#include "tests/test_linear_kernels.c"
-#undef R
-#undef S
+#define DSV4Q_BOTH "tests/test_linear_kernels.c"
+#include "oracle/both.h"
 
 static void test_kernel_names(void **state)
 {
@@ -193,56 +187,55 @@ int main(void)
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 
-#else /* LK_BODY: one width, R = float|double, S(n) = n_f32|n_f64 */
+#else /* LK_BODY: one width, real = float|double, X(name) = name_f32|name_f64 */
 
 /* rdot's order, spelled out in scalars. */
-static R S(ref_dot)(const R *a, const R *b, long n)
+static real X(ref_dot)(const real *a, const real *b, long n)
 {
-    R s[8] = {0};
+    real s[8] = {0};
     const long nb = n / 8;
     for (long blk = 0; blk < nb; blk++)
         for (int l = 0; l < 8; l++) s[l] += a[blk * 8 + l] * b[blk * 8 + l];
-    R t = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    real t = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
     for (long i = nb * 8; i < n; i++) t += a[i] * b[i];
     return t;
 }
 
 /* The linear's arithmetic as the code had it before vectorisation. */
-static void S(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const R *x, long s, R *y, int out_b)
+static void X(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const real *x, long s, real *y, int out_b)
 {
     const long K = t->w.in, N = t->w.out, nab = (K + 127) / 128;
     const dsv4q_wfmt fmt = t->w.fmt;
     const int quant = fmt == DSV4Q_WF_FP8 || fmt == DSV4Q_WF_FP4;
     const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
-    R *xq = malloc(sizeof(R) * (size_t)(s * K)), *xs = malloc(sizeof(R) * (size_t)(s * nab));
-    R *wrow = malloc(sizeof(R) * (size_t)K);
+    real *xq = malloc(sizeof(real) * (size_t)(s * K)), *xs = malloc(sizeof(real) * (size_t)(s * nab));
+    real *wrow = malloc(sizeof(real) * (size_t)K);
     assert_true(xq && xs && wrow);
     for (long i = 0; i < s * K; i++) xq[i] = x[i];
     if (act_q)
-        for (long tk = 0; tk < s; tk++)
-            S(dsv4q_act_quant_codes)(x + tk * K, K, 128, ue8m0, xq + tk * K, xs + tk * nab);
+        for (long tk = 0; tk < s; tk++) X(dsv4q_act_quant_codes)(x + tk * K, K, 128, ue8m0, xq + tk * K, xs + tk * nab);
     for (long o = 0; o < N; o++) {
-        for (long k = 0; k < K; k++) wrow[k] = (R)tw_value(t, o, k);
+        for (long k = 0; k < K; k++) wrow[k] = (real)tw_value(t, o, k);
         for (long tk = 0; tk < s; tk++) {
-            const R *xr = xq + tk * K;
-            R acc = 0;
+            const real *xr = xq + tk * K;
+            real acc = 0;
             if (fmt == DSV4Q_WF_FP8) {
                 for (long kb = 0; kb < nab; kb++) {
                     long k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
-                    R d = S(ref_dot)(wrow + k0, xr + k0, len);
-                    R sc = (R)tw_scale(t, (o / 128) * nab + kb);
+                    real d = X(ref_dot)(wrow + k0, xr + k0, len);
+                    real sc = (real)tw_scale(t, (o / 128) * nab + kb);
                     if (act_q) sc = xs[tk * nab + kb] * sc;
                     acc += d * sc;
                 }
             } else if (fmt == DSV4Q_WF_FP4) {
                 for (long kb = 0; kb < K / 32; kb++) {
-                    R d = S(ref_dot)(wrow + kb * 32, xr + kb * 32, 32), sw = (R)tw_scale(t, o * (K / 32) + kb);
+                    real d = X(ref_dot)(wrow + kb * 32, xr + kb * 32, 32), sw = (real)tw_scale(t, o * (K / 32) + kb);
                     acc += act_q ? (d * xs[tk * nab + kb / 4]) * sw : d * sw;
                 }
             } else {
-                acc = S(ref_dot)(wrow, xr, K);
+                acc = X(ref_dot)(wrow, xr, K);
             }
-            if (out_b >= 0 && ((bs >> out_b) & 1u)) acc = (R)dsv4q_bf16_to_f32(dsv4q_bf16_encode((double)acc));
+            if (out_b >= 0 && ((bs >> out_b) & 1u)) acc = (real)dsv4q_bf16_to_f32(dsv4q_bf16_encode((double)acc));
             y[tk * N + o] = acc;
         }
     }
@@ -253,7 +246,7 @@ static void S(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const R *x, long 
 
 /* One weight against the reference: every kernel, 1 and 2 threads, every
  * token count, both profiles. Returns the number of comparisons. */
-static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
+static int X(check_weight)(const tw *t, mp_rng *r, unsigned *used)
 {
     static const long toks[] = {1, 2, 3, 16};
     static const char *const kern[] = {"avx512", "generic"};
@@ -261,20 +254,20 @@ static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
     assert_int_equal(dsv4q_profile_set("source", &src), 0);
     const uint64_t sets[2] = {0, src};
     const long K = t->w.in, N = t->w.out;
-    const char *def = S(dsv4q_linear_kernel)(NULL);
+    const char *def = X(dsv4q_linear_kernel)(NULL);
     int n = 0;
-    R *x = malloc(sizeof(R) * (size_t)(16 * K));
-    R *ref = malloc(sizeof(R) * (size_t)(16 * N)), *got = malloc(sizeof(R) * (size_t)(16 * N));
+    real *x = malloc(sizeof(real) * (size_t)(16 * K));
+    real *ref = malloc(sizeof(real) * (size_t)(16 * N)), *got = malloc(sizeof(real) * (size_t)(16 * N));
     assert_true(x && ref && got);
-    for (long i = 0; i < 16 * K; i++) x[i] = (R)mp_rng_gauss_f32(r, 1.0);
+    for (long i = 0; i < 16 * K; i++) x[i] = (real)mp_rng_gauss_f32(r, 1.0);
     for (int si = 0; si < 2; si++)
         for (int ti = 0; ti < 4; ti++) {
             const long s = toks[ti];
             const int out_b = si ? DSV4Q_B_LINEAR_BF16 : -1;
             const int ue8m0 = ti % 2 ? 0 : 1;   /* the act-quant scale rule: power of two or exact */
-            S(ref_linear)(sets[si], ue8m0, t, x, s, ref, out_b);
+            X(ref_linear)(sets[si], ue8m0, t, x, s, ref, out_b);
             for (int ki = 0; ki < 2; ki++) {
-                if (!S(dsv4q_linear_kernel)(kern[ki])) {   /* not on this CPU: say so, never silently */
+                if (!X(dsv4q_linear_kernel)(kern[ki])) {   /* not on this CPU: say so, never silently */
 #if defined(__x86_64__)
                     __builtin_cpu_init();
                     if (!strcmp(kern[ki], "avx512") && __builtin_cpu_supports("avx512f"))
@@ -285,11 +278,11 @@ static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
                 *used |= 1u << ki;
                 for (int th = 1; th <= 2; th++) {
                     omp_set_num_threads(th);
-                    memset(got, 0x5A, sizeof(R) * (size_t)(s * N));
-                    assert_int_equal(S(dsv4q_linear)(sets[si], ue8m0, &t->w, x, s, got, out_b), 0);
+                    memset(got, 0x5A, sizeof(real) * (size_t)(s * N));
+                    assert_int_equal(X(dsv4q_linear)(sets[si], ue8m0, &t->w, x, s, got, out_b), 0);
                     for (long tk = 0; tk < s; tk++)
                         for (long o = 0; o < N; o++) {
-                            R a = ref[tk * N + o], b = got[tk * N + o];
+                            real a = ref[tk * N + o], b = got[tk * N + o];
                             int same = o == t->nan_row ? isnan(a) && isnan(b) : !memcmp(&a, &b, sizeof a);
                             if (!same) {
                                 print_error("fmt %d [%ld,%ld] s=%ld set %d kernel %s threads %d: y[%ld][%ld] %a vs ref %a\n",
@@ -301,7 +294,7 @@ static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
                 }
             }
         }
-    assert_non_null(S(dsv4q_linear_kernel)(def));   /* restore the default */
+    assert_non_null(X(dsv4q_linear_kernel)(def));   /* restore the default */
     omp_set_num_threads(2);
     free(x);
     free(ref);
@@ -309,7 +302,7 @@ static int S(check_weight)(const tw *t, mp_rng *r, unsigned *used)
     return n;
 }
 
-static void S(test_linear_kernels)(void **state)
+static void X(test_linear_kernels)(void **state)
 {
     (void)state;
     static const struct { dsv4q_wfmt fmt; long N, K; int f32scale, nan; } cases[] = {
@@ -325,17 +318,17 @@ static void S(test_linear_kernels)(void **state)
         {DSV4Q_WF_F64, 33, 259, 0, 0},
     };
     mp_rng r;
-    mp_rng_seed(&r, sizeof(R) == 4 ? "linear_kernels_f32" : "linear_kernels_f64");
+    mp_rng_seed(&r, "linear_kernels_" R_NAME);
     int n = 0;
     unsigned used = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tw t;
         tw_make(&t, &r, cases[c].fmt, cases[c].N, cases[c].K, cases[c].f32scale, cases[c].nan);
-        n += S(check_weight)(&t, &r, &used);
+        n += X(check_weight)(&t, &r, &used);
         tw_free(&t);
     }
-    print_message("%s: %d linear runs bit-identical to the reference; kernels compared:%s%s\n",
-                  sizeof(R) == 4 ? "f32" : "f64", n, used & 1u ? " avx512" : "", used & 2u ? " generic" : "");
+    print_message("%s: %d linear runs bit-identical to the reference; kernels compared:%s%s\n", R_NAME, n,
+                  used & 1u ? " avx512" : "", used & 2u ? " generic" : "");
     assert_true(used & 2u);   /* the baseline kernel runs everywhere */
 }
 

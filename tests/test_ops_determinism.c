@@ -11,8 +11,9 @@
  * parallel loop has many iterations to split (output rows, query-heads,
  * compressed rows, tokens) and the attention case crosses 64-column blocks.
  *
- * The per-width bodies are written once over R / S() and compiled twice by
- * including this file into itself (the ops.inc pattern of oracle/ops.h).
+ * The per-width bodies are written once in the vocabulary of oracle/width.h
+ * (real, X(name)) and expanded at both widths by including this file into
+ * itself through oracle/both.h (the ops.inc pattern of oracle/ops.h).
  */
 #ifndef DET_BODY
 
@@ -183,16 +184,8 @@ static void put(unsigned char *out, size_t *pos, const void *p, size_t sz, long 
 }
 
 #define DET_BODY
-#define R float
-#define S(n) n##_f32
-#include "tests/test_ops_determinism.c"
-#undef R
-#undef S
-#define R double
-#define S(n) n##_f64
-#include "tests/test_ops_determinism.c"
-#undef R
-#undef S
+#define DSV4Q_BOTH "tests/test_ops_determinism.c"
+#include "oracle/both.h"
 
 /* ---- the driver ------------------------------------------------------------ */
 
@@ -231,7 +224,7 @@ static void check_case(const char *name, det_body body, int w, size_t elem)
             } else {
                 memcpy(&v, first + i, 8);
             }
-            /* int32 indices are packed as R too (see bodies): all finite */
+            /* int32 indices are packed as real too (see bodies): all finite */
             assert_true(isfinite(v) || v == -INFINITY);
             nonzero += v != 0;
         }
@@ -278,180 +271,187 @@ int main(void)
     return cmocka_run_group_tests(tests, setup, teardown);
 }
 
-#else /* DET_BODY: one width, R = float|double, S(n) = n_f32|n_f64 */
+#else /* DET_BODY: one width, real = float|double, X(name) = name_f32|name_f64 */
 
-static R *S(cvt)(const double *v, long n)
+static real *X(cvt)(const double *v, long n)
 {
-    R *p = malloc(sizeof(R) * (size_t)(n ? n : 1));
+    real *p = malloc(sizeof(real) * (size_t)(n ? n : 1));
     assert_non_null(p);
-    for (long i = 0; i < n; i++) p[i] = (R)v[i];
+    for (long i = 0; i < n; i++) p[i] = (real)v[i];
     return p;
 }
 
 /* FP8 (384 rows) and FP4 (256 rows) linears on 3 tokens, BF16 output. */
-static size_t S(det_linear)(uint64_t bs, unsigned char *out)
+static size_t X(det_linear)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
-    R *x = S(cvt)(g.lx, L_S * L_IN), y8[L_S * L_OUT8], y4[L_S * L_OUT4];
-    int rc = S(dsv4q_linear)(bs, 1, &g.l8.w, x, L_S, y8, DSV4Q_B_LINEAR_BF16) |
-             S(dsv4q_linear)(bs, 1, &g.l4.w, x, L_S, y4, DSV4Q_B_LINEAR_BF16);
+    real *x = X(cvt)(g.lx, L_S * L_IN), y8[L_S * L_OUT8], y4[L_S * L_OUT4];
+    int rc = X(dsv4q_linear)(bs, 1, &g.l8.w, x, L_S, y8, DSV4Q_B_LINEAR_BF16) |
+             X(dsv4q_linear)(bs, 1, &g.l4.w, x, L_S, y4, DSV4Q_B_LINEAR_BF16);
     free(x);
     if (rc) return 0;
-    put(out, &pos, y8, sizeof(R), L_S * L_OUT8);
-    put(out, &pos, y4, sizeof(R), L_S * L_OUT4);
+    put(out, &pos, y8, sizeof(real), L_S * L_OUT8);
+    put(out, &pos, y4, sizeof(real), L_S * L_OUT4);
     return pos;
 }
 
 /* 3 queries x 4 heads over 150 columns (blocks 64, 64, 22), ~1/8 masked. */
-static size_t S(det_attention)(uint64_t bs, unsigned char *out)
+static size_t X(det_attention)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
-    R *q = S(cvt)(g.aq, A_S * A_H * A_D), *kv = S(cvt)(g.akv, A_N * A_D), *sink = S(cvt)(g.asink, A_H);
-    R o[A_S * A_H * A_D];
-    int rc = S(dsv4q_sparse_attn)(bs, q, A_S, A_H, A_D, kv, A_N, g.aidx, A_NC, sink, (R)0.125, o);
+    real *q = X(cvt)(g.aq, A_S * A_H * A_D), *kv = X(cvt)(g.akv, A_N * A_D), *sink = X(cvt)(g.asink, A_H);
+    real o[A_S * A_H * A_D];
+    int rc = X(dsv4q_sparse_attn)(bs, q, A_S, A_H, A_D, kv, A_N, g.aidx, A_NC, sink, (real)0.125, o);
     free(q);
     free(kv);
     free(sink);
     if (rc) return 0;
-    put(out, &pos, o, sizeof(R), A_S * A_H * A_D);
+    put(out, &pos, o, sizeof(real), A_S * A_H * A_D);
     return pos;
 }
 
 /* Ratio 4 (prefill 16 tokens = 4 rows in parallel, then 4 decode steps)
  * for attention rows and for indexer rows (rotate: Hadamard + FP4 under
  * source), and ratio 128 (prefill 256 tokens = 2 rows). */
-static size_t S(det_compressor)(uint64_t bs, unsigned char *out)
+static size_t X(det_compressor)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
     const dsv4q_rope_params p4 = {C4_R, 160000.0, 65536, 16.0, 32.0, 1.0};
     const dsv4q_rope_params p128 = {C128_R, 160000.0, 65536, 16.0, 32.0, 1.0};
-    S(dsv4q_rope_table) t4, t128;
-    if (S(dsv4q_rope_build)(&t4, &p4, C4_S + 8, bs) || S(dsv4q_rope_build)(&t128, &p128, C128_S, bs)) return 0;
-    R *ape4 = S(cvt)(g.c4ape, 4 * 2 * C4_DC), *nrm4 = S(cvt)(g.c4norm, C4_DC), *x4 = S(cvt)(g.c4x, C4_S * C4_D);
-    R *ape128 = S(cvt)(g.c128ape, 128 * C128_DC), *nrm128 = S(cvt)(g.c128norm, C128_DC);
-    R *x128 = S(cvt)(g.c128x, C128_S * C128_D);
+    X(dsv4q_rope_table) t4, t128;
+    if (X(dsv4q_rope_build)(&t4, &p4, C4_S + 8, bs) || X(dsv4q_rope_build)(&t128, &p128, C128_S, bs)) return 0;
+    real *ape4 = X(cvt)(g.c4ape, 4 * 2 * C4_DC), *nrm4 = X(cvt)(g.c4norm, C4_DC), *x4 = X(cvt)(g.c4x, C4_S * C4_D);
+    real *ape128 = X(cvt)(g.c128ape, 128 * C128_DC), *nrm128 = X(cvt)(g.c128norm, C128_DC);
+    real *x128 = X(cvt)(g.c128x, C128_S * C128_D);
     dsv4q_weight wkv4 = {"wkv", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wkv, NULL, DSV4Q_DT_INVALID};
     dsv4q_weight wg4 = {"wgate", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wg, NULL, DSV4Q_DT_INVALID};
     dsv4q_weight wkv128 = {"wkv", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wkv, NULL, DSV4Q_DT_INVALID};
     dsv4q_weight wg128 = {"wgate", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wg, NULL, DSV4Q_DT_INVALID};
     size_t ok = 1;
     for (int rot = 0; rot < 2 && ok; rot++) {
-        S(dsv4q_cmp) c = {4, C4_DC, rot, wkv4, wg4, ape4, nrm4};
-        S(dsv4q_cmp_state) st;
-        R rows[C4_S / 4 * C4_DC];
-        if (S(dsv4q_cmp_state_init)(&st, 4, C4_DC)) { ok = 0; break; }
-        if (S(dsv4q_compressor)(bs, 1, &c, &st, x4, C4_S, 0, &t4, 1e-6, rows) != C4_S / 4) ok = 0;
-        put(out, &pos, rows, sizeof(R), C4_S / 4 * C4_DC);
-        for (long p = C4_S; p < C4_S + 4 && ok; p++) { /* decode, reusing the prompt tokens */
-            long n = S(dsv4q_compressor)(bs, 1, &c, &st, x4 + (p - C4_S) * C4_D, 1, p, &t4, 1e-6, rows);
-            if (n < 0) ok = 0;
-            if (n == 1) put(out, &pos, rows, sizeof(R), C4_DC);
+        X(dsv4q_cmp) c = {4, C4_DC, rot, wkv4, wg4, ape4, nrm4};
+        X(dsv4q_cmp_state) st;
+        real rows[C4_S / 4 * C4_DC];
+        if (X(dsv4q_cmp_state_init)(&st, 4, C4_DC)) {
+            ok = 0;
+            break;
         }
-        put(out, &pos, st.kv, sizeof(R), 2 * 4 * 2 * C4_DC);
-        put(out, &pos, st.score, sizeof(R), 2 * 4 * 2 * C4_DC);
-        S(dsv4q_cmp_state_free)(&st);
+        if (X(dsv4q_compressor)(bs, 1, &c, &st, x4, C4_S, 0, &t4, 1e-6, rows) != C4_S / 4) ok = 0;
+        put(out, &pos, rows, sizeof(real), C4_S / 4 * C4_DC);
+        for (long p = C4_S; p < C4_S + 4 && ok; p++) { /* decode, reusing the prompt tokens */
+            long n = X(dsv4q_compressor)(bs, 1, &c, &st, x4 + (p - C4_S) * C4_D, 1, p, &t4, 1e-6, rows);
+            if (n < 0) ok = 0;
+            if (n == 1) put(out, &pos, rows, sizeof(real), C4_DC);
+        }
+        put(out, &pos, st.kv, sizeof(real), 2 * 4 * 2 * C4_DC);
+        put(out, &pos, st.score, sizeof(real), 2 * 4 * 2 * C4_DC);
+        X(dsv4q_cmp_state_free)(&st);
     }
     if (ok) {
-        S(dsv4q_cmp) c = {128, C128_DC, 0, wkv128, wg128, ape128, nrm128};
-        S(dsv4q_cmp_state) st;
-        R rows[2 * C128_DC];
-        if (S(dsv4q_cmp_state_init)(&st, 128, C128_DC)) ok = 0;
+        X(dsv4q_cmp) c = {128, C128_DC, 0, wkv128, wg128, ape128, nrm128};
+        X(dsv4q_cmp_state) st;
+        real rows[2 * C128_DC];
+        if (X(dsv4q_cmp_state_init)(&st, 128, C128_DC)) ok = 0;
         else {
-            if (S(dsv4q_compressor)(bs, 1, &c, &st, x128, C128_S, 0, &t128, 1e-6, rows) != 2) ok = 0;
-            put(out, &pos, rows, sizeof(R), 2 * C128_DC);
-            S(dsv4q_cmp_state_free)(&st);
+            if (X(dsv4q_compressor)(bs, 1, &c, &st, x128, C128_S, 0, &t128, 1e-6, rows) != 2) ok = 0;
+            put(out, &pos, rows, sizeof(real), 2 * C128_DC);
+            X(dsv4q_cmp_state_free)(&st);
         }
     }
-    S(dsv4q_rope_free)(&t4);
-    S(dsv4q_rope_free)(&t128);
+    X(dsv4q_rope_free)(&t4);
+    X(dsv4q_rope_free)(&t128);
     free(ape4); free(nrm4); free(x4); free(ape128); free(nrm128); free(x128);
     return ok ? pos : 0;
 }
 
 /* hc_pre on 5 tokens (Sinkhorn 20 iterations), then hc_post of its own
  * outputs. */
-static size_t S(det_hc_pre)(uint64_t bs, unsigned char *out)
+static size_t X(det_hc_pre)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
-    R *X = S(cvt)(g.hX, H_S * H_HC * H_D), *scale = S(cvt)(g.hscale, 3), *base = S(cvt)(g.hbase, H_NMIX);
-    R y[H_S * H_D], post[H_S * H_HC], comb[H_S * H_HC * H_HC], X2[H_S * H_HC * H_D];
+    real *Xs = X(cvt)(g.hX, H_S * H_HC * H_D), *scale = X(cvt)(g.hscale, 3), *base = X(cvt)(g.hbase, H_NMIX);
+    real y[H_S * H_D], post[H_S * H_HC], comb[H_S * H_HC * H_HC], X2[H_S * H_HC * H_D];
     dsv4q_weight fn = {"hc_fn", DSV4Q_WF_F32, H_NMIX, H_HC * H_D, g.hfn, NULL, DSV4Q_DT_INVALID};
-    int rc = S(dsv4q_hc_pre)(bs, X, H_S, H_HC, H_D, &fn, scale, base, 1e-6, 1e-6, 20, y, post, comb);
-    if (!rc) S(dsv4q_hc_post)(bs, y, X, post, comb, H_S, H_HC, H_D, X2);
-    free(X);
+    int rc = X(dsv4q_hc_pre)(bs, Xs, H_S, H_HC, H_D, &fn, scale, base, 1e-6, 1e-6, 20, y, post, comb);
+    if (!rc) X(dsv4q_hc_post)(bs, y, Xs, post, comb, H_S, H_HC, H_D, X2);
+    free(Xs);
     free(scale);
     free(base);
     if (rc) return 0;
-    put(out, &pos, y, sizeof(R), H_S * H_D);
-    put(out, &pos, post, sizeof(R), H_S * H_HC);
-    put(out, &pos, comb, sizeof(R), H_S * H_HC * H_HC);
-    put(out, &pos, X2, sizeof(R), H_S * H_HC * H_D);
+    put(out, &pos, y, sizeof(real), H_S * H_D);
+    put(out, &pos, post, sizeof(real), H_S * H_HC);
+    put(out, &pos, comb, sizeof(real), H_S * H_HC * H_HC);
+    put(out, &pos, X2, sizeof(real), H_S * H_HC * H_D);
     return pos;
 }
 
 /* Gate (sqrtsoftplus, bias, top-2 of 4) then the MoE: FP4 routed experts
  * in ascending id, FP8 shared expert, on 5 tokens. Indices are appended
- * as R values so the finiteness check applies to every byte. */
-static size_t S(det_moe)(uint64_t bs, unsigned char *out)
+ * as real values so the finiteness check applies to every byte. */
+static size_t X(det_moe)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
-    R *x = S(cvt)(g.mx, MO_S * MO_D), *bias = S(cvt)(g.mbias, MO_E), w[MO_S * MO_K], y[MO_S * MO_D], ixr[MO_S * MO_K];
+    real *x = X(cvt)(g.mx, MO_S * MO_D), *bias = X(cvt)(g.mbias, MO_E), w[MO_S * MO_K], y[MO_S * MO_D],
+         ixr[MO_S * MO_K];
     int32_t ix[MO_S * MO_K];
     dsv4q_weight G = {"gate", DSV4Q_WF_F32, MO_E, MO_D, g.mgate, NULL, DSV4Q_DT_INVALID};
-    int rc = S(dsv4q_moe_gate)(x, MO_S, MO_D, &G, bias, NULL, NULL, MO_E, MO_K, "sqrtsoftplus", 1.5, w, ix);
-    if (!rc) rc = S(dsv4q_moe)(bs, 1, g.experts, MO_E, &g.shared, x, MO_S, MO_D, w, ix, MO_K, 10.0, y);
+    int rc = X(dsv4q_moe_gate)(x, MO_S, MO_D, &G, bias, NULL, NULL, MO_E, MO_K, "sqrtsoftplus", 1.5, w, ix);
+    if (!rc) rc = X(dsv4q_moe)(bs, 1, g.experts, MO_E, &g.shared, x, MO_S, MO_D, w, ix, MO_K, 10.0, y);
     free(x);
     free(bias);
     if (rc) return 0;
-    for (int i = 0; i < MO_S * MO_K; i++) ixr[i] = (R)(ix[i] + 1);
-    put(out, &pos, w, sizeof(R), MO_S * MO_K);
-    put(out, &pos, ixr, sizeof(R), MO_S * MO_K);
-    put(out, &pos, y, sizeof(R), MO_S * MO_D);
+    for (int i = 0; i < MO_S * MO_K; i++) ixr[i] = (real)(ix[i] + 1);
+    put(out, &pos, w, sizeof(real), MO_S * MO_K);
+    put(out, &pos, ixr, sizeof(real), MO_S * MO_K);
+    put(out, &pos, y, sizeof(real), MO_S * MO_D);
     return pos;
 }
 
 /* RMSNorm, q head norm, RoPE table (YaRN) and apply/inverse, Hadamard. */
-static size_t S(det_norm_rope)(uint64_t bs, unsigned char *out)
+static size_t X(det_norm_rope)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
     enum { ROWS = 48, D = 128 };
-    R *x = S(cvt)(g.akv, ROWS * D), y[ROWS * D];
+    real *x = X(cvt)(g.akv, ROWS * D), y[ROWS * D];
     const dsv4q_rope_params p = {64, 160000.0, 65536, 16.0, 32.0, 1.0};
-    S(dsv4q_rope_table) t;
-    if (S(dsv4q_rope_build)(&t, &p, 4096, bs)) { free(x); return 0; }
-    S(dsv4q_rmsnorm)(bs, x, ROWS, D, NULL, 1e-6, y);
-    put(out, &pos, y, sizeof(R), ROWS * D);
-    S(dsv4q_qhead_norm)(bs, y, ROWS, D, 1e-6);
-    put(out, &pos, y, sizeof(R), ROWS * D);
-    S(dsv4q_rope_apply)(bs, &t, y, ROWS, D, D - 64, 4000, 8, 0);
-    put(out, &pos, y, sizeof(R), ROWS * D);
-    S(dsv4q_rope_apply)(bs, &t, y, ROWS, D, D - 64, 4000, 8, 1);
-    put(out, &pos, y, sizeof(R), ROWS * D);
-    S(dsv4q_hadamard)(bs, y, ROWS, D);
-    put(out, &pos, y, sizeof(R), ROWS * D);
-    put(out, &pos, t.cos + 4000 * 32, sizeof(R), 32 * 4);
-    S(dsv4q_rope_free)(&t);
+    X(dsv4q_rope_table) t;
+    if (X(dsv4q_rope_build)(&t, &p, 4096, bs)) {
+        free(x);
+        return 0;
+    }
+    X(dsv4q_rmsnorm)(bs, x, ROWS, D, NULL, 1e-6, y);
+    put(out, &pos, y, sizeof(real), ROWS * D);
+    X(dsv4q_qhead_norm)(bs, y, ROWS, D, 1e-6);
+    put(out, &pos, y, sizeof(real), ROWS * D);
+    X(dsv4q_rope_apply)(bs, &t, y, ROWS, D, D - 64, 4000, 8, 0);
+    put(out, &pos, y, sizeof(real), ROWS * D);
+    X(dsv4q_rope_apply)(bs, &t, y, ROWS, D, D - 64, 4000, 8, 1);
+    put(out, &pos, y, sizeof(real), ROWS * D);
+    X(dsv4q_hadamard)(bs, y, ROWS, D);
+    put(out, &pos, y, sizeof(real), ROWS * D);
+    put(out, &pos, t.cos + 4000 * 32, sizeof(real), 32 * 4);
+    X(dsv4q_rope_free)(&t);
     free(x);
     return pos;
 }
 
 /* Indexer scores (prefill mask, 16 queries x 24 keys) and the top-k. */
-static size_t S(det_indexer)(uint64_t bs, unsigned char *out)
+static size_t X(det_indexer)(uint64_t bs, unsigned char *out)
 {
     size_t pos = 0;
     enum { SQ = 16, HI = 8, DI = 64, T = 24, K = 6 };
-    R *q = S(cvt)(g.c128x, SQ * HI * DI), *w = S(cvt)(g.c128ape, SQ * HI), *Kt = S(cvt)(g.akv, T * DI);
-    R sc[SQ * T], pick[SQ * K];
+    real *q = X(cvt)(g.c128x, SQ * HI * DI), *w = X(cvt)(g.c128ape, SQ * HI), *Kt = X(cvt)(g.akv, T * DI);
+    real sc[SQ * T], pick[SQ * K];
     int32_t top[SQ * K];
-    S(dsv4q_indexer_scores)(bs, q, w, SQ, HI, DI, Kt, T, 0, 1, sc);
-    int rc = S(dsv4q_topk)(sc, SQ, T, K, top);
+    X(dsv4q_indexer_scores)(bs, q, w, SQ, HI, DI, Kt, T, 0, 1, sc);
+    int rc = X(dsv4q_topk)(sc, SQ, T, K, top);
     free(q);
     free(w);
     free(Kt);
     if (rc) return 0;
-    for (int i = 0; i < SQ * K; i++) pick[i] = (R)(top[i] + 2);
-    put(out, &pos, sc, sizeof(R), SQ * T);
-    put(out, &pos, pick, sizeof(R), SQ * K);
+    for (int i = 0; i < SQ * K; i++) pick[i] = (real)(top[i] + 2);
+    put(out, &pos, sc, sizeof(real), SQ * T);
+    put(out, &pos, pick, sizeof(real), SQ * K);
     return pos;
 }
 
