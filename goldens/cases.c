@@ -84,24 +84,8 @@ static dsv4q_weight w_fp4(gctx *g, const char *stream, long out, long in)
 
 /* ---- the operator cases, once per width ---------------------------------- */
 
-#define R float
-#define S(n) n##_f32
-#define G(n) n##_f32
-#define R_DT DSV4Q_DT_F32
-#include "goldens/cases.inc"
-#undef R
-#undef S
-#undef G
-#undef R_DT
-#define R double
-#define S(n) n##_f64
-#define G(n) n##_f64
-#define R_DT DSV4Q_DT_F64
-#include "goldens/cases.inc"
-#undef R
-#undef S
-#undef G
-#undef R_DT
+#define DSV4Q_BOTH "goldens/cases.inc"
+#include "oracle/both.h"
 
 /* ---- the table ------------------------------------------------------------- */
 
