@@ -2,6 +2,7 @@
  * key.c - the case key grammar (key.h): parse, complete with defaults,
  * write canonically, read typed values.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ int dsv4q_kv_parse(const char *key, const char *opname, const char *const (*spec
     for (int i = 0; opt && opt[i][0] && kv->n < DSV4Q_KV_MAX - 2; i++) kv_add(kv, opt[i][0], opt[i][1], 1);
     kv_add(kv, "recipe", "normal", 0);
     kv_add(kv, "seed", "1", 0);
+    assert(kv->n <= DSV4Q_KV_MAX);
     const char *lp = strchr(key, '(');
     if (!lp) return 0;
     const size_t klen = strlen(key);

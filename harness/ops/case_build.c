@@ -4,6 +4,7 @@
  * descriptor (key parameters and defaults, builder, post and role hooks)
  * with the mechanism of harness/cases/ (grammar, generators).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include "harness/ops/ops.h"
@@ -54,6 +55,7 @@ int dsv4q_case_build(dsv4q_case *c, const char *key, char *err, size_t errlen)
     const dsv4q_op_info *o = parse(key, &kv, err, errlen);
     if (!o) return -1;
     dsv4q_kv_format(&kv, o->name, c->key, sizeof c->key);
+    assert(!strncmp(c->key, o->name, strlen(o->name)) && c->key[strlen(o->name)] == '(');   /* K1's form */
     c->op = o->op;
     snprintf(c->recipe, sizeof c->recipe, "%s", dsv4q_kv_str(&kv, "recipe"));
     c->nin = o->nin;

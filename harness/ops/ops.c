@@ -5,6 +5,7 @@
  * and the two texts generated from them: docs/backends.md's operator
  * section and the contract summary of abi/dsv4q_backend.h.
  */
+#include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +21,9 @@ static const dsv4q_op_info *const descs[DSV4Q_OP_COUNT] = {DSV4Q_OP_LIST(DESC_RO
 
 const dsv4q_op_info *dsv4q_op_get(int op)
 {
-    return op >= 0 && op < DSV4Q_OP_COUNT ? descs[op] : NULL;
+    if (op < 0 || op >= DSV4Q_OP_COUNT) return NULL;
+    assert(descs[op]->op == op);   /* the registry is in list order (DSV4Q_OP_DESC takes the id from the list) */
+    return descs[op];
 }
 
 int dsv4q_op_find(const char *name)
