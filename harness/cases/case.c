@@ -62,6 +62,19 @@ int dsv4q_case_recipe(const dsv4q_case *c, const char *opname, const char *const
     return -1;
 }
 
+int dsv4q_case_oom(const dsv4q_case *c, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: out of memory", c->key);
+    return -1;
+}
+
+void dsv4q_case_role_last(dsv4q_case *c, const char *role)
+{
+    const char *suf[DSV4Q_OPS_MAX_T] = {0};
+    suf[c->nin - 1] = "";
+    dsv4q_case_set_role(c, role, suf);
+}
+
 void dsv4q_case_set_role(dsv4q_case *c, const char *role, const char *const *suffix)
 {
     snprintf(c->role, sizeof c->role, "%s", role);

@@ -106,9 +106,14 @@ void dsv4q_case_output(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0,
 /* 0 when c->recipe is one of ok[] (NULL-terminated), else -1 with
  * "KEY: recipe 'R' is not defined for OP (list)". */
 int dsv4q_case_recipe(const dsv4q_case *c, const char *opname, const char *const *ok, char *err, size_t errlen);
+/* "KEY: out of memory" into err; returns -1 (a builder's failure). */
+int dsv4q_case_oom(const dsv4q_case *c, char *err, size_t errlen);
 /* The case's weight role and its inputs' roles: in_role[i] = role +
  * suffix[i] (NULL suffix: an activation, no role). suffix has c->nin
  * entries. */
 void dsv4q_case_set_role(dsv4q_case *c, const char *role, const char *const *suffix);
+/* The role of a case whose one weight is its last input (the attention
+ * sink): role on that input, none on the others. */
+void dsv4q_case_role_last(dsv4q_case *c, const char *role);
 
 #endif

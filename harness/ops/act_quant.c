@@ -36,9 +36,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     c->param[0] = (double)block;
     c->param[1] = 1;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 /* n must be a multiple of the block (the oracle quantizes whole blocks). */

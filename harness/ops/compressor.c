@@ -56,9 +56,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     double p[10] = {(double)ratio, (double)rot, DSV4Q_CASE_EPS, 64, 160000, 65536, 16, 32, 1, 1};
     memcpy(c->param, p, sizeof p);
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)

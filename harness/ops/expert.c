@@ -34,7 +34,7 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     }
     RECIPES("normal", "extreme", "f32");
     float *x = dsv4q_case_input(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
-    if (!x) goto oom;
+    NEEDP(x);
     /* extreme: large inputs drive w1 x / w3 x into the swiglu clamp (10) */
     dsv4q_gen_act(r, dsv4q_gen_full(c->recipe) ? "f32" : "normal", x, n, d, !strcmp(c->recipe, "extreme") ? 24.0 : 1.0, 128);
     if (dsv4q_gen_weight(c, 1, r, fmt, I, d, 1.0 / sqrt((double)d), "normal", err, errlen) ||
@@ -50,16 +50,13 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
         dsv4q_case_input(c, 4, DSV4Q_BT_F32, 0, 0, 0, 0);   /* the shared expert: no routing weight (ndim 0) */
     } else {
         float *w = dsv4q_case_input(c, 4, DSV4Q_BT_F32, 1, n, 0, 0);
-        if (!w) goto oom;
+        NEEDP(w);
         for (long i = 0; i < n; i++) w[i] = (float)(0.05 + 0.4 * dsv4q_rng_u01(r));
     }
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, n, d, 0);
     c->param[0] = 10;
     c->param[1] = 1;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)

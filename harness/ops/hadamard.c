@@ -32,9 +32,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     dsv4q_gen_act(r, c->recipe, x, rows, n, 1.0, 32);
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, rows, n, 0);
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static int check(const dsv4q_bcall *c, char *err, size_t errlen)

@@ -27,11 +27,11 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     if (bad) { snprintf(err, errlen, "%s: bad s/hc/d/iters/hceps", c->key); return -1; }
     RECIPES("normal", "f32");
     float *Xs = dsv4q_case_input(c, 1, DSV4Q_BT_F32, 3, s, hc, d);
-    if (!Xs) goto oom;
+    NEEDP(Xs);
     dsv4q_gen_act(r, c->recipe, Xs, s * hc, d, 1.0, d);
     float *x = dsv4q_case_input(c, 0, DSV4Q_BT_F32, 2, s, d, 0), *post = dsv4q_case_input(c, 2, DSV4Q_BT_F32, 2, s, hc, 0),
           *comb = dsv4q_case_input(c, 3, DSV4Q_BT_F32, 3, s, hc, hc);
-    if (!x || !post || !comb) goto oom;
+    if (!x || !post || !comb) return dsv4q_case_oom(c, err, errlen);
     dsv4q_gen_act(r, dsv4q_gen_full(c->recipe) ? "f32" : "normal", x, s, d, 1.0, d);
     for (long i = 0; i < s * hc; i++) post[i] = (float)(2 * dsv4q_rng_u01(r));
     for (long t = 0; t < s; t++)   /* roughly doubly stochastic, as Sinkhorn leaves it */
@@ -42,9 +42,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
         }
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 3, s, hc, d);
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 DSV4Q_OP_DESC(hc_post,

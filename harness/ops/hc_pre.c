@@ -31,7 +31,7 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     if (bad) { snprintf(err, errlen, "%s: bad s/hc/d/iters/hceps", c->key); return -1; }
     RECIPES("normal", "extreme", "f32");
     float *Xs = dsv4q_case_input(c, 0, DSV4Q_BT_F32, 3, s, hc, d);
-    if (!Xs) goto oom;
+    NEEDP(Xs);
     dsv4q_gen_act(r, c->recipe, Xs, s * hc, d, 1.0, d);
     if (dsv4q_gen_hc_params(c, r, 1, (2 + hc) * hc, hc * d, 3, err, errlen)) return -1;
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
@@ -41,9 +41,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     c->param[1] = hceps;
     c->param[2] = (double)iters;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)

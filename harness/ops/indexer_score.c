@@ -46,9 +46,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     c->param[0] = (double)start;
     c->param[1] = 4;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 DSV4Q_OP_DESC(indexer_score,

@@ -42,9 +42,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     c->param[0] = 1;
     c->param[1] = !strcmp(outs, "bf16");
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)

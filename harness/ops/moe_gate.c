@@ -44,7 +44,7 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     const long vocab = 129280;
     const int full = dsv4q_gen_full(c->recipe);
     float *x = dsv4q_case_input(c, 0, DSV4Q_BT_F32, 2, s, d, 0);
-    if (!x) goto oom;
+    NEEDP(x);
     dsv4q_gen_act(r, full ? "f32" : "normal", x, s, d, 1.0, d);
     if (dsv4q_gen_weight(c, 1, r, "f32", E, d, 1.0 / sqrt((double)d), "normal", err, errlen)) return -1;
     float *W = c->in[1].data;
@@ -55,13 +55,13 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     float *bias = NULL;
     if (!hash) {
         bias = dsv4q_case_input(c, 2, DSV4Q_BT_F32, 1, E, 0, 0);
-        if (!bias) goto oom;
+        NEEDP(bias);
         for (long e = 0; e < E; e++) bias[e] = ties ? (float)((e / 8) % 3) * 0.0625f : dsv4q_gen_store(full, 0.1 * dsv4q_rng_gauss(r));
         dsv4q_case_input(c, 3, DSV4Q_BT_I32, 0, 0, 0, 0);
     } else {
         dsv4q_case_input(c, 2, DSV4Q_BT_F32, 0, 0, 0, 0);
         int32_t *t2e = dsv4q_case_input(c, 3, DSV4Q_BT_I32, 2, vocab, k, 0);
-        if (!t2e) goto oom;
+        NEEDP(t2e);
         for (long v = 0; v < vocab; v++)
             for (long j = 0; j < k; j++) {
                 int32_t e;
@@ -75,7 +75,7 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
             }
     }
     int32_t *ids = dsv4q_case_input(c, 4, DSV4Q_BT_I32, 1, s, 0, 0);
-    if (!ids) goto oom;
+    NEEDP(ids);
     for (long i = 0; i < s; i++) ids[i] = (int32_t)dsv4q_rng_below(r, vocab);
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, s, k, 0);
     dsv4q_case_output(c, 1, DSV4Q_BT_I32, 2, s, k, 0);
@@ -85,10 +85,10 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     if (!hash) {
         /* the scores the selection is made from (sc + bias), in f64 */
         double *z = dsv4q_case_alloc(c, sizeof(double) * (size_t)(s * E)), *xd = dsv4q_case_alloc(c, sizeof(double) * (size_t)(s * d));
-        if (!z || !xd) goto oom;
+        if (!z || !xd) return dsv4q_case_oom(c, err, errlen);
         for (long i = 0; i < s * d; i++) xd[i] = x[i];
         dsv4q_weight Wv = {"W", DSV4Q_WF_F32, E, d, W, NULL, DSV4Q_DT_INVALID};
-        if (dsv4q_linear_f64(0, 0, &Wv, xd, s, z, -1)) goto oom;
+        if (dsv4q_linear_f64(0, 0, &Wv, xd, s, z, -1)) return dsv4q_case_oom(c, err, errlen);
         for (long i = 0; i < s; i++) {
             double *v = z + i * E, m = v[0], sum = 0;
             if (f == 2) {
@@ -107,9 +107,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
         c->sel_out = 1;
     }
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)

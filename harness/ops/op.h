@@ -87,10 +87,11 @@ enum { DSV4Q_OP_LIST(DSV4Q_OP_CONST_) };
 #define T(n, s, d, doc) { n, s, d, doc }
 
 /* For builders: the recipes a builder defines (anything else is refused
- * with the list), and the out-of-memory exit (label oom). */
+ * with the list), and an allocation that must succeed (the case's own
+ * buffers are freed by dsv4q_case_build when a builder fails). */
 #define RECIPES(...) do { static const char *const ok_[] = {__VA_ARGS__, NULL}; \
         if (dsv4q_case_recipe(c, dsv4q_op_get(c->op)->name, ok_, err, errlen)) return -1; } while (0)
-#define NEEDP(p) do { if (!(p)) goto oom; } while (0)
+#define NEEDP(p) do { if (!(p)) return dsv4q_case_oom(c, err, errlen); } while (0)
 
 /* norm_eps of both published configs (tests/data/configs). */
 #define DSV4Q_CASE_EPS 1e-6

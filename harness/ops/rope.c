@@ -99,9 +99,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     c->param[4] = 1;
     c->param[5] = (double)inv;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 /* The rope dims come in pairs. */

@@ -72,17 +72,12 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 3, s, H, D);
     c->param[0] = 1.0 / sqrt((double)D);
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static void role(dsv4q_case *c, const dsv4q_kv *kv)
 {
-    (void)kv;   /* the sink is the one weight: last input */
-    const char *suf[DSV4Q_OPS_MAX_T] = {0};
-    suf[c->nin - 1] = "";
-    dsv4q_case_set_role(c, "layers.0.attn.attn_sink", suf);
+    (void)kv;
+    dsv4q_case_role_last(c, "layers.0.attn.attn_sink");   /* the sink is the one weight: last input */
 }
 
 DSV4Q_OP_DESC(sparse_attn,

@@ -59,9 +59,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     dsv4q_case_output(c, 0, DSV4Q_BT_I32, 2, rows, k, 0);
     c->param[0] = (double)k;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 static int post(dsv4q_case *c, char *err, size_t errlen)

@@ -36,9 +36,6 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, rows, n, 0);
     c->param[0] = k;
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", c->key);
-    return -1;
 }
 
 DSV4Q_OP_DESC(recipe_scale,
