@@ -38,7 +38,7 @@ $(BUILD)/common/cli/cmdtab.o: CFLAGS += -DDSV4Q_REPRO_FLAGS='"$(REPRO_FLAGS)"'
 LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl $(SANFLAGS)
 
 ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c \
-                 oracle/pcg64.c
+                 oracle/pcg64.c oracle/engram_hash.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
 COMMON_SRCS   := $(wildcard base/*.c) $(ORACLE_COMMON) $(wildcard io/*.c receipts/*.c harness/*.c gates/*.c goldens/*.c) \
                  $(filter-out cli/main.c,$(wildcard cli/*.c))
