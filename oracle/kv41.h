@@ -41,6 +41,19 @@ static inline double dsv4q_weight41_at(const dsv4q_weight *w, int64_t o, int64_t
     return dsv4q_e4m3_decode(((const uint8_t *)w->data)[o * w->in + k]) * s;
 }
 
+/* The weights of one Engram layer (model.py Engram, ParallelEngramEmbedding),
+ * as stored in a V4.1 checkpoint (names layers.{L}.engram.*). */
+typedef struct dsv4q_engram41_w {
+    const uint8_t *table;         /* embed.weight: E4M3 codes [rows, head_dim] */
+    const uint8_t *table_scale;   /* embed.scale: E8M0 [rows, head_dim/32] (one per 32 of a row) */
+    int64_t rows;                 /* engram_num_embeddings of this layer */
+    int head_dim;                 /* engram_head_dim, a multiple of 32 */
+    int ncols;                    /* (engram_max_ngram_size - 1) * engram_n_heads */
+    dsv4q_weight wkv;             /* FP8 32x32 [dim*(hc+1), ncols*head_dim] */
+    dsv4q_weight q_weight, k_weight;   /* BF16 [hc, dim] */
+    int hc, dim;
+} dsv4q_engram41_w;
+
 #define R float
 #define S(n) n##_f32
 #include "oracle/kv41.inc"
