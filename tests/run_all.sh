@@ -32,6 +32,19 @@ if [ "${CI:-}" = true ] && ! python3 -c "import numpy, safetensors, junitparser,
   fail=$((fail + 1)); failed+=("python-test-deps")
   echo "CI=true: python3 lacks numpy/safetensors/junitparser/yaml (make pydeps): interop tests would be skipped"
 fi
+# numpy's default_rng stream (the V4.1 Engram multipliers) vs oracle/pcg64
+# (tests/interop_numpy_rng.py; PyPI numpy).
+if python3 -c "import numpy" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/tests/test_v41_rng" ]; then
+  if python3 tests/interop_numpy_rng.py "${DSV4Q_TEST_BUILD:-build}/tests/test_v41_rng" >/tmp/dsv4q-interop-rng.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_numpy_rng.py"; grep -E "^numpy vectors" /tmp/dsv4q-interop-rng.log
+  else
+    fail=$((fail + 1)); failed+=("interop_numpy_rng.py"); tail -20 /tmp/dsv4q-interop-rng.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "interop_numpy_rng.py: skipped (python3 numpy not installed; run make pydeps)"
+  if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_numpy_rng.py (CI=true: not run)"); fi
+fi
 # GGML decoders vs gguf-py's gguf.quants, and the oracle on a GGUF vs the
 # same weights in safetensors (tests/interop_gguf.py; PyPI gguf).
 if python3 -c "import numpy, gguf" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/tests/test_gguf" ] && [ -x "${DSV4Q_TEST_BUILD:-build}/dsv4q" ]; then
