@@ -4,9 +4,9 @@
  * 16) and the linears with 32x32 FP8 weight blocks and 1x32 activation
  * blocks.
  *
- * kv41.inc is included twice (R = float / S(n) = n##_f32, then double /
- * n##_f64), as oracle/ops.h does with ops.inc, so the two widths cannot
- * drift. Kept out of ops.inc on purpose: the V4 operator list and its ABI
+ * kv41.inc is expanded at both widths through oracle/both.h (the
+ * vocabulary of oracle/width.h), as oracle/ops.h does with ops.inc, so the
+ * two widths cannot drift. Kept out of ops.inc on purpose: the V4 operator list and its ABI
  * tables are not touched until the V4.1 forward pass wires these in.
  * Implemented in oracle/kv41.c (codec) and oracle/linear41.c (linears).
  */
@@ -54,15 +54,7 @@ typedef struct dsv4q_engram41_w {
     int hc, dim;
 } dsv4q_engram41_w;
 
-#define R float
-#define S(n) n##_f32
-#include "oracle/kv41.inc"
-#undef R
-#undef S
-#define R double
-#define S(n) n##_f64
-#include "oracle/kv41.inc"
-#undef R
-#undef S
+#define DSV4Q_BOTH "oracle/kv41.inc"
+#include "oracle/both.h"
 
 #endif
