@@ -91,7 +91,10 @@ enum { DSV4Q_OP_LIST(DSV4Q_OP_CONST_) };
  * buffers are freed by dsv4q_case_build when a builder fails). */
 #define RECIPES(...) do { static const char *const ok_[] = {__VA_ARGS__, NULL}; \
         if (dsv4q_case_recipe(c, dsv4q_op_get(c->op)->name, ok_, err, errlen)) return -1; } while (0)
-#define NEEDP(p) do { if (!(p)) return dsv4q_case_oom(c, err, errlen); } while (0)
+#define NEEDP(p)                                                                                                       \
+    do {                                                                                                               \
+        if (!(p)) return dsv4q_case_oom(c, err, errlen);                                                               \
+    } while (0)
 
 /* norm_eps of both published configs (tests/data/configs). */
 #define DSV4Q_CASE_EPS 1e-6
