@@ -26,7 +26,7 @@
 static dsv4q_weight wview(const char *name, dsv4q_wfmt fmt, long out, long in, const void *data, const void *scale,
                           dsv4q_dtype sdt)
 {
-    dsv4q_weight w = {name, fmt, out, in, data, scale, sdt};
+    dsv4q_weight w = {name, fmt, out, in, data, scale, sdt, 0};
     return w;
 }
 

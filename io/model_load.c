@@ -248,7 +248,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
             check_shape(s, 2, (out + 127) / 128, (in + 127) / 128, "E8M0 scale per 128x128 block", err, errlen) ||
             check_finite(s, err, errlen))
             return -1;
-        dsv4q_weight q = {name, DSV4Q_WF_FP8, out, in, t->data, s->data, s->dtype};
+        dsv4q_weight q = {name, DSV4Q_WF_FP8, out, in, t->data, s->data, s->dtype, 0};
         uint16_t *bf = malloc(sizeof(uint16_t) * (size_t)(out * in));
         if (own(m, bf)) { snprintf(err, errlen, "out of memory dequantizing '%s'", name); return -1; }
         const double *e4 = dsv4q_e4m3_table();

@@ -7,7 +7,7 @@
  * updated stream. What the reference rounds and where it sits here:
  *  - table rows: E4M3 code * E8M0 scale per 32, cast to BF16: exact (a
  *    3-bit mantissa times a power of two), so no boundary;
- *  - kv = wkv(e): an FP8 linear with V4.1's blocks (dsv4q_linear41: the
+ *  - kv = wkv(e): an FP8 linear with V4.1's blocks (dsv4q_linear on a weight of blk 32: the
  *    act_quant per 32 is gemm_act_fp8), stored BF16 (linear_bf16);
  *  - the gate math in FP32 (.float() on h, key, the weights): at the
  *    working width here, as the oracle does for every FP32 internal;
@@ -20,6 +20,7 @@
 #include "base/unaligned.h"
 #include "oracle/real.h"
 #include "oracle/kv41.h"
+#include "oracle/ops.h"
 
 int X(dsv4q_engram41)(uint64_t bs, int ue8m0, const dsv4q_engram41_w *w, const int64_t *ids,
                       const uint8_t *text_mask, real *h, long s, double eps)
@@ -47,7 +48,7 @@ int X(dsv4q_engram41)(uint64_t bs, int ue8m0, const dsv4q_engram41_w *w, const i
                 row[k] = (real)(dsv4q_e4m3_decode(w->table[id * hd + k]) *
                                 dsv4q_e8m0_decode(w->table_scale[id * (hd / 32) + k / 32]));
         }
-    if (X(dsv4q_linear41)(bs, ue8m0, &w->wkv, e, s, kv, DSV4Q_B_LINEAR_BF16) != 0) {
+    if (X(dsv4q_linear)(bs, ue8m0, &w->wkv, e, s, kv, DSV4Q_B_LINEAR_BF16) != 0) {
         free(e), free(kv), free(wt), free(prod);
         return -1;
     }

@@ -1,14 +1,14 @@
 /*
  * kv41.h - DeepSeek V4.1's numerical primitives that V4 does not have, at
  * both widths: the compressed-KV codec (E2M1 values with one E4M3 scale per
- * 16) and the linears with 32x32 FP8 weight blocks and 1x32 activation
- * blocks.
+ * 16) and the Engram layer. (The linears with 32x32 FP8 weight blocks and
+ * 1x32 activation blocks are dsv4q_linear on weights whose blk is 32.)
  *
  * kv41.inc is expanded at both widths through oracle/both.h (the
  * vocabulary of oracle/width.h), as oracle/ops.h does with ops.inc, so the
  * two widths cannot drift. Kept out of ops.inc on purpose: the V4 operator list and its ABI
  * tables are not touched until the V4.1 forward pass wires these in.
- * Implemented in oracle/kv41.c (codec) and oracle/linear41.c (linears).
+ * Implemented in oracle/kv41.c (codec) and oracle/engram41.c.
  */
 #ifndef DSV4Q_KV41_H
 #define DSV4Q_KV41_H
@@ -27,19 +27,6 @@
  * 1x32 activation blocks. */
 #define DSV4Q_V41_FP8_BLOCK 32
 
-/* Element (o, k) of a V4.1 weight as double, block scale included: FP8 with
- * 32x32 blocks (scale [ceil(out/32), ceil(in/32)]); every other format as
- * dsv4q_weight_at (whose FP8 case is V4's 128x128). The reference's
- * dequantized value (kernel.py fp8_gemm's per-block scaling, exact). */
-static inline double dsv4q_weight41_at(const dsv4q_weight *w, int64_t o, int64_t k)
-{
-    if (w->fmt != DSV4Q_WF_FP8) return dsv4q_weight_at(w, o, k);
-    const int64_t nkb = (w->in + DSV4Q_V41_FP8_BLOCK - 1) / DSV4Q_V41_FP8_BLOCK;
-    const int64_t si = (o / DSV4Q_V41_FP8_BLOCK) * nkb + k / DSV4Q_V41_FP8_BLOCK;
-    const double s = w->scale_dtype == DSV4Q_DT_F32 ? (double)dsv4q_ld_f32(w->scale, si)
-                                                      : dsv4q_e8m0_decode(((const uint8_t *)w->scale)[si]);
-    return dsv4q_e4m3_decode(((const uint8_t *)w->data)[o * w->in + k]) * s;
-}
 
 /* The weights of one Engram layer (model.py Engram, ParallelEngramEmbedding),
  * as stored in a V4.1 checkpoint (names layers.{L}.engram.*). */

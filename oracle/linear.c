@@ -5,11 +5,13 @@
  * Mirrors model.py:linear and kernel.py fp8_gemm_kernel / fp4_gemm_kernel:
  *  - BF16 / F32 / F64 weights: one dot over K (FP32 accumulation in the
  *    source; here the working width in the fixed rdot order).
- *  - FP8 weights: the activation is act_quant'ed per 128 (boundary
- *    gemm_act_fp8); per 128-wide K block the block dot (exact at the working
+ *  - FP8 weights: the activation is act_quant'ed per b (the weight's FP8
+ *    block, dsv4q_weight_blk: 128 in V4, 32 in V4.1; boundary
+ *    gemm_act_fp8); per b-wide K block the block dot (exact at the working
  *    width, the tensor core's in-block order is unspecified) is scaled by
- *    sa[kb]*sw[n/128][kb] and added to a second accumulator, in kb order.
- *  - FP4 weights: the same with 32-wide blocks, scale sa[kb/4] * sw[n][kb].
+ *    sa[kb]*sw[n/b][kb] and added to a second accumulator, in kb order.
+ *  - FP4 weights: the same with 32-wide blocks, scale sa[kb*32/b] * sw[n][kb]
+ *    (one activation scale per b/32 weight blocks: kb/4 in V4).
  * The output is rounded at boundary `out_b` (-1: no rounding, the FP32-math
  * linears). OpenMP splits output rows only, so each y element has one fixed
  * order.
@@ -47,7 +49,7 @@ typedef struct lin_args {
     const real *xa, *xs;     /* activations (act_quant codes when act_q), their block scales */
     long s;
     real *y;
-    int64_t K, N, nab;       /* nab: activation blocks of 128 */
+    int64_t K, N, blk, nab;  /* blk: the FP8 block (128 V4, 32 V4.1); nab: activation blocks of blk */
     int act_q, out_b;
     uint64_t bs;
     const double *t8, *t4;   /* dsv4q_e4m3_table, dsv4q_e2m1_pair_table */
@@ -133,14 +135,14 @@ static inline __attribute__((always_inline)) void row_body(const lin_args *a, in
                                                            int perm)
 {
     const dsv4q_weight *W = a->W;
-    const int64_t K = a->K, N = a->N, nab = a->nab;
+    const int64_t K = a->K, N = a->N, blk = a->blk, nab = a->nab;
     const int act_q = a->act_q;
     const real *xa = a->xa, *xs = a->xs;
     const long s = a->s;
 
     /* block scales of this row, decoded once for all tokens */
     if (W->fmt == DSV4Q_WF_FP8)
-        for (int64_t kb = 0; kb < nab; kb++) srow[kb] = w_scale(W, (o / 128) * nab + kb);
+        for (int64_t kb = 0; kb < nab; kb++) srow[kb] = w_scale(W, (o / blk) * nab + kb);
     else if (W->fmt == DSV4Q_WF_FP4)
         for (int64_t kb = 0; kb < K / 32; kb++) srow[kb] = w_scale(W, o * (K / 32) + kb);
 
@@ -149,8 +151,8 @@ static inline __attribute__((always_inline)) void row_body(const lin_args *a, in
         real acc0 = 0;
         if (W->fmt == DSV4Q_WF_FP8) {
             const uint8_t *p = (const uint8_t *)W->data + o * K;
-            for (int64_t kb = 0; kb * 128 < K; kb++) {
-                int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+            for (int64_t kb = 0; kb * blk < K; kb++) {
+                int64_t k0 = kb * blk, len = K - k0 < blk ? K - k0 : blk;
                 real d0 = fp8_block_dot(p + k0, xa + k0, len, a->t8);
                 real sc0 = srow[kb];
                 if (act_q) sc0 = xs[kb] * sc0;
@@ -161,7 +163,7 @@ static inline __attribute__((always_inline)) void row_body(const lin_args *a, in
             const e2m1_regs r4 = e2m1_regs_of(a->t4);
             for (int64_t kb = 0; kb * 32 < K; kb++) {
                 real d0 = fp4_block_dot(p + kb * 16, xa + kb * 32, a->t4, &r4, perm), sw = srow[kb];
-                acc0 += act_q ? (d0 * xs[kb / 4]) * sw : d0 * sw;
+                acc0 += act_q ? (d0 * xs[kb * 32 / blk]) * sw : d0 * sw;
             }
         }
         a->y[o] = a->out_b >= 0 ? rb(a->bs, a->out_b, acc0) : acc0;
@@ -176,8 +178,8 @@ static inline __attribute__((always_inline)) void row_body(const lin_args *a, in
         const real *x0 = xa + t * K, *x1 = two ? xa + (t + 1) * K : x0;
         real acc0 = 0, acc1 = 0;
         if (W->fmt == DSV4Q_WF_FP8) {
-            for (int64_t kb = 0; kb * 128 < K; kb++) {
-                int64_t k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+            for (int64_t kb = 0; kb * blk < K; kb++) {
+                int64_t k0 = kb * blk, len = K - k0 < blk ? K - k0 : blk;
                 real d0, d1 = 0;
                 if (two) ldot2(wrow + k0, x0 + k0, x1 + k0, len, &d0, &d1);
                 else d0 = ldot(wrow + k0, x0 + k0, len);
@@ -195,8 +197,8 @@ static inline __attribute__((always_inline)) void row_body(const lin_args *a, in
                 real d0, d1 = 0, sw = srow[kb];
                 if (two) ldot2(wrow + k0, x0 + k0, x1 + k0, 32, &d0, &d1);
                 else d0 = ldot(wrow + k0, x0 + k0, 32);
-                acc0 += act_q ? (d0 * xs[t * nab + kb / 4]) * sw : d0 * sw;
-                if (two) acc1 += act_q ? (d1 * xs[(t + 1) * nab + kb / 4]) * sw : d1 * sw;
+                acc0 += act_q ? (d0 * xs[t * nab + kb * 32 / blk]) * sw : d0 * sw;
+                if (two) acc1 += act_q ? (d1 * xs[(t + 1) * nab + kb * 32 / blk]) * sw : d1 * sw;
             }
         } else if (two) {
             ldot2(wrow, x0, x1, K, &acc0, &acc1);
@@ -268,7 +270,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
     const int64_t K = W->in, N = W->out;
     const int quant = W->fmt == DSV4Q_WF_FP8 || W->fmt == DSV4Q_WF_FP4;
     const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
-    const int64_t nab = (K + 127) / 128;
+    const int64_t blk = dsv4q_weight_blk(W), nab = (K + blk - 1) / blk;
     real *xq = NULL, *xs = NULL;
     int rc = 0;
 
@@ -281,7 +283,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
         xs = malloc(sizeof(real) * (size_t)(s * nab));
         if (!xq || !xs) { free(xq); free(xs); return -1; }
         for (long t = 0; t < s; t++)
-            X(dsv4q_act_quant_codes)(x + t * K, K, 128, ue8m0, xq + t * K, xs + t * nab);
+            X(dsv4q_act_quant_codes)(x + t * K, K, (int)blk, ue8m0, xq + t * K, xs + t * nab);
     } else if (quant && ((bs >> DSV4Q_B_ACT_Q8_0) & 1u)) {
         /* engine point act_q8_0 (replaces gemm_act_fp8): the input as the
          * engine's Q8_0 blocks decode it, then the plain FP32-math product */
@@ -291,7 +293,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
         for (long t = 0; t < s; t++) X(dsv4q_q8_0_quant)(xq + t * K, K);
         x = xq;
     }
-    const lin_args a = {W, act_q ? xq : x, xs, s, y, K, N, nab, act_q, out_b, bs, dsv4q_e4m3_table(),
+    const lin_args a = {W, act_q ? xq : x, xs, s, y, K, N, blk, nab, act_q, out_b, bs, dsv4q_e4m3_table(),
                         dsv4q_e2m1_pair_table()};
 
     #pragma omp parallel

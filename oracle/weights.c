@@ -32,8 +32,8 @@ double dsv4q_weight_at(const dsv4q_weight *w, int64_t o, int64_t k)
     case DSV4Q_WF_F64: return dsv4q_ld_f64(w->data, i);
     case DSV4Q_WF_BF16: return dsv4q_bf16_decode(dsv4q_ld_u16(w->data, i));
     case DSV4Q_WF_FP8: {
-        int64_t nkb = (w->in + 127) / 128;
-        return dsv4q_e4m3_decode(((const uint8_t *)w->data)[i]) * scale_at(w, (o / 128) * nkb + k / 128);
+        const int64_t b = dsv4q_weight_blk(w), nkb = (w->in + b - 1) / b;
+        return dsv4q_e4m3_decode(((const uint8_t *)w->data)[i]) * scale_at(w, (o / b) * nkb + k / b);
     }
     case DSV4Q_WF_FP4: {
         const uint8_t *row = (const uint8_t *)w->data + o * (w->in / 2);
@@ -50,10 +50,10 @@ void dsv4q_weight_row_f32(const dsv4q_weight *w, int64_t o, float *out)
     case DSV4Q_WF_FP8: {
         const uint8_t *c = (const uint8_t *)w->data + o * K;
         const double *t = dsv4q_e4m3_table();
-        const int64_t nkb = (K + 127) / 128;
+        const int64_t b = dsv4q_weight_blk(w), nkb = (K + b - 1) / b;
         for (int64_t kb = 0; kb < nkb; kb++) {
-            const double s = scale_at(w, (o / 128) * nkb + kb);
-            for (int64_t k = kb * 128; k < K && k < kb * 128 + 128; k++) out[k] = (float)(t[c[k]] * s);
+            const double s = scale_at(w, (o / b) * nkb + kb);
+            for (int64_t k = kb * b; k < K && k < kb * b + b; k++) out[k] = (float)(t[c[k]] * s);
         }
         return;
     }

@@ -128,7 +128,7 @@ static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32sca
             t->scale = sc;
         }
     }
-    dsv4q_weight w = {"lk", fmt, N, K, t->data, t->scale, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0};
+    dsv4q_weight w = {"lk", fmt, N, K, t->data, t->scale, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0, 0};
     t->w = w;
 }
 

@@ -36,7 +36,7 @@
 
 static dsv4q_weight w_f64(const char *name, const double *data, long out, long in)
 {
-    dsv4q_weight w = {name, DSV4Q_WF_F64, out, in, data, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight w = {name, DSV4Q_WF_F64, out, in, data, NULL, DSV4Q_DT_INVALID, 0};
     return w;
 }
 
@@ -1070,7 +1070,7 @@ static void test_linear_fp8(void **state)
         while ((c & 0x7F) == 0x7F);
         codes[i] = c;
     }
-    dsv4q_weight W = {"w_fp8", DSV4Q_WF_FP8, LIN_OUT, LIN_IN, codes, scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight W = {"w_fp8", DSV4Q_WF_FP8, LIN_OUT, LIN_IN, codes, scale, DSV4Q_DT_F8_E8M0, 0};
     double x[LIN_IN], y[LIN_OUT], q[LIN_IN], sa[2];
     lin_input(x, "linear_fp8_x");
     assert_int_equal(dsv4q_linear_f64(DSV4Q_BIT(DSV4Q_B_GEMM_ACT_FP8), 1, &W, x, 1, y, -1), 0);
@@ -1108,7 +1108,7 @@ static void test_linear_fp4(void **state)
     uint8_t packed[LIN_OUT * LIN_IN / 2], scale[LIN_OUT * LIN_IN / 32];
     for (int i = 0; i < LIN_OUT * LIN_IN / 2; i++) packed[i] = (uint8_t)mp_rng_u64(&r);
     for (int i = 0; i < LIN_OUT * LIN_IN / 32; i++) scale[i] = mp_e8m0_byte(mp_rng_int(&r, 6) - 4);
-    dsv4q_weight W = {"w_fp4", DSV4Q_WF_FP4, LIN_OUT, LIN_IN, packed, scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight W = {"w_fp4", DSV4Q_WF_FP4, LIN_OUT, LIN_IN, packed, scale, DSV4Q_DT_F8_E8M0, 0};
     double x[LIN_IN], y[LIN_OUT], q[LIN_IN], sa[2];
     lin_input(x, "linear_fp4_x");
     assert_int_equal(dsv4q_linear_f64(DSV4Q_BIT(DSV4Q_B_GEMM_ACT_FP8), 1, &W, x, 1, y, -1), 0);
@@ -1146,7 +1146,7 @@ static void test_linear_bf16(void **state)
         unsigned e = 120 + (unsigned)mp_rng_int(&r, 14);
         codes[i] = (uint16_t)(((mp_rng_u64(&r) & 1) << 15) | (e << 7) | (mp_rng_u64(&r) & 0x7F));
     }
-    dsv4q_weight W = {"w_bf16", DSV4Q_WF_BF16, LIN_OUT, LIN_IN, codes, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight W = {"w_bf16", DSV4Q_WF_BF16, LIN_OUT, LIN_IN, codes, NULL, DSV4Q_DT_INVALID, 0};
     double x[LIN_IN], y[LIN_OUT];
     for (int i = 0; i < LIN_IN; i++) x[i] = mp_rng_unif(&r, -1, 1);
     /* gemm_act_fp8 on: it must NOT touch a BF16-weight linear */

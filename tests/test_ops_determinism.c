@@ -72,7 +72,7 @@ static void qweight_fp8(qweight *q, mp_rng *r, long out, long in)
         q->codes[i] = c;
     }
     for (long i = 0; i < nob * nib; i++) q->scale[i] = mp_e8m0_byte(-12 + mp_rng_int(r, 4));
-    dsv4q_weight w = {"fp8", DSV4Q_WF_FP8, out, in, q->codes, q->scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight w = {"fp8", DSV4Q_WF_FP8, out, in, q->codes, q->scale, DSV4Q_DT_F8_E8M0, 0};
     q->w = w;
 }
 
@@ -84,7 +84,7 @@ static void qweight_fp4(qweight *q, mp_rng *r, long out, long in)
     assert_non_null(q->scale);
     for (long i = 0; i < out * in / 2; i++) q->codes[i] = (uint8_t)mp_rng_u64(r);
     for (long i = 0; i < out * in / 32; i++) q->scale[i] = mp_e8m0_byte(-5 - mp_rng_int(r, 2));
-    dsv4q_weight w = {"fp4", DSV4Q_WF_FP4, out, in, q->codes, q->scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight w = {"fp4", DSV4Q_WF_FP4, out, in, q->codes, q->scale, DSV4Q_DT_F8_E8M0, 0};
     q->w = w;
 }
 
@@ -323,10 +323,10 @@ static size_t X(det_compressor)(uint64_t bs, unsigned char *out)
     real *ape4 = X(cvt)(g.c4ape, 4 * 2 * C4_DC), *nrm4 = X(cvt)(g.c4norm, C4_DC), *x4 = X(cvt)(g.c4x, C4_S * C4_D);
     real *ape128 = X(cvt)(g.c128ape, 128 * C128_DC), *nrm128 = X(cvt)(g.c128norm, C128_DC);
     real *x128 = X(cvt)(g.c128x, C128_S * C128_D);
-    dsv4q_weight wkv4 = {"wkv", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wkv, NULL, DSV4Q_DT_INVALID};
-    dsv4q_weight wg4 = {"wgate", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wg, NULL, DSV4Q_DT_INVALID};
-    dsv4q_weight wkv128 = {"wkv", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wkv, NULL, DSV4Q_DT_INVALID};
-    dsv4q_weight wg128 = {"wgate", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wg, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight wkv4 = {"wkv", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wkv, NULL, DSV4Q_DT_INVALID, 0};
+    dsv4q_weight wg4 = {"wgate", DSV4Q_WF_F32, 2 * C4_DC, C4_D, g.c4wg, NULL, DSV4Q_DT_INVALID, 0};
+    dsv4q_weight wkv128 = {"wkv", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wkv, NULL, DSV4Q_DT_INVALID, 0};
+    dsv4q_weight wg128 = {"wgate", DSV4Q_WF_F32, C128_DC, C128_D, g.c128wg, NULL, DSV4Q_DT_INVALID, 0};
     size_t ok = 1;
     for (int rot = 0; rot < 2 && ok; rot++) {
         X(dsv4q_cmp) c = {4, C4_DC, rot, wkv4, wg4, ape4, nrm4};
@@ -371,7 +371,7 @@ static size_t X(det_hc_pre)(uint64_t bs, unsigned char *out)
     size_t pos = 0;
     real *Xs = X(cvt)(g.hX, H_S * H_HC * H_D), *scale = X(cvt)(g.hscale, 3), *base = X(cvt)(g.hbase, H_NMIX);
     real y[H_S * H_D], post[H_S * H_HC], comb[H_S * H_HC * H_HC], X2[H_S * H_HC * H_D];
-    dsv4q_weight fn = {"hc_fn", DSV4Q_WF_F32, H_NMIX, H_HC * H_D, g.hfn, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight fn = {"hc_fn", DSV4Q_WF_F32, H_NMIX, H_HC * H_D, g.hfn, NULL, DSV4Q_DT_INVALID, 0};
     int rc = X(dsv4q_hc_pre)(bs, Xs, H_S, H_HC, H_D, &fn, scale, base, 1e-6, 1e-6, 20, y, post, comb);
     if (!rc) X(dsv4q_hc_post)(bs, y, Xs, post, comb, H_S, H_HC, H_D, X2);
     free(Xs);
@@ -394,7 +394,7 @@ static size_t X(det_moe)(uint64_t bs, unsigned char *out)
     real *x = X(cvt)(g.mx, MO_S * MO_D), *bias = X(cvt)(g.mbias, MO_E), w[MO_S * MO_K], y[MO_S * MO_D],
          ixr[MO_S * MO_K];
     int32_t ix[MO_S * MO_K];
-    dsv4q_weight G = {"gate", DSV4Q_WF_F32, MO_E, MO_D, g.mgate, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight G = {"gate", DSV4Q_WF_F32, MO_E, MO_D, g.mgate, NULL, DSV4Q_DT_INVALID, 0};
     int rc = X(dsv4q_moe_gate)(x, MO_S, MO_D, &G, bias, NULL, NULL, MO_E, MO_K, "sqrtsoftplus", 1.5, w, ix);
     if (!rc) rc = X(dsv4q_moe)(bs, 1, g.experts, MO_E, &g.shared, x, MO_S, MO_D, w, ix, MO_K, 10.0, y);
     free(x);

@@ -180,7 +180,7 @@ static void fp8w_make(fp8w *f, mp_rng *r, long out, long in)
         f->codes[i] = c;
     }
     for (long i = 0; i < nob * nib; i++) f->scale[i] = mp_e8m0_byte(-10 + mp_rng_int(r, 5));
-    dsv4q_weight w = {"fp8", DSV4Q_WF_FP8, out, in, f->codes, f->scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight w = {"fp8", DSV4Q_WF_FP8, out, in, f->codes, f->scale, DSV4Q_DT_F8_E8M0, 0};
     f->w = w;
 }
 
@@ -210,7 +210,7 @@ static void fp4w_make(fp4w *f, mp_rng *r, long out, long in, int e0)
     assert_non_null(f->scale);
     for (long i = 0; i < out * in / 2; i++) f->packed[i] = (uint8_t)mp_rng_u64(r);
     for (long i = 0; i < out * in / 32; i++) f->scale[i] = mp_e8m0_byte(e0 - mp_rng_int(r, 2));
-    dsv4q_weight w = {"fp4", DSV4Q_WF_FP4, out, in, f->packed, f->scale, DSV4Q_DT_F8_E8M0};
+    dsv4q_weight w = {"fp4", DSV4Q_WF_FP4, out, in, f->packed, f->scale, DSV4Q_DT_F8_E8M0, 0};
     f->w = w;
 }
 
@@ -530,8 +530,8 @@ static void q_compressor(void **state)
     double *x = gauss_vec(&r, S * DIM, 1.0);
     float *wkvf = to_f32(wkv, (long)W * DIM), *wgf = to_f32(wg, (long)W * DIM), *apef = to_f32(ape, R4 * W);
     float *nrmf = to_f32(nrm, HD), *xf = to_f32(x, S * DIM);
-    dsv4q_weight Wkv = {"wkv", DSV4Q_WF_F32, W, DIM, wkvf, NULL, DSV4Q_DT_INVALID};
-    dsv4q_weight Wg = {"wgate", DSV4Q_WF_F32, W, DIM, wgf, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight Wkv = {"wkv", DSV4Q_WF_F32, W, DIM, wkvf, NULL, DSV4Q_DT_INVALID, 0};
+    dsv4q_weight Wg = {"wgate", DSV4Q_WF_F32, W, DIM, wgf, NULL, DSV4Q_DT_INVALID, 0};
     dsv4q_cmp_f64 c64 = {R4, HD, 0, Wkv, Wg, ape, nrm};
     dsv4q_cmp_f32 c32 = {R4, HD, 0, Wkv, Wg, apef, nrmf};
     dsv4q_rope_table_f64 t64;
@@ -618,7 +618,7 @@ static void q_hc_pre(void **state)
     double scale[3] = {0.5, 0.8, 1.25}, *base = gauss_vec(&r, NMIX, 0.5);
     float *Xf = to_f32(X, N), *fnf = to_f32(fn, (long)NMIX * N), scalef[3] = {0.5f, 0.8f, 1.25f};
     float *basef = to_f32(base, NMIX);
-    dsv4q_weight Wfn = {"hc_fn", DSV4Q_WF_F32, NMIX, N, fnf, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight Wfn = {"hc_fn", DSV4Q_WF_F32, NMIX, N, fnf, NULL, DSV4Q_DT_INVALID, 0};
     double *y = dalloc(DIM), post[HCM], comb[HCM * HCM];
     float *yf = falloc(DIM), postf[HCM], combf[HCM * HCM];
     assert_int_equal(dsv4q_hc_pre_f64(0, X, 1, HCM, DIM, &Wfn, scale, base, NORM_EPS, HC_EPS, 20, y, post, comb), 0);
@@ -688,7 +688,7 @@ static void q_moe_gate(void **state)
     double *bias = unif_vec(&r, NEXP, -0.05, 0.05), w64[S * TOPK];
     float *xf = to_f32(x, S * DIM), *Wf = to_f32(W, (long)NEXP * DIM), *biasf = to_f32(bias, NEXP), w32[S * TOPK];
     int32_t i64[S * TOPK], i32[S * TOPK];
-    dsv4q_weight G = {"gate", DSV4Q_WF_F32, NEXP, DIM, Wf, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight G = {"gate", DSV4Q_WF_F32, NEXP, DIM, Wf, NULL, DSV4Q_DT_INVALID, 0};
     assert_int_equal(
         dsv4q_moe_gate_f64(x, S, DIM, &G, bias, NULL, NULL, NEXP, TOPK, "sqrtsoftplus", ROUTE_SCALE, w64, i64), 0);
     assert_int_equal(

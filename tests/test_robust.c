@@ -525,7 +525,7 @@ static void misaligned_weights_read_exactly(void **state)
     for (int i = 0; i < N * K; i++) v[i] = (float)(i - 7) / 8;
     unsigned char raw[sizeof v + 8];
     memcpy(raw + 1, v, sizeof v);   /* a float at an odd address */
-    dsv4q_weight w = {"w", DSV4Q_WF_F32, N, K, raw + 1, NULL, DSV4Q_DT_F32};
+    dsv4q_weight w = {"w", DSV4Q_WF_F32, N, K, raw + 1, NULL, DSV4Q_DT_F32, 0};
     for (int o = 0; o < N; o++)
         for (int k = 0; k < K; k++) assert_true(dsv4q_weight_at(&w, o, k) == (double)v[o * K + k]);
     double x[K], y[N];

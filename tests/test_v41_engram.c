@@ -8,7 +8,7 @@
  * the two sits exactly one Engram: the hash (oracle/engram_hash, its ids
  * checked 1884/1884 in test_v41_engram_hash), the FP8 table rows with
  * per-32 E8M0 scales, wkv (an FP8 linear with 32x32 blocks and 1x32
- * activation quantization, oracle/linear41), and the per-copy signed-sqrt
+ * activation quantization: dsv4q_linear on a weight of blk 32), and the per-copy signed-sqrt
  * sigmoid gate (oracle/engram41). golden_fp64 is the reference at float64
  * keeping its FP8 activation quantization and nothing else, i.e. our `qat`
  * profile at width f64. Expected: the reference's own float64 numbers;
@@ -47,6 +47,7 @@ static dsv4q_weight weight_of(const dsv4q_st *st, const char *base, dsv4q_wfmt f
         assert_true(s->shape[0] == (w.out + 31) / 32 && s->shape[1] == (w.in + 31) / 32);
         w.scale = s->data;
         w.scale_dtype = DSV4Q_DT_F8_E8M0;
+        w.blk = DSV4Q_FP8_BLOCK_V41;
     }
     return w;
 }

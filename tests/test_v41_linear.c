@@ -1,9 +1,9 @@
 /*
- * test_v41_linear.c - V4.1's quantized linears (oracle/linear41.c): FP8
+ * test_v41_linear.c - V4.1's quantized linears (dsv4q_linear, oracle/linear.c, on weights of blk 32): FP8
  * weights with [32,32] blocks and FP8 activations with 1x32 power-of-two
  * scales; FP4 experts with activations per 32.
  *
- * Expected values are computed here, independently of linear41.c, from the
+ * Expected values are computed here, independently of oracle/linear.c, from the
  * reference's definitions (model.py Linear / linear, kernel.py fp8_gemm,
  * fp4_gemm, act_quant with scale_fmt "ue8m0"):
  *  - weight element (o, k) = E4M3(code) * 2^(scale_byte - 127) with the
@@ -73,11 +73,11 @@ static void fp8_blocks_32(void **state)
     uint8_t *w = malloc(O * K), sc[3 * 4];
     for (long i = 0; i < O * K; i++) w[i] = rand_e4m3();
     for (long i = 0; i < nob * nkb; i++) sc[i] = (uint8_t)(127 - 6 + next_u64() % 9);   /* 2^-6 .. 2^2 */
-    dsv4q_weight W = {.name = "t", .fmt = DSV4Q_WF_FP8, .out = O, .in = K, .data = w, .scale = sc,
+    dsv4q_weight W = {.name = "t", .fmt = DSV4Q_WF_FP8, .blk = 32, .out = O, .in = K, .data = w, .scale = sc,
                       .scale_dtype = DSV4Q_DT_F8_E8M0};
     for (int64_t o = 0; o < O; o++)
         for (int64_t k = 0; k < K; k++)
-            assert_true(dsv4q_weight41_at(&W, o, k) == e4m3_val(w[o * K + k]) * ldexp(1, sc[(o / 32) * nkb + k / 32] - 127));
+            assert_true(dsv4q_weight_at(&W, o, k) == e4m3_val(w[o * K + k]) * ldexp(1, sc[(o / 32) * nkb + k / 32] - 127));
 
     double x[S * K], q[K], sa[4];
     float xf[S * K];
@@ -92,8 +92,8 @@ static void fp8_blocks_32(void **state)
     assert_int_equal(dsv4q_profile_set("qat", &bs), 0);
     double y[S * O];
     float yf[S * O];
-    assert_int_equal(dsv4q_linear41_f64(bs, 1, &W, x, S, y, -1), 0);
-    assert_int_equal(dsv4q_linear41_f32(bs, 1, &W, xf, S, yf, -1), 0);
+    assert_int_equal(dsv4q_linear_f64(bs, 1, &W, x, S, y, -1), 0);
+    assert_int_equal(dsv4q_linear_f32(bs, 1, &W, xf, S, yf, -1), 0);
     double worst64 = 0, worst32 = 0;
     for (int t = 0; t < S; t++) {
         ref_act(x + t * K, K, q, sa);
@@ -115,7 +115,9 @@ static void fp8_blocks_32(void **state)
     /* the same bytes through V4's dsv4q_linear (128x128 weight blocks, 1x128
      * activation blocks) give a different linear: the geometry matters */
     double y4[S * O];
-    assert_int_equal(dsv4q_linear_f64(bs, 1, &W, x, S, y4, -1), 0);
+    dsv4q_weight W4 = W;
+    W4.blk = 0;   /* V4's block */
+    assert_int_equal(dsv4q_linear_f64(bs, 1, &W4, x, S, y4, -1), 0);
     double far = 0;
     for (int i = 0; i < S * O; i++) far = fmax(far, fabs(y4[i] - y[i]) / (fabs(y[i]) + 1e-3));
     printf("fp8: V4's 128-block reading differs by up to %.2e relative\n", far);
@@ -124,9 +126,9 @@ static void fp8_blocks_32(void **state)
     /* without gemm_act_fp8 (exact profile) the activation is not quantized */
     uint64_t ex;
     assert_int_equal(dsv4q_profile_set("exact", &ex), 0);
-    assert_int_equal(dsv4q_linear41_f64(ex, 1, &W, x, 1, y, -1), 0);
+    assert_int_equal(dsv4q_linear_f64(ex, 1, &W, x, 1, y, -1), 0);
     long double acc = 0;
-    for (int64_t k = 0; k < K; k++) acc += (long double)x[k] * dsv4q_weight41_at(&W, 0, k);
+    for (int64_t k = 0; k < K; k++) acc += (long double)x[k] * dsv4q_weight_at(&W, 0, k);
     assert_true(fabsl((long double)y[0] - acc) <= 1e-14L * fabsl(acc) + 1e-300L);
     free(w);
 }
@@ -140,14 +142,14 @@ static void fp4_act_32(void **state)
     uint8_t w[O * K / 2], sc[O * K / 32];
     for (long i = 0; i < O * K / 2; i++) w[i] = (uint8_t)next_u64();
     for (long i = 0; i < O * K / 32; i++) sc[i] = (uint8_t)(127 - 4 + next_u64() % 5);
-    dsv4q_weight W = {.name = "e", .fmt = DSV4Q_WF_FP4, .out = O, .in = K, .data = w, .scale = sc,
+    dsv4q_weight W = {.name = "e", .fmt = DSV4Q_WF_FP4, .blk = 32, .out = O, .in = K, .data = w, .scale = sc,
                       .scale_dtype = DSV4Q_DT_F8_E8M0};
     double x[S * K], q[K], sa[4], y[S * O];
     for (long i = 0; i < S * K; i++)
         x[i] = (float)(((double)(next_u64() >> 11) / 9007199254740992.0 - 0.5) * ldexp(1, (int)(i / 32) * 3 - 6));
     uint64_t bs;
     assert_int_equal(dsv4q_profile_set("qat", &bs), 0);
-    assert_int_equal(dsv4q_linear41_f64(bs, 1, &W, x, S, y, -1), 0);
+    assert_int_equal(dsv4q_linear_f64(bs, 1, &W, x, S, y, -1), 0);
     static const double E2M1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6};
     double worst = 0;
     for (int t = 0; t < S; t++) {

@@ -53,7 +53,7 @@ int dsv4q_oracle_exec(int width, uint64_t bs, const dsv4q_bcall *call, void *con
 
 dsv4q_weight dsv4q_op_weight(const dsv4q_bt *t)
 {
-    dsv4q_weight w = {t->name, DSV4Q_WF_F32, 1, t->shape[0], t->data, NULL, DSV4Q_DT_INVALID};
+    dsv4q_weight w = {t->name, DSV4Q_WF_F32, 1, t->shape[0], t->data, NULL, DSV4Q_DT_INVALID, 0};
     if (t->ndim >= 2) {
         w.out = t->shape[0];
         w.in = t->shape[1];

@@ -87,7 +87,7 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
         double *z = dsv4q_case_alloc(c, sizeof(double) * (size_t)(s * E)), *xd = dsv4q_case_alloc(c, sizeof(double) * (size_t)(s * d));
         if (!z || !xd) return dsv4q_case_oom(c, err, errlen);
         for (long i = 0; i < s * d; i++) xd[i] = x[i];
-        dsv4q_weight Wv = {"W", DSV4Q_WF_F32, E, d, W, NULL, DSV4Q_DT_INVALID};
+        dsv4q_weight Wv = {"W", DSV4Q_WF_F32, E, d, W, NULL, DSV4Q_DT_INVALID, 0};
         if (dsv4q_linear_f64(0, 0, &Wv, xd, s, z, -1)) return dsv4q_case_oom(c, err, errlen);
         for (long i = 0; i < s; i++) {
             double *v = z + i * E, m = v[0], sum = 0;
