@@ -22,7 +22,7 @@
 #include "oracle/kv41.h"
 #include "oracle/ops.h"
 
-int X(dsv4q_engram41)(uint64_t bs, int ue8m0, const dsv4q_engram41_w *w, const int64_t *ids,
+int X(dsv4q_engram41)(uint64_t bs, int ue8m0, const dsv4q_engram_w *w, const int64_t *ids,
                       const uint8_t *text_mask, real *h, long s, double eps)
 {
     const int hc = w->hc, dim = w->dim, hd = w->head_dim, C = w->ncols;

@@ -17,6 +17,7 @@
 #include "base/unaligned.h"
 #include "oracle/weights.h"
 #include "oracle/boundary.h"
+#include "oracle/model_types.h"   /* dsv4q_engram_w */
 
 /* The compressed-KV block: values per E4M3 scale. */
 #define DSV4Q_KV41_BLOCK 16
@@ -28,18 +29,6 @@
 #define DSV4Q_V41_FP8_BLOCK 32
 
 
-/* The weights of one Engram layer (model.py Engram, ParallelEngramEmbedding),
- * as stored in a V4.1 checkpoint (names layers.{L}.engram.*). */
-typedef struct dsv4q_engram41_w {
-    const uint8_t *table;         /* embed.weight: E4M3 codes [rows, head_dim] */
-    const uint8_t *table_scale;   /* embed.scale: E8M0 [rows, head_dim/32] (one per 32 of a row) */
-    int64_t rows;                 /* engram_num_embeddings of this layer */
-    int head_dim;                 /* engram_head_dim, a multiple of 32 */
-    int ncols;                    /* (engram_max_ngram_size - 1) * engram_n_heads */
-    dsv4q_weight wkv;             /* FP8 32x32 [dim*(hc+1), ncols*head_dim] */
-    dsv4q_weight q_weight, k_weight;   /* BF16 [hc, dim] */
-    int hc, dim;
-} dsv4q_engram41_w;
 
 #define DSV4Q_BOTH "oracle/kv41.inc"
 #include "oracle/both.h"

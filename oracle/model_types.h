@@ -20,8 +20,16 @@
 typedef struct dsv4q_st dsv4q_st;  /* opaque reader (io/safetensors.h) */
 
 #define DSV4Q_MAX_LAYERS 128
+/* Engram layers a V4.1 config may list (the released Flash has 2). */
+#define DSV4Q_MAX_ENGRAM_LAYERS 8
 
 typedef enum { DSV4Q_WDT_BF16 = 0, DSV4Q_WDT_FP8 = 1, DSV4Q_WDT_FP4 = 2 } dsv4q_wdtype;
+
+/* The model family a checkpoint is: DeepSeek V4 (model_type deepseek_v4,
+ * inference/model.py of DeepSeek-V4-Flash/Pro) or V4.1 (deepseek_v41, the
+ * V4.1-Flash reference: Engram, lagged hyper-connections, compress ratios
+ * 1/2 with shared caches, two-level top-k, 32-blocks). */
+typedef enum { DSV4Q_ARCH_V4 = 0, DSV4Q_ARCH_V41 = 1 } dsv4q_arch;
 
 typedef struct dsv4q_config {
     char   name[64];          /* built-in name or "" */
@@ -62,6 +70,25 @@ typedef struct dsv4q_config {
     dsv4q_wdtype dtype;        /* "bf16" | "fp8": format of the FP8-class linears */
     dsv4q_wdtype expert_dtype; /* routed experts: BF16 (bf16 ckpt), FP8, or FP4 */
     int    scale_ue8m0;        /* 1: power-of-two act-quant scales */
+
+    dsv4q_arch arch;           /* V4 unless the config says V4.1 (io/config.c) */
+    int    fp8_block;          /* FP8 weight tiles b x b and act blocks 1 x b: 128 (V4), 32 (V4.1) */
+    /* ---- V4.1 only (V4 configs leave them 0 / -1) ---------------------- */
+    double gate_temp;          /* gate logits / gate_temp before the score function */
+    int    norm_topk_prob;     /* renormalise the chosen weights (k > 1): w / (sum + 1e-20) */
+    /* layers that compress their KV (own a compressor, the compressed-KV and
+     * the index-key cache) / run an indexer; ascending */
+    int    kv_source_layers[DSV4Q_MAX_LAYERS], n_kv_source_layers;
+    int    index_source_layers[DSV4Q_MAX_LAYERS], n_index_source_layers;
+    int    candidate_source_layer;   /* -1: no two-level top-k */
+    int    candidate_topk_blocks, candidate_block_size;
+    int    engram_layer_ids[DSV4Q_MAX_ENGRAM_LAYERS], n_engram_layers;
+    int64_t engram_num_embeddings[DSV4Q_MAX_ENGRAM_LAYERS];   /* table rows per Engram layer */
+    int    engram_max_ngram_size, engram_n_heads, engram_head_dim, engram_pad_id;
+    int64_t engram_vocab_size, engram_compressed_vocab_size;
+    int    vision_n_layers;    /* > 0: the checkpoint has a vision tower (text-only runs ignore it) */
+    int    image_token_id;     /* an image token in the input is refused (out of scope) */
+    int    dspark_block_size;  /* > 0: DSpark draft stages under mtp.* (not run: n_mtp_layers is 0 for us) */
 } dsv4q_config;
 
 /* A small vector decoded once, in both widths. */
@@ -77,8 +104,21 @@ typedef struct dsv4q_cmp_w {
     dsv4q_vec norm;            /* [Dc] */
 } dsv4q_cmp_w;
 
+/* One V4.1 Engram layer (model.py Engram, ParallelEngramEmbedding; names
+ * layers.{L}.engram.*), NULL table when the layer has none. */
+typedef struct dsv4q_engram_w {
+    const uint8_t *table;         /* embed.weight: E4M3 codes [rows, head_dim] */
+    const uint8_t *table_scale;   /* embed.scale: E8M0 [rows, head_dim/32] (one per 32 of a row) */
+    int64_t rows;                 /* engram_num_embeddings of this layer */
+    int head_dim;                 /* engram_head_dim, a multiple of 32 */
+    int ncols;                    /* (engram_max_ngram_size - 1) * engram_n_heads */
+    dsv4q_weight wkv;             /* FP8 32x32 [dim*(hc+1), ncols*head_dim] */
+    dsv4q_weight q_weight, k_weight;   /* BF16 [hc, dim] */
+    int hc, dim;
+} dsv4q_engram_w;
+
 typedef struct dsv4q_layer_w {
-    int ratio;                 /* compress ratio (0, 4, 128) */
+    int ratio;                 /* compress ratio (V4: 0, 4, 128; V4.1: 0, 1, 2) */
     int hash;                  /* hash-routed MoE */
     int is_mtp;
     dsv4q_weight hc_attn_fn, hc_ffn_fn;            /* [(2+hc)*hc, hc*dim] */
@@ -99,6 +139,21 @@ typedef struct dsv4q_layer_w {
     /* MTP only */
     dsv4q_weight e_proj, h_proj, hc_head_fn;
     dsv4q_vec enorm, hnorm, norm, hc_head_base, hc_head_scale;
+    /* ---- V4.1 only ----------------------------------------------------
+     * kv_source: this layer runs its compressor (cmp: wkv, wgate at ratio 2,
+     * norm; no ape) and owns the compressed-KV and index-key caches, which it
+     * publishes to the layers after it; index_source: it runs an indexer
+     * (idx_wq_b, idx_weights_proj) and publishes its picks; a kv source's
+     * indexer keys are idx_k_norm(idx_wk(latent)). kv_src / idx_src: the
+     * nearest kv / index source at or before this layer (-1: none), whose
+     * caches / picks a ratio > 0 layer reads. */
+    int kv_source, index_source, kv_src, idx_src;
+    int candidate_source;      /* publishes the level-one candidate blocks */
+    int candidate_consumer;    /* an index source after the candidate source: masks to its blocks */
+    dsv4q_weight idx_wk;       /* kv sources: [index_head_dim, head_dim] BF16 */
+    dsv4q_vec idx_k_norm;      /* kv sources: [index_head_dim] */
+    int engram_index;          /* its index in engram_layer_ids, -1 */
+    dsv4q_engram_w engram;
 } dsv4q_layer_w;
 
 typedef struct dsv4q_model {
@@ -111,6 +166,11 @@ typedef struct dsv4q_model {
     dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */
     dsv4q_vec hc_head_base, hc_head_scale, norm;
     dsv4q_layer_w *layers;     /* n_layers + n_mtp_layers (MTP last) */
+    /* V4.1: the Engram n-gram hash (oracle/engram_hash.h), built at load
+     * from the config and the compressed-token map of the checkpoint
+     * directory (engram_token_map.json, io/engram_map.h); NULL without
+     * Engram layers. */
+    struct dsv4q_engram_hash *engram_hash;
     void **owned;              /* buffers to free (wo_a dequantized, vectors) */
     long nowned, capowned;
     /* Leniency for mixed checkpoints: weights stored BF16 where the config's

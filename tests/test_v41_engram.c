@@ -117,7 +117,7 @@ static void engram_matches_reference(void **state)
     for (int li = 0; li < 2; li++) {
         const int L = layer_ids[li];
         char n[128];
-        dsv4q_engram41_w w = {.head_dim = hd, .ncols = (int)C, .hc = hc, .dim = dim};
+        dsv4q_engram_w w = {.head_dim = hd, .ncols = (int)C, .hc = hc, .dim = dim};
         snprintf(n, sizeof n, "layers.%d.engram.embed.weight", L);
         const dsv4q_st_tensor *tw = need(m, n);
         snprintf(n, sizeof n, "layers.%d.engram.embed.scale", L);
