@@ -68,13 +68,13 @@ mkdir -p "$OUT"
 CFLAGS="-O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -Wno-format-truncation -fno-fast-math -fopenmp -I. ${ARM_EXTRA_CFLAGS:-}"
 # The width-independent oracle sources: the Makefile's ORACLE_COMMON, read
 # from it so the two lists cannot drift apart.
-COMMON=$(sed -n 's/^ORACLE_COMMON := //p' Makefile)
+COMMON=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' Makefile | sed -n 's/^ORACLE_COMMON := //p')
 [ -n "$COMMON" ] || { echo "arm-golden-check: ORACLE_COMMON not found in the Makefile" >&2; exit 2; }
 WIDTH=""
 for f in oracle/*.c; do
   case " $COMMON " in *" $f "*) ;; *) WIDTH="$WIDTH $f" ;; esac
 done
-SRCS="$(echo base/*.c) $COMMON $(echo io/safetensors*.c) io/sha256.c $(echo io/config*.c) io/synth.c io/model_load.c io/gguf.c io/gguf_model.c $(echo goldens/*.c)"
+SRCS="$(echo base/*.c) $COMMON $(echo io/*.c) $(echo goldens/*.c)"
 
 cat > "$OUT/arm_check_main.c" <<'EOF'
 /* standalone golden checker (built by scripts/arm-golden-check.sh only) */
