@@ -607,8 +607,10 @@ int dsv4q_model_open_gguf(dsv4q_model **out, const char *path, char *err, size_t
         goto fail;
     m->layers = calloc((size_t)g->n_layers, sizeof *m->layers);
     if (own(m, m->layers)) { snprintf(err, errlen, "out of memory"); goto fail; }
-    for (int li = 0; li < g->n_layers; li++)
+    for (int li = 0; li < g->n_layers; li++) {
+        m->layers[li].kv_src = m->layers[li].idx_src = m->layers[li].engram_index = -1;   /* V4: no V4.1 roles */
         if (g_layer(m, li, &m->layers[li], err, errlen)) goto fail;
+    }
     *out = m;
     return 0;
 fail:
