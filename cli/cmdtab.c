@@ -281,8 +281,8 @@ static const dsv4q_mode MODES[] = {
     {MODE("synth", NULL, NULL, 0, dsv4q_synth_args, 0, dsv4q_cmd_synth,
           "write a deterministic checkpoint in DeepSeek's format", "docs/synth.md"),
      .opts = (const dsv4q_optspec[]){
-         {STR("--config", "tiny|tiny-bf16|flash-slice|FILE.json", dsv4q_synth_args, config), DFLT("tiny"),
-          HELP("model config")},
+         {STR("--config", "tiny|tiny-bf16|flash-slice|tiny-v41|flash41-slice|FILE.json", dsv4q_synth_args, config),
+          DFLT("tiny"), HELP("model config")},
          {STR("--out", "DIR", CLI, out), REQ, HELP("checkpoint directory")},
          {INT("--seed", "S", CLI, seed, 0, LONG_MAX), DFLT("1"), HELP("weight seed")},
          {INT("--shards", "N", dsv4q_synth_args, shards, 1, INT_MAX), DFLT("1"), HELP("number of safetensors shards")},

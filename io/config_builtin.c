@@ -8,8 +8,9 @@
  * of io/config.c). flash and pro are the published configs (the reference
  * repository's own files, tests/data/configs/) with a "name" added;
  * tests/test_config.c checks them field by field against those files. tiny, tiny-bf16,
- * flash-slice and pub-tiny-like are ours (docs/synth.md says what each is
- * for). A new built-in is a new row: its text and a line of the table.
+ * flash-slice and pub-tiny-like (V4) and tiny-v41 and flash41-slice (V4.1)
+ * are ours (docs/synth.md says what each is for). A new built-in is a new
+ * row: its text and a line of the table.
  */
 #include <stdio.h>
 #include <string.h>
@@ -109,6 +110,49 @@ static const char CFG_PUB_TINY_LIKE[] =
     " \"hc_sinkhorn_iters\": 20, \"hc_eps\": 1e-06, \"dtype\": \"bf16\", \"expert_dtype\": \"bf16\",\n"
     " \"scale_fmt\": \"ue8m0\"}\n";
 
+/* tiny-v41: ours: the smallest V4.1 with every feature: compress ratios 0/1/2 with a kv source
+ * and consumers of each ratio, index sources and index consumers of each ratio, a ratio-0 layer
+ * after the sources, a candidate source (layer 4) with a later consumer (layer 6), two Engram layers
+ * (1, 6), hc 4, gate_temp != 1, FP8 32x32 linears, FP4 experts (docs/synth.md) */
+static const char CFG_TINY_V41[] =
+    "{\"name\": \"tiny-v41\", \"model_type\": \"deepseek_v41\", \"vocab_size\": 512, \"dim\": 192,\n"
+    " \"moe_inter_dim\": 96, \"n_layers\": 9, \"n_hash_layers\": 0, \"n_mtp_layers\": 0, \"n_heads\": 4,\n"
+    " \"n_routed_experts\": 6, \"n_shared_experts\": 1, \"n_activated_experts\": 2,\n"
+    " \"score_func\": \"sqrtsoftplus\", \"route_scale\": 1.5, \"swiglu_limit\": 10.0, \"q_lora_rank\": 96,\n"
+    " \"head_dim\": 64, \"rope_head_dim\": 32, \"norm_eps\": 1e-20, \"o_groups\": 2, \"o_lora_rank\": 48,\n"
+    " \"window_size\": 12, \"compress_ratios\": [0, 2, 2, 2, 1, 1, 1, 0, 1], \"compress_rope_theta\": 160000.0,\n"
+    " \"original_seq_len\": 65536, \"rope_theta\": 10000.0, \"rope_factor\": 16.0, \"beta_fast\": 32.0,\n"
+    " \"beta_slow\": 1.0, \"index_n_heads\": 4, \"index_head_dim\": 64, \"index_topk\": 5, \"hc_mult\": 4,\n"
+    " \"hc_sinkhorn_iters\": 20, \"hc_eps\": 1e-06, \"dtype\": \"fp8\", \"expert_dtype\": \"fp4\",\n"
+    " \"scale_fmt\": \"ue8m0\", \"gate_temp\": 1.25, \"norm_topk_prob\": true, \"kv_source_layers\": [1, 4],\n"
+    " \"index_source_layers\": [1, 3, 4, 6], \"candidate_source_layer\": 4, \"candidate_topk_blocks\": 2,\n"
+    " \"candidate_block_size\": 3, \"engram_layer_ids\": [1, 6], \"engram_num_embeddings\": [240, 306],\n"
+    " \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 50, \"engram_n_heads\": 2, \"engram_head_dim\": 32,\n"
+    " \"engram_pad_id\": 2, \"engram_compressed_vocab_size\": 400, \"vision_n_layers\": 0,\n"
+    " \"image_token_id\": 129264, \"dspark_block_size\": 0}\n";
+
+/* flash41-slice: ours: four layers at DeepSeek-V4.1-Flash's widths (dim 5120, 64 heads x 512,
+ * q_lora 1280, o 8 x 1024, indexer 32 x 128 top-512, experts 2304 wide, Engram 8 heads x 256,
+ * n-gram 4) with ratios 2, 2, 1, 1 (kv sources 0 and 2, index sources 0, 2, 3, candidate source 2
+ * with the released 2048 blocks of 8), Engram at layers 1 and 3 with the real hashing on small
+ * tables (engram_vocab_size 1000), 8 experts and a vocabulary of 8192 */
+static const char CFG_FLASH41_SLICE[] =
+    "{\"name\": \"flash41-slice\", \"model_type\": \"deepseek_v41\", \"vocab_size\": 8192, \"dim\": 5120,\n"
+    " \"moe_inter_dim\": 2304, \"n_layers\": 4, \"n_hash_layers\": 0, \"n_mtp_layers\": 0, \"n_heads\": 64,\n"
+    " \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"n_activated_experts\": 6,\n"
+    " \"score_func\": \"sqrtsoftplus\", \"route_scale\": 1.5, \"swiglu_limit\": 10.0, \"q_lora_rank\": 1280,\n"
+    " \"head_dim\": 512, \"rope_head_dim\": 64, \"norm_eps\": 1e-20, \"o_groups\": 8, \"o_lora_rank\": 1024,\n"
+    " \"window_size\": 128, \"compress_ratios\": [2, 2, 1, 1], \"compress_rope_theta\": 160000.0,\n"
+    " \"original_seq_len\": 65536, \"rope_theta\": 10000.0, \"rope_factor\": 16.0, \"beta_fast\": 32.0,\n"
+    " \"beta_slow\": 1.0, \"index_n_heads\": 32, \"index_head_dim\": 128, \"index_topk\": 512, \"hc_mult\": 4,\n"
+    " \"hc_sinkhorn_iters\": 20, \"hc_eps\": 1e-06, \"dtype\": \"fp8\", \"expert_dtype\": \"fp4\",\n"
+    " \"scale_fmt\": \"ue8m0\", \"gate_temp\": 1.0, \"norm_topk_prob\": true, \"kv_source_layers\": [0, 2],\n"
+    " \"index_source_layers\": [0, 2, 3], \"candidate_source_layer\": 2, \"candidate_topk_blocks\": 2048,\n"
+    " \"candidate_block_size\": 8, \"engram_layer_ids\": [1, 3], \"engram_num_embeddings\": [25874, 30058],\n"
+    " \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, \"engram_n_heads\": 8, \"engram_head_dim\": 256,\n"
+    " \"engram_pad_id\": 2, \"engram_compressed_vocab_size\": 6272, \"vision_n_layers\": 0,\n"
+    " \"image_token_id\": 129264, \"dspark_block_size\": 0}\n";
+
 /* clang-format off */
 static const struct {
     const char *name, *json;
@@ -119,6 +163,8 @@ static const struct {
     {"flash", CFG_FLASH},
     {"pro", CFG_PRO},
     {"pub-tiny-like", CFG_PUB_TINY_LIKE},
+    {"tiny-v41", CFG_TINY_V41},
+    {"flash41-slice", CFG_FLASH41_SLICE},
 };
 /* clang-format on */
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])

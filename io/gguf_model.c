@@ -198,6 +198,11 @@ int dsv4q_gguf_config(const dsv4q_gguf *g, dsv4q_config *cfg, char *err, size_t 
     }
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->name, sizeof cfg->name, "gguf");
+    /* a deepseek4 GGUF is V4: its V4.1 members as io/config.c sets them for V4 (C8 there) */
+    cfg->arch = DSV4Q_ARCH_V4;
+    cfg->fp8_block = DSV4Q_FP8_BLOCK_V4;
+    cfg->gate_temp = 1.0;
+    cfg->candidate_source_layer = -1;
     const int BIG = 1 << 30;
     int nblk = 0, nextn = 0, gating = 4, v;
     double d;
@@ -602,8 +607,10 @@ int dsv4q_model_open_gguf(dsv4q_model **out, const char *path, char *err, size_t
         goto fail;
     m->layers = calloc((size_t)g->n_layers, sizeof *m->layers);
     if (own(m, m->layers)) { snprintf(err, errlen, "out of memory"); goto fail; }
-    for (int li = 0; li < g->n_layers; li++)
+    for (int li = 0; li < g->n_layers; li++) {
+        m->layers[li].kv_src = m->layers[li].idx_src = m->layers[li].engram_index = -1;   /* V4: no V4.1 roles */
         if (g_layer(m, li, &m->layers[li], err, errlen)) goto fail;
+    }
     *out = m;
     return 0;
 fail:

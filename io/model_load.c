@@ -7,6 +7,16 @@
  * reads each byte once; a load therefore costs one pass over the file,
  * which is also what catches a truncated or corrupted weight early rather
  * than as a NaN logit three layers later.
+ *
+ * DeepSeek V4.1 checkpoints (cfg.arch, io/config.c C6) are bound by
+ * bind_layer_v41 / bind_globals_v41 in the layout of the V4.1 reference's
+ * Transformer.state_dict() (docs/model.md, "V4.1 checkpoints"): FP8 linears
+ * with 32x32 scale grids, every FP8 and FP4 weight marked blk = 32, the
+ * parameters the reference keeps in BF16 required BF16 (or F32 holding
+ * BF16 values), compressors / indexer keys only on the source layers,
+ * Engram tables, no hc_head; the per-layer roles are derived from the
+ * config, and the Engram hash is built from engram_token_map.json of the
+ * checkpoint directory.
  */
 #include "base/unaligned.h"
 #include <math.h>
@@ -14,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "io/engram_map.h"
 #include "io/model.h"
 #include "io/gguf_model.h"
+#include "oracle/engram_hash.h"
 
 typedef enum { CLS_FP8, CLS_EXPERT, CLS_BF16, CLS_F32 } wclass;
 
@@ -204,6 +216,46 @@ int dsv4q_weight_check_finite(const dsv4q_weight *w, char *err, size_t errlen)
     return 0;
 }
 
+/* V4.1 scales are E8M0 parameters of the reference (float8_e8m0fnu): an
+ * F32 scale is accepted only when every value is a power of two E8M0
+ * holds (it then decodes to the same value), so the oracle never scales by
+ * something the reference would have rounded. */
+static int check_scale_v41(const dsv4q_st_tensor *s, char *err, size_t errlen)
+{
+    if (s->dtype != DSV4Q_DT_F32) return 0;
+    for (long i = 0; i < s->numel; i++) {
+        const float v = dsv4q_ld_f32(s->data, i);
+        int e;
+        const float f = frexpf(v, &e);
+        if (!(v > 0) || f != 0.5f || e - 1 < -127 || e - 1 > 127) {
+            snprintf(err, errlen, "%s: tensor '%s' element %ld is %g: V4.1 scales are E8M0 (powers of two 2^-127..2^127)",
+                     tfile(s), s->name, i, (double)v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A parameter the V4.1 reference keeps in BF16 (RMSNorm weights, embed,
+ * wo_a, gate.weight, indexer wk / weights_proj, the ratio-1 compressor wkv,
+ * engram q/k weights): BF16, or F32 / F64 whose every value BF16 holds
+ * (what the reference's load would keep unrounded). */
+static int check_bf16_param(const dsv4q_st_tensor *t, char *err, size_t errlen)
+{
+    if (t->dtype == DSV4Q_DT_BF16) return 0;
+    for (long i = 0; i < t->numel; i++) {
+        const double v = dsv4q_decode_elem(t->dtype, t->data, (size_t)i);
+        if (dsv4q_bf16_decode(dsv4q_bf16_encode(v)) != v) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s' is %s with a value BF16 cannot hold (element %ld): the V4.1 reference keeps "
+                     "this parameter in BF16",
+                     tfile(t), t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Bind a 2-D float-ish tensor (F32/BF16/F64) as a FP32-math weight. */
 static int bind_plain(dsv4q_model *m, const char *name, int64_t out, int64_t in, const char *what,
                       dsv4q_weight *w, char *err, size_t errlen)
@@ -233,6 +285,10 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     snprintf(sname, sizeof sname, "%s.scale", prefix);
     dsv4q_wdtype want = cls == CLS_FP8 ? m->cfg.dtype : cls == CLS_EXPERT ? m->cfg.expert_dtype : DSV4Q_WDT_BF16;
     if (cls == CLS_F32) return bind_plain(m, name, out, in, what, w, err, errlen);
+    /* the FP8 block: V4's 128 (blk 0 in the weight, as before V4.1), V4.1's 32 */
+    const int v41 = m->cfg.arch == DSV4Q_ARCH_V41;
+    const int64_t B = v41 ? DSV4Q_FP8_BLOCK_V41 : 128;
+    const char *sgrid = v41 ? "E8M0 scale per 32x32 block" : "E8M0 scale per 128x128 block";
     const dsv4q_st_tensor *t = need(m, name, err, errlen);
     if (!t) return -1;
     memset(w, 0, sizeof *w);
@@ -245,19 +301,19 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
         const dsv4q_st_tensor *s = need(m, sname, err, errlen);
         if (!s) return -1;
         if (check_shape(t, 2, out, in, what, err, errlen) || check_finite(t, err, errlen) ||
-            check_shape(s, 2, (out + 127) / 128, (in + 127) / 128, "E8M0 scale per 128x128 block", err, errlen) ||
-            check_finite(s, err, errlen))
+            check_shape(s, 2, (out + B - 1) / B, (in + B - 1) / B, sgrid, err, errlen) ||
+            check_finite(s, err, errlen) || (v41 && check_scale_v41(s, err, errlen)))
             return -1;
         dsv4q_weight q = {name, DSV4Q_WF_FP8, out, in, t->data, s->data, s->dtype, 0};
         uint16_t *bf = malloc(sizeof(uint16_t) * (size_t)(out * in));
         if (own(m, bf)) { snprintf(err, errlen, "out of memory dequantizing '%s'", name); return -1; }
         const double *e4 = dsv4q_e4m3_table();
         const uint8_t *codes = t->data;
-        const int64_t nkb = (in + 127) / 128;
+        const int64_t nkb = (in + B - 1) / B;
         #pragma omp parallel for schedule(static)
         for (int64_t o = 0; o < out; o++)
             for (int64_t k = 0; k < in; k++) {
-                int64_t si = (o / 128) * nkb + k / 128;
+                int64_t si = (o / B) * nkb + k / B;
                 double sc = s->dtype == DSV4Q_DT_F32 ? dsv4q_ld_f32(s->data, si)
                                                      : dsv4q_e8m0_decode(((const uint8_t *)s->data)[si]);
                 /* code * 2^e is exact in BF16 (3-bit mantissa): no rounding happens */
@@ -281,8 +337,10 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     if (!s) return -1;
     if (s->dtype != DSV4Q_DT_F8_E8M0 && s->dtype != DSV4Q_DT_F32)
         return bad_dtype(s, "F8_E8M0 or F32", err, errlen);
+    if (v41 && check_scale_v41(s, err, errlen)) return -1;
     w->scale = s->data;
     w->scale_dtype = s->dtype;
+    if (v41) w->blk = DSV4Q_FP8_BLOCK_V41;   /* FP8 tiles and 1 x 32 act blocks; FP4: 1 x 32 act blocks */
     if (want == DSV4Q_WDT_FP4 && t->dtype == DSV4Q_DT_I8) {
         /* packed E2M1: [out, in/2] bytes, scales [out, in/32] */
         if (check_shape(t, 2, out, in / 2, "packed FP4 E2M1 pairs [out, in/2]", err, errlen) ||
@@ -296,7 +354,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     if (t->dtype != DSV4Q_DT_F8_E4M3)
         return bad_dtype(t, want == DSV4Q_WDT_FP4 ? "I8 (packed FP4)" : "F8_E4M3", err, errlen);
     if (check_shape(t, 2, out, in, what, err, errlen) ||
-        check_shape(s, 2, (out + 127) / 128, (in + 127) / 128, "E8M0 scale per 128x128 block", err, errlen) ||
+        check_shape(s, 2, (out + B - 1) / B, (in + B - 1) / B, sgrid, err, errlen) ||
         check_finite(t, err, errlen) || check_finite(s, err, errlen))
         return -1;
     w->fmt = DSV4Q_WF_FP8;
@@ -367,6 +425,7 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
     L->ratio = g->compress_ratios[li];
     L->hash = !mtp && li < g->n_hash_layers;
     L->is_mtp = mtp;
+    L->kv_src = L->idx_src = L->engram_index = -1;   /* the V4.1 roles: none */
     const int hc = g->hc_mult, nmix = (2 + hc) * hc;
     const long d = g->dim, H = g->n_heads, D = g->head_dim;
     P(n, "%s.hc_attn_fn", pre);
@@ -464,6 +523,278 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* DeepSeek V4.1                                                             */
+
+/* bind_plain / bind_vec of a BF16 parameter of the V4.1 reference. */
+static int bind_plain_bf16(dsv4q_model *m, const char *name, int64_t out, int64_t in, const char *what,
+                           dsv4q_weight *w, char *err, size_t errlen)
+{
+    if (bind_plain(m, name, out, in, what, w, err, errlen)) return -1;
+    return check_bf16_param(dsv4q_st_find(m->st, w->name), err, errlen);
+}
+
+static int bind_vec_bf16(dsv4q_model *m, const char *name, long n, dsv4q_vec *v, char *err, size_t errlen)
+{
+    if (bind_vec(m, name, n, v, err, errlen)) return -1;
+    const dsv4q_st_tensor *t = dsv4q_st_find(m->st, name);
+    char hf[300];
+    if (!t && dsv4q_hf_name(name, hf, sizeof hf) == 0) t = dsv4q_st_find(m->st, hf);
+    return t ? check_bf16_param(t, err, errlen) : 0;
+}
+
+static int v41_in(const int *list, int n, int x)
+{
+    for (int k = 0; k < n; k++)
+        if (list[k] == x) return k;
+    return -1;
+}
+
+static int v41_nearest(const int *list, int n, int i)
+{
+    int best = -1;
+    for (int k = 0; k < n && list[k] <= i; k++) best = list[k];
+    return best;
+}
+
+/* The per-layer roles the forward pass reads, from the config (model.py
+ * Attention.is_kv_source / is_index_source, Indexer.owns_k /
+ * is_candidate_source / uses_candidates, Block.engram). kv_src / idx_src
+ * are -1 on ratio-0 layers (they read no compressed KV). */
+static void roles_v41(const dsv4q_config *g, int li, dsv4q_layer_w *L)
+{
+    L->kv_source = v41_in(g->kv_source_layers, g->n_kv_source_layers, li) >= 0;
+    L->index_source = v41_in(g->index_source_layers, g->n_index_source_layers, li) >= 0;
+    L->kv_src = L->ratio > 0 ? v41_nearest(g->kv_source_layers, g->n_kv_source_layers, li) : -1;
+    L->idx_src = L->ratio > 0 ? v41_nearest(g->index_source_layers, g->n_index_source_layers, li) : -1;
+    L->candidate_source = g->candidate_source_layer >= 0 && li == g->candidate_source_layer;
+    L->candidate_consumer = L->index_source && g->candidate_source_layer >= 0 && g->candidate_source_layer < li;
+    L->engram_index = v41_in(g->engram_layer_ids, g->n_engram_layers, li);
+}
+
+/* layers.{li}.engram.*: the FP8 table with per-32 row scales, wkv, q/k weights. */
+static int bind_engram(dsv4q_model *m, const char *pre, int e, dsv4q_engram_w *E, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    const int64_t rows = g->engram_num_embeddings[e], hd = g->engram_head_dim;
+    const int ncols = (g->engram_max_ngram_size - 1) * g->engram_n_heads;
+    char n[256];
+    P(n, "%s.engram.embed.weight", pre);
+    const dsv4q_st_tensor *t = need(m, n, err, errlen);
+    if (!t) return -1;
+    if (t->dtype != DSV4Q_DT_F8_E4M3) return bad_dtype(t, "F8_E4M3 (the Engram table)", err, errlen);
+    if (t->ndim == 2 && t->shape[1] == hd && t->shape[0] != rows) {
+        snprintf(err, errlen, "%s: tensor '%s' has %lld rows, engram_num_embeddings[%d] says %lld", tfile(t), n,
+                 (long long)t->shape[0], e, (long long)rows);
+        return -1;
+    }
+    if (check_shape(t, 2, rows, hd, "Engram table [engram_num_embeddings, engram_head_dim]", err, errlen) ||
+        check_finite(t, err, errlen))
+        return -1;
+    P(n, "%s.engram.embed.scale", pre);
+    const dsv4q_st_tensor *s = need(m, n, err, errlen);
+    if (!s) return -1;
+    if (s->dtype != DSV4Q_DT_F8_E8M0) return bad_dtype(s, "F8_E8M0 (one scale per 32 of a table row)", err, errlen);
+    if (check_shape(s, 2, rows, hd / 32, "E8M0 scale per 32 of a row [rows, engram_head_dim/32]", err, errlen) ||
+        check_finite(s, err, errlen))
+        return -1;
+    E->table = t->data;
+    E->table_scale = s->data;
+    E->rows = rows;
+    E->head_dim = (int)hd;
+    E->ncols = ncols;
+    E->hc = g->hc_mult;
+    E->dim = g->dim;
+    P(n, "%s.engram.wkv", pre);
+    if (bind_linear(m, n, (int64_t)g->dim * (g->hc_mult + 1), (int64_t)ncols * hd, CLS_FP8,
+                    "engram wkv [dim*(hc_mult+1), (engram_max_ngram_size-1)*engram_n_heads*engram_head_dim]", &E->wkv,
+                    err, errlen))
+        return -1;
+    P(n, "%s.engram.q_weight", pre);
+    if (bind_plain_bf16(m, n, g->hc_mult, g->dim, "engram q_weight [hc_mult, dim]", &E->q_weight, err, errlen))
+        return -1;
+    P(n, "%s.engram.k_weight", pre);
+    return bind_plain_bf16(m, n, g->hc_mult, g->dim, "engram k_weight [hc_mult, dim]", &E->k_weight, err, errlen);
+}
+
+/* One V4.1 block, layers.{li} (docs/model.md, V4.1 checkpoints). */
+static int bind_layer_v41(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    char pre[64], n[256];
+    P(pre, "layers.%d", li);
+    L->ratio = g->compress_ratios[li];
+    roles_v41(g, li, L);
+    const int hc = g->hc_mult, nmix = (2 + hc) * hc;
+    const long d = g->dim, H = g->n_heads, D = g->head_dim, Hi = g->index_n_heads, Di = g->index_head_dim;
+    P(n, "%s.hc_attn_fn", pre);
+    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_attn_fn, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_fn", pre);
+    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_ffn_fn, err, errlen)) return -1;
+    P(n, "%s.hc_attn_base", pre);
+    if (bind_vec(m, n, nmix, &L->hc_attn_base, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_base", pre);
+    if (bind_vec(m, n, nmix, &L->hc_ffn_base, err, errlen)) return -1;
+    P(n, "%s.hc_attn_scale", pre);
+    if (bind_vec(m, n, 3, &L->hc_attn_scale, err, errlen)) return -1;
+    P(n, "%s.hc_ffn_scale", pre);
+    if (bind_vec(m, n, 3, &L->hc_ffn_scale, err, errlen)) return -1;
+    P(n, "%s.attn_norm.weight", pre);
+    if (bind_vec_bf16(m, n, d, &L->attn_norm, err, errlen)) return -1;
+    P(n, "%s.ffn_norm.weight", pre);
+    if (bind_vec_bf16(m, n, d, &L->ffn_norm, err, errlen)) return -1;
+    P(n, "%s.attn.attn_sink", pre);
+    if (bind_vec(m, n, H, &L->attn_sink, err, errlen)) return -1;
+    P(n, "%s.attn.wq_a", pre);
+    if (bind_linear(m, n, g->q_lora_rank, d, CLS_FP8, "wq_a [q_lora_rank, dim]", &L->wq_a, err, errlen)) return -1;
+    P(n, "%s.attn.q_norm.weight", pre);
+    if (bind_vec_bf16(m, n, g->q_lora_rank, &L->q_norm, err, errlen)) return -1;
+    P(n, "%s.attn.wq_b", pre);
+    if (bind_linear(m, n, H * D, g->q_lora_rank, CLS_FP8, "wq_b [n_heads*head_dim, q_lora_rank]", &L->wq_b, err,
+                    errlen))
+        return -1;
+    P(n, "%s.attn.wkv", pre);
+    if (bind_linear(m, n, D, d, CLS_FP8, "wkv [head_dim, dim]", &L->wkv, err, errlen)) return -1;
+    P(n, "%s.attn.kv_norm.weight", pre);
+    if (bind_vec_bf16(m, n, D, &L->kv_norm, err, errlen)) return -1;
+    P(n, "%s.attn.wo_a", pre);
+    /* wo_a: BF16 (CLS_BF16 takes BF16 only, or FP8 + a 32-block scale dequantized exactly, as convert.py does) */
+    if (bind_linear(m, n, (long)g->o_groups * g->o_lora_rank, H * D / g->o_groups, CLS_BF16,
+                    "wo_a [o_groups*o_lora_rank, n_heads*head_dim/o_groups]", &L->wo_a, err, errlen))
+        return -1;
+    P(n, "%s.attn.wo_b", pre);
+    if (bind_linear(m, n, d, (long)g->o_groups * g->o_lora_rank, CLS_FP8, "wo_b [dim, o_groups*o_lora_rank]", &L->wo_b,
+                    err, errlen))
+        return -1;
+    if (L->kv_source) {
+        /* Compressor: ratio 1 a BF16 projection, ratio 2 FP32 wkv + wgate (softmax pooling); no ape */
+        P(n, "%s.attn.compressor.wkv.weight", pre);
+        if (L->ratio == 1 ? bind_plain_bf16(m, n, D, d, "compressor wkv [head_dim, dim] (BF16 at ratio 1)",
+                                            &L->cmp.wkv, err, errlen)
+                          : bind_plain(m, n, D, d, "compressor wkv [head_dim, dim]", &L->cmp.wkv, err, errlen))
+            return -1;
+        if (L->ratio > 1) {
+            P(n, "%s.attn.compressor.wgate.weight", pre);
+            if (bind_plain(m, n, D, d, "compressor wgate [head_dim, dim]", &L->cmp.wgate, err, errlen)) return -1;
+        }
+        P(n, "%s.attn.compressor.norm.weight", pre);
+        if (bind_vec_bf16(m, n, D, &L->cmp.norm, err, errlen)) return -1;
+    }
+    if (L->index_source) {
+        P(n, "%s.attn.indexer.wq_b", pre);
+        if (bind_linear(m, n, Hi * Di, g->q_lora_rank, CLS_FP8,
+                        "indexer wq_b [index_n_heads*index_head_dim, q_lora_rank]", &L->idx_wq_b, err, errlen))
+            return -1;
+        P(n, "%s.attn.indexer.weights_proj", pre);
+        if (bind_linear(m, n, Hi, d, CLS_BF16, "indexer weights_proj [index_n_heads, dim]", &L->idx_weights_proj, err,
+                        errlen))
+            return -1;
+        if (L->kv_source) {
+            /* Indexer.owns_k: keys k_norm(wk(latent)) from this layer's compressor latent */
+            P(n, "%s.attn.indexer.wk.weight", pre);
+            if (bind_plain_bf16(m, n, Di, D, "indexer wk [index_head_dim, head_dim]", &L->idx_wk, err, errlen))
+                return -1;
+            P(n, "%s.attn.indexer.k_norm.weight", pre);
+            if (bind_vec_bf16(m, n, Di, &L->idx_k_norm, err, errlen)) return -1;
+        }
+    }
+    /* the gate (BF16 weight, FP32 bias; bias_vl of a vision checkpoint is not loaded: text only) */
+    P(n, "%s.ffn.gate.weight", pre);
+    if (bind_plain_bf16(m, n, g->n_routed_experts, d, "gate [n_routed_experts, dim]", &L->gate, err, errlen)) return -1;
+    P(n, "%s.ffn.gate.bias", pre);
+    if (bind_vec(m, n, g->n_routed_experts, &L->gate_bias, err, errlen)) return -1;
+    L->experts = calloc((size_t)g->n_routed_experts, sizeof *L->experts);
+    if (own(m, L->experts)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int e = 0; e < g->n_routed_experts; e++) {
+        P(n, "%s.ffn.experts.%d", pre, e);
+        if (bind_expert(m, n, CLS_EXPERT, &L->experts[e], err, errlen)) return -1;
+    }
+    P(n, "%s.ffn.shared_experts", pre);
+    if (bind_expert(m, n, CLS_FP8, &L->shared, err, errlen)) return -1;
+    if (L->engram_index >= 0 && bind_engram(m, pre, L->engram_index, &L->engram, err, errlen)) return -1;
+    return 0;
+}
+
+/* embed, norm, head (no hc_head in V4.1) and the Engram hash. */
+static int bind_globals_v41(dsv4q_model *m, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    if (bind_plain_bf16(m, "embed.weight", g->vocab_size, g->dim, "embed [vocab_size, dim]", &m->embed, err, errlen))
+        return -1;
+    if (bind_plain(m, "head.weight", g->vocab_size, g->dim, "head [vocab_size, dim]", &m->head, err, errlen)) return -1;
+    return bind_vec_bf16(m, "norm.weight", g->dim, &m->norm, err, errlen);
+}
+
+/* m->engram_hash from the config and DIR/engram_token_map.json (io/engram_map.h). */
+static int engram_hash_v41(dsv4q_model *m, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    if (g->n_engram_layers == 0) return 0;
+    char path[4200], e2[768];
+    snprintf(path, sizeof path, "%s/engram_token_map.json", m->dir);
+    dsv4q_engram_map map;
+    if (dsv4q_engram_map_load(&map, path, e2, sizeof e2)) {
+        snprintf(err, errlen, "%s (the Engram layers need the compressed-token map)", e2);
+        return -1;
+    }
+    if (map.vocab > g->vocab_size) {
+        snprintf(err, errlen, "%s: field 'token_map' has %lld entries, more than the model's vocab_size %d", path,
+                 (long long)map.vocab, g->vocab_size);
+        dsv4q_engram_map_free(&map);
+        return -1;
+    }
+    m->engram_hash = calloc(1, sizeof *m->engram_hash);
+    if (!m->engram_hash) {
+        dsv4q_engram_map_free(&map);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const dsv4q_engram_hash_params p = {
+        .n_layers = g->n_engram_layers,
+        .layer_ids = g->engram_layer_ids,
+        .max_ngram = g->engram_max_ngram_size,
+        .n_heads = g->engram_n_heads,
+        .engram_vocab_size = g->engram_vocab_size,
+        .num_embeddings = g->engram_num_embeddings,
+        .compressed_vocab_size = g->engram_compressed_vocab_size,
+        .map_vocab_size = map.compressed_vocab_size,
+        .token_map = map.token_map,
+        .vocab = map.vocab,
+        .pad_id = g->engram_pad_id,
+    };
+    int rc = dsv4q_engram_hash_init(m->engram_hash, &p, e2, sizeof e2);
+    dsv4q_engram_map_free(&map);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", path, e2);
+        return -1;
+    }
+    for (int e = 0; e < g->n_engram_layers; e++)
+        if (m->engram_hash->rows[e] != g->engram_num_embeddings[e]) {   /* validate checked the sums: never */
+            snprintf(err, errlen, "%s: Engram layer %d has %lld rows, engram_num_embeddings[%d] says %lld", path,
+                     g->engram_layer_ids[e], (long long)m->engram_hash->rows[e], e,
+                     (long long)g->engram_num_embeddings[e]);
+            return -1;
+        }
+    return 0;
+}
+
+static int bind_v41(dsv4q_model *m, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    if (bind_globals_v41(m, err, errlen)) return -1;
+    m->layers = calloc((size_t)g->n_layers, sizeof *m->layers);
+    if (own(m, m->layers)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int li = 0; li < g->n_layers; li++)
+        if (bind_layer_v41(m, li, &m->layers[li], err, errlen)) return -1;
+    return engram_hash_v41(m, err, errlen);
+}
+
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
 {
     if (dsv4q_is_gguf(dir)) return dsv4q_model_open_gguf(out, dir, err, errlen);
@@ -482,6 +813,11 @@ int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errle
         if (access(path, R_OK) != 0) snprintf(path, sizeof path, "%s", dir);
     }
     if (dsv4q_st_open(&m->st, path, err, errlen)) goto fail;
+    if (m->cfg.arch == DSV4Q_ARCH_V41) {
+        if (bind_v41(m, err, errlen)) goto fail;
+        *out = m;
+        return 0;
+    }
     const dsv4q_config *g = &m->cfg;
     const int hc = g->hc_mult;
     {
@@ -509,6 +845,10 @@ fail:
 void dsv4q_model_close(dsv4q_model *m)
 {
     if (!m) return;
+    if (m->engram_hash) {
+        dsv4q_engram_hash_free(m->engram_hash);
+        free(m->engram_hash);
+    }
     for (long i = 0; i < m->nowned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) dsv4q_st_close(m->st);
