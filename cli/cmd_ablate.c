@@ -57,13 +57,16 @@ static int cmp_toggle(const void *a, const void *b)
     return (x->nrms < y->nrms) - (x->nrms > y->nrms);
 }
 
-/* Families: every boundary alone, then groups of the same kind. */
-static int families(toggle *tg)
+/* Families: every boundary of the model's family (V4 / V4.1) alone, then
+ * groups of the same kind. */
+static int families(toggle *tg, int arch)
 {
     int n = 0;
     uint64_t storage = 0, qat = 0, model_bf16 = 0;
+    const uint64_t mine = dsv4q_boundary_arch_mask(arch);
     for (int b = 0; b < DSV4Q_B_COUNT; b++) {
         const dsv4q_boundary_info *i = dsv4q_boundary_get(b);
+        if (!(mine & DSV4Q_BIT(b))) continue;
         snprintf(tg[n].name, sizeof tg[n].name, "%s", i->name);
         tg[n++].mask = DSV4Q_BIT(b);
         if (i->kind == DSV4Q_BK_STORAGE) storage |= DSV4Q_BIT(b);
@@ -131,7 +134,7 @@ int dsv4q_cmd_ablate(int argc, char **argv)
     const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
     double *ref = malloc(sizeof(double) * (size_t)(rows * V)), *cur = malloc(sizeof(double) * (size_t)(rows * V));
     toggle tg[DSV4Q_B_COUNT + 4];
-    int n = families(tg), rc = 2;
+    int n = families(tg, m->cfg.arch), rc = 2;
     if (!ref || !cur) { snprintf(err, sizeof err, "out of memory"); goto fail; }
 
     /* the floor of the base profile: f32 vs f64 */

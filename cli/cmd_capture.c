@@ -109,6 +109,11 @@ int dsv4q_cmd_capture(int argc, char **argv)
     dsv4q_model *m;
     dsv4q_tokens t;
     if (dsv4q_cli_start("capture", o, dir, sizeof dir, &m, &t)) return 2;
+    if (dsv4q_cli_v4_only("capture", &m->cfg, dir)) {
+        dsv4q_model_close(m);
+        dsv4q_tokens_free(&t);
+        return 2;
+    }
     char csha[65], wsha[65], ver[128], engine[128];
     dsv4q_capture_writer *w = NULL;
     dsv4q_run *r = NULL;
@@ -130,7 +135,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
         snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
         goto fail;
     }
-    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     fprintf(stderr, "dsv4q capture: %s%s%s, width f%d, profile %s (%s), prompt %ld, decode %ld -> %s (%s)\n", dir,
             c.backend ? ", backend " : "", c.backend ? c.backend : "", o->width, o->profile, bnames, t.nprompt,
             t.nteacher, o->out, dt == DSV4Q_DT_BF16 ? "storage dtypes" : dsv4q_dtype_name(dt));

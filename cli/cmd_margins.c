@@ -542,6 +542,11 @@ int dsv4q_cmd_margins(int argc, char **argv)
     dsv4q_model *m;
     dsv4q_tokens t;
     if (dsv4q_cli_start("margins", &o, dir, sizeof dir, &m, &t)) return 2;
+    if (dsv4q_cli_v4_only("margins", &m->cfg, dir)) {
+        dsv4q_model_close(m);
+        dsv4q_tokens_free(&t);
+        return 2;
+    }
     ctx c = {.m = m, .npos = t.nprompt + t.nteacher, .kmax = m->cfg.index_topk, .quiet = o.quiet};
     int rc = 2;
     const long d = m->cfg.dim;
@@ -579,7 +584,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
                 for (int k = 0; k < RUN_NPICK; k++) r->k[k] = -1;
             }
 
-    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     printf("dsv4q margins: the indexer's top-k cut at every ratio-4 layer, fp32 and fp64\n");
     printf("  model      %s (%s, %d layers, %d indexed, index_topk %d)\n", dir,
            m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, c.nidx, m->cfg.index_topk);

@@ -69,6 +69,10 @@ int dsv4q_cmd_replay(int argc, char **argv)
     }
     dsv4q_model *m;
     if (dsv4q_cli_start("replay", o, dir, sizeof dir, &m, NULL)) return 2;
+    if (dsv4q_cli_v4_only("replay", &m->cfg, dir)) {
+        dsv4q_model_close(m);
+        return 2;
+    }
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;
@@ -77,7 +81,7 @@ int dsv4q_cmd_replay(int argc, char **argv)
     if (dsv4q_capture_pins(dir, csha, wsha, &pin, err, sizeof err) ||
         dsv4q_capture_open(&cap, q.capture, &m->cfg, csha, wsha, err, sizeof err))
         goto fail;
-    dsv4q_boundary_format(cap->bs, bnames, sizeof bnames);
+    dsv4q_boundary_format(cap->bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     printf("dsv4q replay: per-stage qualification of an engine capture on its own inputs\n");
     printf("  capture    %s (%d calls, positions %ld..%ld, %ld tensors; sha256 %.16s...)\n", cap->path, cap->ncalls,
            cap->calls[0].pos, cap->max_pos - 1, cap->ntensors, cap->sha256);

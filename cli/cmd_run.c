@@ -53,7 +53,7 @@ int dsv4q_cmd_run(int argc, char **argv)
     dsv4q_run *r = NULL;
     dsv4q_st_writer *w = NULL;
     int rc = 2;
-    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
             o.profile, bnames, t.nprompt, M);
     if (!lp || !ld) { snprintf(err, sizeof err, "out of memory"); goto fail; }

@@ -62,7 +62,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     dsv4q_tokens t;
     if (dsv4q_cli_start("sensitivity", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, rows = 1 + t.nteacher;
-    dsv4q_boundary_format(bs, bnames, sizeof bnames);
+    dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     printf("dsv4q sensitivity: fp32 vs fp64 oracle on identical decoded inputs\n");
     printf("  model      %s (%s, %d layers, dim %d)\n", dir, m->cfg.name[0] ? m->cfg.name : "config.json",
            m->cfg.n_layers, m->cfg.dim);

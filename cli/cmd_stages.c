@@ -46,6 +46,7 @@ int dsv4q_cmd_stages(int argc, char **argv)
         }
         have = 1;
     }
+    if (have && dsv4q_cli_v4_only("stages", &cfg, model ? model : config)) return 2;
     if (names) {
         if (!have) {
             fprintf(stderr, "dsv4q stages: --names needs --model or --config (the number of layers)\n");

@@ -13,9 +13,14 @@
  * KV cache); the rows are rounded once into a copy before the loop.
  *
  * Documented edge case: a query whose every column is masked has m = -inf
- * and no support; the kernel would produce NaN (exp(-inf - -inf)). The
- * oracle returns o = 0 for it (the sink-only limit: 0 / exp(sink - m)).
+ * and no support. The kernel starts its running max at -1e30 rather than
+ * -inf, so its exp(-inf - m) terms are 0 and the row comes out 0 (the
+ * sink-only limit: 0 / exp(sink - m)); the oracle returns o = 0. The
+ * behaviour switch attn_empty_nan (oracle/boundary.h B4) gives NaN instead,
+ * what a naive softmax port computes (0/0), so a capture with NaN rows can
+ * be told apart from a wrong mask.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "oracle/real.h"
@@ -59,6 +64,8 @@ static void attend_one(uint64_t bs, const real *q, int D, const real *kv, long N
     }
     if (m == -INFINITY) {
         memset(o, 0, sizeof(real) * (size_t)D);
+        if ((bs >> DSV4Q_B_ATTN_EMPTY_NAN) & 1u)
+            for (int d = 0; d < D; d++) o[d] = (real)NAN;
         return;
     }
     l += R_EXP(sink - m);

@@ -14,63 +14,92 @@
 #define S DSV4Q_BK_STORAGE
 static const dsv4q_boundary_info table[DSV4Q_B_COUNT] = {
     [DSV4Q_B_GEMM_ACT_FP8] = {"gemm_act_fp8", M, 1, "FP8 E4M3 block 128, ue8m0 scale",
-        "input of every FP8/FP4-weight linear", "model.py:linear -> kernel.py:act_quant", NULL},
-    [DSV4Q_B_KV_FP8] = {"kv_fp8", M, 1, "FP8 E4M3 block 64 in place",
-        "window KV nope dims after RoPE", "model.py:Attention.forward act_quant(kv[..., :-rd], 64)", NULL},
-    [DSV4Q_B_CKV_FP8] = {"ckv_fp8", M, 1, "FP8 E4M3 block 64 in place",
-        "compressed KV rows, nope dims", "model.py:Compressor.forward act_quant(kv[..., :-rd], 64)", NULL},
-    [DSV4Q_B_IDX_Q_FP4] = {"idx_q_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0",
-        "indexer queries after RoPE", "model.py:Indexer.forward rotate_activation + fp4_act_quant", NULL},
-    [DSV4Q_B_IDX_K_FP4] = {"idx_k_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0",
-        "indexer compressed keys", "model.py:Compressor.forward (rotate) fp4_act_quant", NULL},
-    [DSV4Q_B_IDX_SCORE_BF16] = {"idx_score_bf16", M, 0, "BF16",
-        "indexer score sum over heads", "model.py:Indexer.forward index_score (...).sum(dim=2)", NULL},
-    [DSV4Q_B_ATTN_P_BF16] = {"attn_p_bf16", M, 0, "BF16",
-        "attention probabilities before P*V (per 64-key block)", "kernel.py:sparse_attn_kernel acc_s_cast", NULL},
+                              "input of every FP8/FP4-weight linear", "model.py:linear -> kernel.py:act_quant", NULL,
+                              DSV4Q_BA_ALL},
+    [DSV4Q_B_KV_FP8] = {"kv_fp8", M, 1, "FP8 E4M3 block 64 in place", "window KV nope dims after RoPE",
+                        "model.py:Attention.forward act_quant(kv[..., :-rd], 64)", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_CKV_FP8] = {"ckv_fp8", M, 1, "FP8 E4M3 block 64 in place", "compressed KV rows, nope dims",
+                         "model.py:Compressor.forward act_quant(kv[..., :-rd], 64)", NULL, DSV4Q_BA_V4},
+    [DSV4Q_B_IDX_Q_FP4] = {"idx_q_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0", "indexer queries after RoPE",
+                           "model.py:Indexer.forward rotate_activation + fp4_act_quant", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_IDX_K_FP4] = {"idx_k_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0", "indexer compressed keys",
+                           "model.py:Compressor.forward (rotate) fp4_act_quant", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_IDX_SCORE_BF16] = {"idx_score_bf16", M, 0, "BF16", "indexer score sum over heads",
+                                "model.py:Indexer.forward index_score (...).sum(dim=2)", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_ATTN_P_BF16] = {"attn_p_bf16", M, 0, "BF16", "attention probabilities before P*V (per 64-key block)",
+                             "kernel.py:sparse_attn_kernel acc_s_cast", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_RESID_BF16] = {"resid_bf16", S, 0, "BF16",
-        "hc streams (hc_post out), hc_pre / hc_head outputs, MTP input sum",
-        "model.py:Block.hc_pre/hc_post, ParallelHead.hc_head", NULL},
-    [DSV4Q_B_NORM_BF16] = {"norm_bf16", S, 0, "BF16",
-        "RMSNorm outputs (attn/ffn/q/kv/compressor/final/MTP norms)", "model.py:RMSNorm.forward .to(dtype)", NULL},
-    [DSV4Q_B_LINEAR_BF16] = {"linear_bf16", S, 0, "BF16",
-        "outputs of BF16/FP8/FP4 linears and the wo_a einsum", "model.py:linear, kernel.py:fp8_gemm/fp4_gemm", NULL},
-    [DSV4Q_B_QNORM_BF16] = {"qnorm_bf16", S, 0, "BF16 x5",
-        "q head norm: q^2, mean, +eps, rsqrt, product", "model.py:Attention.forward q *= rsqrt(...)", NULL},
+                            "hc streams (hc_post out), hc_pre / hc_head outputs, MTP input sum",
+                            "model.py:Block.hc_pre/hc_post, ParallelHead.hc_head", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_NORM_BF16] = {"norm_bf16", S, 0, "BF16", "RMSNorm outputs (attn/ffn/q/kv/compressor/final/MTP norms)",
+                           "model.py:RMSNorm.forward .to(dtype)", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_LINEAR_BF16] = {"linear_bf16", S, 0, "BF16", "outputs of BF16/FP8/FP4 linears and the wo_a einsum",
+                             "model.py:linear, kernel.py:fp8_gemm/fp4_gemm", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_QNORM_BF16] = {"qnorm_bf16", S, 0, "BF16 x5", "q head norm: q^2, mean, +eps, rsqrt, product",
+                            "model.py:Attention.forward q *= rsqrt(...)", NULL, DSV4Q_BA_V4},
     [DSV4Q_B_ROPE_BF16] = {"rope_bf16", S, 0, "BF16",
-        "RoPE results written back (q, kv, compressed rows, indexer q, inverse on o)",
-        "model.py:apply_rotary_emb y.copy_(x)", NULL},
-    [DSV4Q_B_ROPE_TABLE_F32] = {"rope_table_f32", S, 0, "FP32 angles, complex64 cos/sin",
-        "RoPE table", "model.py:precompute_freqs_cis", NULL},
-    [DSV4Q_B_ATTN_OUT_BF16] = {"attn_out_bf16", S, 0, "BF16",
-        "sparse attention output", "kernel.py:sparse_attn_kernel o (BF16)", NULL},
-    [DSV4Q_B_HADAMARD_BF16] = {"hadamard_bf16", S, 0, "BF16",
-        "Hadamard output (indexer q and keys)", "model.py:rotate_activation", NULL},
-    [DSV4Q_B_CMP_BF16] = {"cmp_bf16", S, 0, "BF16",
-        "compressor pooled row before its norm", "model.py:Compressor.forward kv.to(dtype)", NULL},
+                           "RoPE results written back (q, kv, compressed rows, indexer q, inverse on o)",
+                           "model.py:apply_rotary_emb y.copy_(x)", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_ROPE_TABLE_F32] = {"rope_table_f32", S, 0, "FP32 angles, complex64 cos/sin", "RoPE table",
+                                "model.py:precompute_freqs_cis", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_ATTN_OUT_BF16] = {"attn_out_bf16", S, 0, "BF16", "sparse attention output",
+                               "kernel.py:sparse_attn_kernel o (BF16)", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_HADAMARD_BF16] = {"hadamard_bf16", S, 0, "BF16", "Hadamard output (indexer q and keys)",
+                               "model.py:rotate_activation", NULL, DSV4Q_BA_V4},
+    [DSV4Q_B_CMP_BF16] = {"cmp_bf16", S, 0, "BF16", "compressor pooled row before its norm",
+                          "model.py:Compressor.forward kv.to(dtype)", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_IDX_PARTIAL_BF16] = {"idx_partial_bf16", S, 0, "BF16",
-        "indexer head weights (x2), per-head dots, relu(dot)*w products",
-        "model.py:Indexer.forward weights_proj, einsum, relu_()*weights", NULL},
-    [DSV4Q_B_MOE_BF16] = {"moe_bf16", S, 0, "BF16",
-        "expert hidden before w2, MoE output", "model.py:Expert.forward x.to(dtype), MoE.forward type_as", NULL},
+                                  "indexer head weights (x2), per-head dots, relu(dot)*w products",
+                                  "model.py:Indexer.forward weights_proj, einsum, relu_()*weights", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_MOE_BF16] = {"moe_bf16", S, 0, "BF16", "expert hidden before w2, MoE output",
+                          "model.py:Expert.forward x.to(dtype), MoE.forward type_as", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_CKV_FP4] = {"ckv_fp4", M, 1, "FP4 E2M1 block 16, E4M3 scale E4M3(amax/6), in place",
+                         "V4.1 compressed KV rows after RoPE (whole vector)",
+                         "V4.1 model.py:Attention._compress_kv fp4_act_quant(latent, 16, True, float8_e4m3fn)", NULL,
+                         DSV4Q_BA_V41},
 };
 #undef M
 #undef S
 
+#define W DSV4Q_BK_SWITCH
+static const dsv4q_boundary_info switch_table[DSV4Q_B_SWITCH_END - DSV4Q_B_SWITCH_FIRST] = {
+    [DSV4Q_B_YARN_GATED - DSV4Q_B_SWITCH_FIRST] =
+        {"yarn_gated", W, 0, "off: YaRN whenever original_seq_len > 0 (the reference); on: only past it",
+         "RoPE table of the compressed layers: YaRN only when the run's context exceeds original_seq_len",
+         "model.py:precompute_freqs_cis (if original_seq_len > 0); engines that gate on the context", NULL,
+         DSV4Q_BA_ALL},
+    [DSV4Q_B_IDXK_PER_SOURCE - DSV4Q_B_SWITCH_FIRST] =
+        {"idxk_per_source", W, 0,
+         "off: one shared index-key slot, published only with a new latent (the reference); on: per source",
+         "V4.1 indexer keys read by index sources on calls that leave a ratio-2 group incomplete",
+         "V4.1 model.py:Indexer.forward shared_attn.index_k (golden_fp64_indexk_fix has it on)", NULL, DSV4Q_BA_V41},
+    [DSV4Q_B_ATTN_EMPTY_NAN - DSV4Q_B_SWITCH_FIRST] =
+        {"attn_empty_nan", W, 0, "off: a query with no valid key gets 0 (the kernel); on: NaN (a naive softmax's 0/0)",
+         "sparse attention rows whose every column is masked",
+         "kernel.py:sparse_attn_kernel (running max starts at -inf, sink term); naive softmax ports", NULL,
+         DSV4Q_BA_ALL},
+};
+#undef W
+
 #define E DSV4Q_BK_ENGINE
 static const dsv4q_boundary_info engine_table[DSV4Q_B_END - DSV4Q_B_ENGINE_FIRST] = {
     [DSV4Q_B_KV_F16 - DSV4Q_B_ENGINE_FIRST] = {"kv_f16", E, 0, "F16 (IEEE binary16, RNE)",
-        "KV rows read by attention (window ring and compressed rows)",
-        "GGUF engines: KV cache type f16 (llama.cpp cache_type_k/v = f16)", NULL},
-    [DSV4Q_B_ACT_Q8_0 - DSV4Q_B_ENGINE_FIRST] = {"act_q8_0", E, 0,
-        "GGML Q8_0 block 32: d = amax/127 stored F16, q = round(x * (1/d)) half away",
-        "input of every FP8/FP4-weight linear", "ggml quantize_row_q8_0_ref (vec_dot_type of Q8_0)",
-        "gemm_act_fp8"},
-    [DSV4Q_B_IDX_SCORE_F32 - DSV4Q_B_ENGINE_FIRST] = {"idx_score_f32", E, 0, "FP32",
-        "indexer score sum over heads", "engines keeping the score FP32 (no BF16 tie-making cast)",
-        "idx_score_bf16"},
-    [DSV4Q_B_ACT_F16 - DSV4Q_B_ENGINE_FIRST] = {"act_f16", E, 0, "F16 instead of BF16",
-        "every storage boundary that is on (resid_bf16 .. moe_bf16) rounds to F16",
-        "engines whose activation type is F16 (GGML_TYPE_F16 intermediates)", NULL},
+                                               "KV rows read by attention (window ring and compressed rows)",
+                                               "GGUF engines: KV cache type f16 (llama.cpp cache_type_k/v = f16)", NULL,
+                                               DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q8_0 -
+        DSV4Q_B_ENGINE_FIRST] = {"act_q8_0", E, 0,
+                                 "GGML Q8_0 block 32: d = amax/127 stored F16, q = round(x * (1/d)) half away",
+                                 "input of every FP8/FP4-weight linear",
+                                 "ggml quantize_row_q8_0_ref (vec_dot_type of Q8_0)", "gemm_act_fp8", DSV4Q_BA_ALL},
+    [DSV4Q_B_IDX_SCORE_F32 - DSV4Q_B_ENGINE_FIRST] = {"idx_score_f32", E, 0, "FP32", "indexer score sum over heads",
+                                                      "engines keeping the score FP32 (no BF16 tie-making cast)",
+                                                      "idx_score_bf16", DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_F16 -
+        DSV4Q_B_ENGINE_FIRST] = {"act_f16", E, 0, "F16 instead of BF16",
+                                 "every storage boundary that is on (resid_bf16 .. moe_bf16) rounds to F16",
+                                 "engines whose activation type is F16 (GGML_TYPE_F16 intermediates)", NULL,
+                                 DSV4Q_BA_ALL},
 };
 #undef E
 
@@ -79,13 +108,33 @@ const char *const dsv4q_profile_names[] = {"source", "model", "qat", "exact", NU
 const dsv4q_boundary_info *dsv4q_boundary_get(int b)
 {
     if (b >= 0 && b < DSV4Q_B_COUNT) return &table[b];
+    if (b >= DSV4Q_B_SWITCH_FIRST && b < DSV4Q_B_SWITCH_END) return &switch_table[b - DSV4Q_B_SWITCH_FIRST];
     if (b >= DSV4Q_B_ENGINE_FIRST && b < DSV4Q_B_END) return &engine_table[b - DSV4Q_B_ENGINE_FIRST];
     return NULL;
 }
 
+/* The next valid bit after b: reference boundaries, switches, engine points. */
+static int next_bit(int b)
+{
+    b++;
+    if (b == DSV4Q_B_COUNT) return DSV4Q_B_SWITCH_FIRST;
+    if (b == DSV4Q_B_SWITCH_END) return DSV4Q_B_ENGINE_FIRST;
+    return b;
+}
 /* Every valid bit, reference boundaries first. */
-#define FOR_EACH_BIT(b) \
-    for (int b = 0; b < DSV4Q_B_END; b = (b + 1 == DSV4Q_B_COUNT ? DSV4Q_B_ENGINE_FIRST : b + 1))
+#define FOR_EACH_BIT(b) for (int b = 0; b < DSV4Q_B_END; b = next_bit(b))
+
+uint64_t dsv4q_boundary_arch_mask(int arch)
+{
+    uint64_t m = 0;
+    const int want = arch == 1 ? DSV4Q_BA_V41 : DSV4Q_BA_V4;
+    FOR_EACH_BIT(b)
+    {
+        int a = dsv4q_boundary_get(b)->arch;
+        if (a == DSV4Q_BA_ALL || a == want) m |= DSV4Q_BIT(b);
+    }
+    return m;
+}
 
 int dsv4q_boundary_find(const char *name)
 {
@@ -217,7 +266,7 @@ void dsv4q_declaration_format(uint64_t set, char *buf, size_t len)
     for (int pass = 0; pass < 3; pass++)
         FOR_EACH_BIT(b) {
             uint64_t bit = DSV4Q_BIT(b);
-            int on = (set & bit) != 0, eng = b >= DSV4Q_B_ENGINE_FIRST, want;
+            int on = (set & bit) != 0, eng = b >= DSV4Q_B_SWITCH_FIRST, want;
             if (pass == 0) want = !on && (base & bit);
             else if (pass == 1) want = on && eng && !(base & bit);
             else {

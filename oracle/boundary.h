@@ -30,6 +30,12 @@
  *  B2. qat is a subset of model, model a subset of source.
  *  B3. Reference boundaries are 0 .. DSV4Q_B_COUNT-1; engine points are
  *      DSV4Q_B_ENGINE_FIRST .. DSV4Q_B_END-1; no named profile holds one.
+ *  B4. Behaviour switches are DSV4Q_B_SWITCH_FIRST .. DSV4Q_B_SWITCH_END-1:
+ *      not roundings but the named hazards where the reference makes one
+ *      choice and engines another (YaRN gating, V4.1's shared index-key
+ *      slot, empty attention rows). Off is the reference's behaviour; no
+ *      profile holds one; they are declared like engine points
+ *      (`qat:idxk_per_source`) and documented in docs/boundaries.md.
  */
 #ifndef DSV4Q_BOUNDARY_H
 #define DSV4Q_BOUNDARY_H
@@ -58,17 +64,28 @@ typedef enum dsv4q_boundary {
     DSV4Q_B_CMP_BF16,         /* compressor pooled row cast to storage before norm */
     DSV4Q_B_IDX_PARTIAL_BF16, /* indexer weights (x2), per-head dots, products in BF16 */
     DSV4Q_B_MOE_BF16,         /* expert hidden before w2, MoE output stored */
+    DSV4Q_B_CKV_FP4,          /* V4.1: E2M1 + E4M3 per 16 on compressed KV rows */
     DSV4Q_B_COUNT,            /* number of REFERENCE boundaries */
+    /* behaviour switches (B4): where the reference's behaviour is a choice
+     * engines make differently; off = the reference's, never in a profile */
+    DSV4Q_B_SWITCH_FIRST = 40,
+    DSV4Q_B_YARN_GATED = 40,      /* YaRN only when the context exceeds original_seq_len */
+    DSV4Q_B_IDXK_PER_SOURCE = 41, /* V4.1: every index-key owner publishes its cache every call */
+    DSV4Q_B_ATTN_EMPTY_NAN = 42,  /* a query with no valid key gets NaN (naive softmax), not 0 */
+    DSV4Q_B_SWITCH_END,
     /* engine storage points (B3): fixed bits, appended, never renumbered */
     DSV4Q_B_ENGINE_FIRST = 48,
-    DSV4Q_B_KV_F16 = 48,      /* KV rows (window and compressed) stored F16 */
-    DSV4Q_B_ACT_Q8_0 = 49,    /* GGML Q8_0 per 32 act quant of FP8/FP4-GEMM inputs */
+    DSV4Q_B_KV_F16 = 48,        /* KV rows (window and compressed) stored F16 */
+    DSV4Q_B_ACT_Q8_0 = 49,      /* GGML Q8_0 per 32 act quant of FP8/FP4-GEMM inputs */
     DSV4Q_B_IDX_SCORE_F32 = 50, /* indexer score stored FP32 */
-    DSV4Q_B_ACT_F16 = 51,     /* every BF16 storage point that is on stores F16 */
+    DSV4Q_B_ACT_F16 = 51,       /* every BF16 storage point that is on stores F16 */
     DSV4Q_B_END
 } dsv4q_boundary;
 
-typedef enum { DSV4Q_BK_MODEL = 0, DSV4Q_BK_STORAGE = 1, DSV4Q_BK_ENGINE = 2 } dsv4q_boundary_kind;
+typedef enum { DSV4Q_BK_MODEL = 0, DSV4Q_BK_STORAGE = 1, DSV4Q_BK_ENGINE = 2, DSV4Q_BK_SWITCH = 3 } dsv4q_boundary_kind;
+
+/* Which model families a point exists in (dsv4q_boundary_info.arch). */
+enum { DSV4Q_BA_ALL = 0, DSV4Q_BA_V4 = 1, DSV4Q_BA_V41 = 2 };
 
 typedef struct dsv4q_boundary_info {
     const char *name;        /* stable identifier, e.g. "kv_fp8" */
@@ -78,10 +95,18 @@ typedef struct dsv4q_boundary_info {
     const char *where;       /* where it sits in the forward pass */
     const char *reference;   /* file:function it comes from (engine: what engines do it) */
     const char *replaces;    /* engine points: the reference boundary it replaces, or NULL */
+    int arch;                /* DSV4Q_BA_ALL, or the one family (V4 / V4.1) whose forward pass has it */
 } dsv4q_boundary_info;
 
-/* NULL if b is neither a reference boundary nor an engine point. */
+/* NULL if b is neither a reference boundary, a switch nor an engine point. */
 const dsv4q_boundary_info *dsv4q_boundary_get(int b);
+/* The bits that exist in the forward pass of model family arch
+ * (dsv4q_arch: 0 V4, 1 V4.1): every point whose arch is ALL or that
+ * family. A profile holds the reference points of both families (a point
+ * of the other family has no effect); commands print and ablate a set
+ * masked by this, so a V4 run's header and table do not change when V4.1
+ * points are added. */
+uint64_t dsv4q_boundary_arch_mask(int arch);
 /* Index of a boundary name, -1 if unknown. */
 int dsv4q_boundary_find(const char *name);
 

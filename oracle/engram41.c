@@ -1,7 +1,7 @@
 /*
  * engram41.c - one V4.1 Engram layer: table lookup, wkv, per-copy gate,
  * injection into the hyper-connection stream (model.py Engram.forward,
- * ParallelEngramEmbedding.forward; the contract is in oracle/kv41.inc).
+ * ParallelEngramEmbedding.forward; the contract is in oracle/ops41.inc).
  *
  * Owns the arithmetic between the hash ids (oracle/engram_hash.c) and the
  * updated stream. What the reference rounds and where it sits here:
@@ -19,7 +19,7 @@
 #include <math.h>
 #include "base/unaligned.h"
 #include "oracle/real.h"
-#include "oracle/kv41.h"
+#include "oracle/ops41.h"
 #include "oracle/ops.h"
 
 int X(dsv4q_engram41)(uint64_t bs, int ue8m0, const dsv4q_engram_w *w, const int64_t *ids,

@@ -15,10 +15,14 @@
  * Note the two epsilons: the mixes RMS uses norm_eps, Sinkhorn uses hc_eps.
  * hc_post mixes with out_k = post_k*x + sum_j C[j][k] X_j (C's ROW index is
  * the source stream); the transposed reading is a known real-world bug.
+ *
+ * V4.1 (oracle/ops41.inc): hc_mixes and hc_collapse are the two halves of
+ * hc_pre with the same arithmetic, so V4.1's lagged pair reuses V4's steps.
  */
 #include <stdlib.h>
 #include "oracle/real.h"
 #include "oracle/ops.h"
+#include "oracle/ops41.h"
 
 static real sigm(real z) { return RC(1) / (RC(1) + R_EXP(-z)); }
 
@@ -119,4 +123,28 @@ int X(dsv4q_hc_head)(uint64_t bs, const real *Xs, long s, int hc, long d, const 
     }
     free(mixes);
     return 0;
+}
+
+int X(dsv4q_hc_mixes)(uint64_t bs, const real *Xs, long s, int hc, long d, const dsv4q_weight *fn, const real *scale,
+                      const real *base, double norm_eps, double hc_eps, int iters, real *pre, real *post, real *comb)
+{
+    const int nmix = (2 + hc) * hc;
+    real *mixes = malloc(sizeof(real) * (size_t)(s * nmix > 0 ? s * nmix : 1));
+    if (!mixes || hc_mixes(bs, Xs, s, (long)hc * d, fn, norm_eps, mixes)) {
+        free(mixes);
+        return -1;
+    }
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < s; t++) {
+        real *pt = pre + t * hc, *qt = post + t * hc, *ct = comb + t * hc * hc;
+        X(dsv4q_hc_sinkhorn)(mixes + t * nmix, hc, scale, base, hc_eps, iters, pt, qt, ct);
+    }
+    free(mixes);
+    return 0;
+}
+
+void X(dsv4q_hc_collapse)(uint64_t bs, const real *Xs, const real *pre, long s, int hc, long d, real *y)
+{
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < s; t++) hc_reduce(bs, Xs, t, hc, d, pre + t * hc, y);
 }

@@ -1,7 +1,7 @@
 /*
  * kv41.c - V4.1's compressed-KV codec: E2M1 values, one E4M3 scale per 16.
  *
- * Owns the rule of oracle/kv41.inc (the reference's
+ * Owns the rule of oracle/ops41.inc (the reference's
  * fp4_act_quant(latent, 16, True, scale_dtype=torch.float8_e4m3fn) on the
  * post-RoPE compressed latent). It differs from V4's FP4 quantizer
  * (quant.c dsv4q_fp4_act_quant, blocks of 32, power-of-two E8M0 scales) in
@@ -24,7 +24,7 @@
  */
 #include <math.h>
 #include "oracle/real.h"
-#include "oracle/kv41.h"
+#include "oracle/ops41.h"
 
 static real amax_of(const real *x, long n)
 {

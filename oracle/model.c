@@ -26,55 +26,8 @@
 #include "oracle/real.h"
 #include "oracle/ops.h"
 #include "oracle/model_run.h"
-
-/* V, OP, AT and L3/L4 (REPORT's tensor lists) are one or two letters on
- * purpose: they sit inside nearly every line of the pass, where a longer
- * name would bury the arguments that differ. Each is documented where it
- * is defined. */
-
-/* V(vec): a checkpoint vector (dsv4q_vec: norm weights, sinks, scales,
- * biases) at the working width; the loader keeps both copies. */
-#if DSV4Q_WIDTH == 32
-#define V(v) ((const real *)(v).f)
-#else
-#define V(v) ((const real *)(v).d)
-#endif
-
-typedef struct lstate {
-    real *ring;              /* [window, D] */
-    real *crows;             /* [cap, D] compressed attention rows */
-    real *irows;             /* [cap, Di] indexer key rows */
-    long ncrows, nirows;
-    X(dsv4q_cmp_state) cst, ist;
-    X(dsv4q_cmp) cmp, icmp;
-} lstate;
-
-struct X(dsv4q_runstate) {
-    const dsv4q_model *m;
-    uint64_t bs;
-    int ue8m0;
-    long max_pos, pos;
-    X(dsv4q_rope_table) rope0, ropec;   /* ratio-0 layers / compressed layers */
-    lstate *ls;
-    dsv4q_tap_fn tap;
-    void *tap_user;
-    real *lastX;                        /* hidden streams of the last call */
-    long lasts;
-    dsv4q_pick_fn pick;                 /* optional override of indexer picks */
-    void *pick_user;
-    dsv4q_stage_fn stage_fn;            /* optional stage hook (capture) */
-    void *stage_user;
-    int last_layer;                     /* stop after this block (-1: run all + head) */
-    const X(dsv4q_provider) *P;         /* the operators (default: the oracle's, below) */
-    void *pctx;
-};
-
-/* OP(name, args...): one operator call through the run's provider (the
- * run in scope is `r`); every operator the pass runs is an OP(...).
- * AT(layer, p0, s): tell the provider where the pass is (for its messages;
- * a provider without `at` is fine). */
-#define OP(name, ...) r->P->name(r->pctx, __VA_ARGS__)
-#define AT(layer, p0, s) do { if (r->P->at) r->P->at(r->pctx, layer, p0, s); } while (0)
+#include "oracle/model_internal.h"
+#include "oracle/ops41.h"
 
 void X(dsv4q_run_set_stage_hook)(X(dsv4q_runstate) *r, dsv4q_stage_fn fn, void *user)
 {
@@ -93,33 +46,6 @@ int X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
     if (r->pos > 0) return -1;   /* the skipped layers' caches would be missing */
     r->last_layer = layer;
     return 0;
-}
-
-/* Taps go by id (DSV4Q_TAP_LIST, oracle/stages.h), never by a bare string. */
-#define TAP(E) dsv4q_tap_name(DSV4Q_TAP_##E)
-
-static void tap(X(dsv4q_runstate) *r, int layer, const char *stage, const real *x, long n, long rows)
-{
-    if (!r->tap) return;
-#if DSV4Q_WIDTH == 32
-    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!d) return;
-    for (long i = 0; i < n; i++) d[i] = x[i];
-    r->tap(r->tap_user, layer, stage, d, n, rows);
-    free(d);
-#else
-    r->tap(r->tap_user, layer, stage, x, n, rows);
-#endif
-}
-
-static void tap_i32(X(dsv4q_runstate) *r, int layer, const char *stage, const int32_t *x, long n, long rows)
-{
-    if (!r->tap) return;
-    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!d) return;
-    for (long i = 0; i < n; i++) d[i] = x[i];
-    r->tap(r->tap_user, layer, stage, d, n, rows);
-    free(d);
 }
 
 static void cmp_view(X(dsv4q_cmp) *c, const dsv4q_cmp_w *w, int ratio, int Dc, int rotate)
@@ -183,9 +109,9 @@ static long o_compress(void *c, int li, int rotate, const real *x, long s, long 
                                &r->ropec, r->m->cfg.norm_eps, dst);
 }
 static int o_indexer_score(void *c, const real *q, const real *w, long s, int Hi, int Di, const real *K, long T,
-                           long p0, real *score)
+                           long p0, int ratio, real *score)
 {
-    X(dsv4q_indexer_scores)(((const X(dsv4q_runstate) *)c)->bs, q, w, s, Hi, Di, K, T, p0, 4, score);
+    X(dsv4q_indexer_scores)(((const X(dsv4q_runstate) *)c)->bs, q, w, s, Hi, Di, K, T, p0, ratio, score);
     return 0;
 }
 static int o_topk(void *c, const real *score, long rows, long T, int k, int32_t *idx)
@@ -226,24 +152,51 @@ static int o_moe(void *c, int li, const real *x, long s, const int32_t *ids, rea
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
     const int k = g->n_activated_experts;
-    if (X(dsv4q_moe_gate)(x, s, g->dim, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
-                          ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix))
+    if (g->arch == DSV4Q_ARCH_V41) {
+        if (X(dsv4q_moe_gate41)(x, s, g->dim, &L->gate, V(L->gate_bias), g->n_routed_experts, k, g->score_func,
+                                g->gate_temp, g->norm_topk_prob, g->route_scale, wts, ix))
+            return -1;
+    } else if (X(dsv4q_moe_gate)(x, s, g->dim, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
+                                 ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) {
         return -1;
+    }
     return X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, x, s, g->dim, wts, ix, k,
                         g->swiglu_limit, out);
 }
 
 static const X(dsv4q_provider) oracle_provider = {
-    .linear = o_linear, .rmsnorm = o_rmsnorm, .qhead_norm = o_qhead_norm, .rope = o_rope,
-    .act_quant = o_act_quant, .hadamard = o_hadamard, .fp4_quant = o_fp4_quant, .compress = o_compress,
-    .indexer_score = o_indexer_score, .topk = o_topk, .sparse_attn = o_sparse_attn, .window_decode = NULL,
-    .hc_pre = o_hc_pre, .hc_post = o_hc_post, .hc_head = o_hc_head, .moe = o_moe,
+    .linear = o_linear,
+    .rmsnorm = o_rmsnorm,
+    .qhead_norm = o_qhead_norm,
+    .rope = o_rope,
+    .act_quant = o_act_quant,
+    .hadamard = o_hadamard,
+    .fp4_quant = o_fp4_quant,
+    .compress = o_compress,
+    .indexer_score = o_indexer_score,
+    .topk = o_topk,
+    .sparse_attn = o_sparse_attn,
+    .window_decode = NULL,
+    .hc_pre = o_hc_pre,
+    .hc_post = o_hc_post,
+    .hc_head = o_hc_head,
+    .moe = o_moe,
+    /* V4.1 (oracle/model_v41.c) */
+    .hc_mixes = X(dsv4q_o41_hc_mixes),
+    .hc_collapse = X(dsv4q_o41_hc_collapse),
+    .engram = X(dsv4q_o41_engram),
+    .compress41 = X(dsv4q_o41_compress),
+    .kv41_quant = X(dsv4q_o41_kv41_quant),
+    .candidates = X(dsv4q_o41_candidates),
+    .topk41 = X(dsv4q_o41_topk),
 };
 
-void X(dsv4q_run_set_provider)(X(dsv4q_runstate) *r, const X(dsv4q_provider) *p, void *ctx)
+int X(dsv4q_run_set_provider)(X(dsv4q_runstate) * r, const X(dsv4q_provider) * p, void *ctx)
 {
+    if (p && r->v41 && !X(dsv4q_v41_provider_ok)(p)) return -1;
     r->P = p ? p : &oracle_provider;
     r->pctx = p ? ctx : r;
+    return 0;
 }
 
 void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
@@ -260,6 +213,7 @@ void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
             X(dsv4q_cmp_state_free)(&l->ist);
         }
     free(r->ls);
+    X(dsv4q_v41_free)(r->v41);
     X(dsv4q_rope_free)(&r->rope0);
     X(dsv4q_rope_free)(&r->ropec);
     free(r->lastX);
@@ -282,8 +236,10 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
     r->tap = tapfn;
     r->tap_user = tap_user;
     dsv4q_rope_params p0 = {g->rope_head_dim, g->rope_theta, 0, g->rope_factor, g->beta_fast, g->beta_slow};
-    dsv4q_rope_params pc = {g->rope_head_dim, g->compress_rope_theta, g->original_seq_len, g->rope_factor,
-                            g->beta_fast, g->beta_slow};
+    /* yarn_gated (B4): YaRN only when the run's context exceeds the training context */
+    const int gated = ((bs >> DSV4Q_B_YARN_GATED) & 1u) && max_pos <= g->original_seq_len;
+    dsv4q_rope_params pc = {g->rope_head_dim, g->compress_rope_theta, gated ? 0 : g->original_seq_len,
+                            g->rope_factor,   g->beta_fast,           g->beta_slow};
     int nl = g->n_layers + g->n_mtp_layers;
     r->ls = calloc((size_t)nl, sizeof *r->ls);
     if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos, bs) ||
@@ -294,6 +250,7 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
         lstate *l = &r->ls[li];
         l->ring = calloc((size_t)g->window_size * g->head_dim, sizeof(real));
         if (!l->ring) goto fail;
+        if (g->arch == DSV4Q_ARCH_V41) continue; /* its compressed caches are model_v41.c's */
         if (L->ratio) {
             long cap = max_pos / L->ratio + 1;
             l->crows = calloc((size_t)(cap * g->head_dim), sizeof(real));
@@ -307,13 +264,12 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
             cmp_view(&l->icmp, &L->idx_cmp, 4, g->index_head_dim, 1);
         }
     }
+    if (g->arch == DSV4Q_ARCH_V41 && !(r->v41 = X(dsv4q_v41_new)(r))) goto fail;
     return r;
 fail:
     X(dsv4q_run_free)(r);
     return NULL;
 }
-
-#define ALLOC(p, n) do { (p) = malloc(sizeof(*(p)) * (size_t)(n)); if (!(p)) goto oom; } while (0)
 
 /* Indexer of a ratio-4 layer: writes k picks per query into cols (already
  * offset into the key layout, -1 masked). Returns k or -1. */
@@ -345,7 +301,7 @@ static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr,
     long T = l->nirows;
     ALLOC(score, s * (T ? T : 1));
     /* no complete block yet (T = 0): nothing to score or pick */
-    if (T && OP(indexer_score, q, w, s, Hi, Di, l->irows, T, p0, score)) goto oom;
+    if (T && OP(indexer_score, q, w, s, Hi, Di, l->irows, T, p0, 4, score)) goto oom;
     tap(r, li, TAP(IDX_SCORE), score, s * T, s);
     k = T < g->index_topk ? T : g->index_topk;
     ALLOC(pick, s * (k ? k : 1));
@@ -366,6 +322,39 @@ oom:
     return k;
 }
 
+int X(dsv4q_run_out_proj)(X(dsv4q_runstate) * r, const dsv4q_layer_w *L, const real *o, long s, real *out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const int H = g->n_heads, D = g->head_dim, G = g->o_groups, ol = g->o_lora_rank;
+    real *og = NULL, *t = NULL, *tg = NULL;
+    int rc = -1;
+    /* grouped low-rank output: t[g] = wo_a[g] o[g] (BF16), y = wo_b t */
+    const long gd = (long)H * D / G;
+    ALLOC(og, s * gd);
+    ALLOC(tg, s * ol);
+    ALLOC(t, s * G * ol);
+    /* group gi is rows [gi*ol, (gi+1)*ol) of wo_a, in its stored element
+     * size (BF16 from safetensors; F32/F64 from a GGUF or an F32 checkpoint) */
+    const size_t wes = L->wo_a.fmt == DSV4Q_WF_F32 ? 4 : L->wo_a.fmt == DSV4Q_WF_F64 ? 8 : 2;
+    for (int gi = 0; gi < G; gi++) {
+        dsv4q_weight wg = L->wo_a;
+        wg.out = ol;
+        if (L->wo_a.fmt != DSV4Q_WF_BF16 && L->wo_a.fmt != DSV4Q_WF_F32 && L->wo_a.fmt != DSV4Q_WF_F64)
+            goto oom; /* wo_a is split per group: BF16, F32 or F64 only (io/model_load.c, io/gguf_model.c) */
+        wg.data = (const char *)L->wo_a.data + (size_t)gi * (size_t)(ol * gd) * wes;
+        for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
+        if (OP(linear, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
+        for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);
+    }
+    if (OP(linear, &L->wo_b, t, s, out, DSV4Q_B_LINEAR_BF16)) goto oom;
+    rc = 0;
+oom:
+    free(og);
+    free(t);
+    free(tg);
+    return rc;
+}
+
 static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p0, real *out)
 {
     const dsv4q_config *g = &r->m->cfg;
@@ -373,10 +362,10 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     lstate *l = &r->ls[li];
     const uint64_t bs = r->bs;
     const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size;
-    const int ratio = L->ratio, G = g->o_groups, ol = g->o_lora_rank;
+    const int ratio = L->ratio;
     const int cmp = ratio != 0;   /* the compressed layers' RoPE table */
     const int prefill = p0 == 0;
-    real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL, *og = NULL, *t = NULL, *tg = NULL;
+    real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL;
     int32_t *idx = NULL, *cidx = NULL;
     int rc = -1;
 
@@ -459,28 +448,16 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     if (OP(rope, o, s * H, D, D - rd, p0, H, cmp, 1)) goto oom;
     tap(r, li, TAP(ATTN_OUT), o, s * H * D, s);
 
-    /* grouped low-rank output: t[g] = wo_a[g] o[g] (BF16), y = wo_b t */
-    const long gd = (long)H * D / G;
-    ALLOC(og, s * gd);
-    ALLOC(tg, s * ol);
-    ALLOC(t, s * G * ol);
-    /* group gi is rows [gi*ol, (gi+1)*ol) of wo_a, in its stored element
-     * size (BF16 from safetensors; F32/F64 from a GGUF or an F32 checkpoint) */
-    const size_t wes = L->wo_a.fmt == DSV4Q_WF_F32 ? 4 : L->wo_a.fmt == DSV4Q_WF_F64 ? 8 : 2;
-    for (int gi = 0; gi < G; gi++) {
-        dsv4q_weight wg = L->wo_a;
-        wg.out = ol;
-        if (L->wo_a.fmt != DSV4Q_WF_BF16 && L->wo_a.fmt != DSV4Q_WF_F32 && L->wo_a.fmt != DSV4Q_WF_F64)
-            goto oom;   /* wo_a is split per group: BF16, F32 or F64 only (io/model_load.c, io/gguf_model.c) */
-        wg.data = (const char *)L->wo_a.data + (size_t)gi * (size_t)(ol * gd) * wes;
-        for (long i = 0; i < s; i++) memcpy(og + i * gd, o + i * H * D + gi * gd, sizeof(real) * (size_t)gd);
-        if (OP(linear, &wg, og, s, tg, DSV4Q_B_LINEAR_BF16)) goto oom;
-        for (long i = 0; i < s; i++) memcpy(t + i * G * ol + (long)gi * ol, tg + i * ol, sizeof(real) * (size_t)ol);
-    }
-    if (OP(linear, &L->wo_b, t, s, out, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (X(dsv4q_run_out_proj)(r, L, o, s, out)) goto oom;
     rc = 0;
 oom:
-    free(qr); free(q); free(kv); free(keys); free(o); free(og); free(t); free(tg); free(idx); free(cidx);
+    free(qr);
+    free(q);
+    free(kv);
+    free(keys);
+    free(o);
+    free(idx);
+    free(cidx);
     return rc;
 }
 
@@ -658,6 +635,7 @@ out:
 
 int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *logits_out)
 {
+    if (r->v41) return X(dsv4q_v41_step)(r, ids, s, logits_out);
     const dsv4q_config *g = &r->m->cfg;
     const int hc = g->hc_mult;
     const long d = g->dim, p0 = r->pos;
@@ -696,6 +674,8 @@ oom:
 
 long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }
 
+const char *X(dsv4q_run_error)(const X(dsv4q_runstate) * r) { return r->err; }
+
 /* The mtp stage, defined with dsv4q_run_mtp below. */
 static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int32_t *ids, real *logits);
 
@@ -712,7 +692,7 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
     const int li = io->layer;
     real *in[DSV4Q_STAGE_MAX_T] = {0}, *out[DSV4Q_STAGE_MAX_T] = {0};
     int rc = -1;
-    if (!si) return -1;
+    if (!si || r->v41) return -1; /* V4.1 has no stage table yet (docs/v41.md) */
     for (int t = 0; t < si->nin; t++) {
         long n = (long)dsv4q_stage_numel(&si->in[t], g, s);
         ALLOC(in[t], n ? n : 1);

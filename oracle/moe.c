@@ -9,6 +9,9 @@
  * their sum (in pick order), times route_scale. Documented edge case: if
  * every chosen sc underflows to 0 the weights are 1/k each (the reference
  * would divide 0/0).
+ * V4.1's gate (dsv4q_moe_gate41, oracle/ops41.inc) shares the score
+ * function and the selection: logits / gate_temp first, the renorm
+ * w / (sum + 1e-20) only with norm_topk_prob and k > 1, never hash routing.
  * Expert: g = w1 x, u = w3 x (BF16 outputs, linear_bf16); u clamped to
  * [-L, L], g to (-inf, L] when swiglu_limit L > 0; h = silu(g)*u*weight in
  * FP32, stored BF16 (moe_bf16) before w2's act-quant; y_e = w2 h.
@@ -19,12 +22,51 @@
 #include <string.h>
 #include "oracle/real.h"
 #include "oracle/ops.h"
+#include "oracle/ops41.h"
 
 static real score_fn(const char *f, real z)
 {
     if (f[0] == 's' && f[1] == 'i') return RC(1) / (RC(1) + R_EXP(-z));   /* sigmoid */
     real sp = z > RC(20) ? z : R_LOG1P(R_EXP(z));
     return R_SQRT(sp);
+}
+
+/* ix [k] = the top-k of sc + bias (bias NULL: 0), ties to the lower expert
+ * id. */
+static void pick_topk(const real *sc, const real *bias, int n_exp, int k, int32_t *ix)
+{
+    unsigned char used[1024] = {0};
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        real bv = 0;
+        for (int e = 0; e < n_exp; e++) {
+            if (used[e]) continue;
+            real v = sc[e] + (bias ? bias[e] : RC(0));
+            if (best < 0 || v > bv) {
+                best = e;
+                bv = v;
+            }
+        }
+        used[best] = 1;
+        ix[j] = best;
+    }
+}
+
+/* The score function over one row of n_exp logits, in place. */
+static void scores_row(const char *score_func, real *sc, int n_exp)
+{
+    if (strcmp(score_func, "softmax") == 0) {
+        real m = sc[0], sum = 0;
+        for (int e = 1; e < n_exp; e++)
+            if (sc[e] > m) m = sc[e];
+        for (int e = 0; e < n_exp; e++) {
+            sc[e] = R_EXP(sc[e] - m);
+            sum += sc[e];
+        }
+        for (int e = 0; e < n_exp; e++) sc[e] /= sum;
+    } else {
+        for (int e = 0; e < n_exp; e++) sc[e] = score_fn(score_func, sc[e]);
+    }
 }
 
 int X(dsv4q_moe_gate)(const real *x, long s, long d, const dsv4q_weight *W, const real *bias,
@@ -37,36 +79,49 @@ int X(dsv4q_moe_gate)(const real *x, long s, long d, const dsv4q_weight *W, cons
     int softmax = strcmp(score_func, "softmax") == 0;
     for (long t = 0; t < s; t++) {
         real *sc = z + t * n_exp;
-        if (softmax) {
-            real m = sc[0], sum = 0;
-            for (int e = 1; e < n_exp; e++) if (sc[e] > m) m = sc[e];
-            for (int e = 0; e < n_exp; e++) { sc[e] = R_EXP(sc[e] - m); sum += sc[e]; }
-            for (int e = 0; e < n_exp; e++) sc[e] /= sum;
-        } else {
-            for (int e = 0; e < n_exp; e++) sc[e] = score_fn(score_func, sc[e]);
-        }
+        scores_row(score_func, sc, n_exp);
         int32_t *ix = indices + t * k;
         if (tid2eid) {
             for (int j = 0; j < k; j++) ix[j] = tid2eid[(long)ids[t] * k + j];
         } else {
-            /* top-k of sc + bias, ties to the lower expert id */
-            unsigned char used[1024] = {0};
-            for (int j = 0; j < k; j++) {
-                int best = -1;
-                real bv = 0;
-                for (int e = 0; e < n_exp; e++) {
-                    if (used[e]) continue;
-                    real v = sc[e] + (bias ? bias[e] : RC(0));
-                    if (best < 0 || v > bv) { best = e; bv = v; }
-                }
-                used[best] = 1;
-                ix[j] = best;
-            }
+            pick_topk(sc, bias, n_exp, k, ix);
         }
         real *w = weights + t * k, sum = 0;
         for (int j = 0; j < k; j++) { w[j] = sc[ix[j]]; sum += w[j]; }
         for (int j = 0; j < k; j++) {
             if (!softmax) w[j] = sum > 0 ? w[j] / sum : RC(1) / (real)k;
+            w[j] *= RC(route_scale);
+        }
+    }
+    free(z);
+    return 0;
+}
+
+int X(dsv4q_moe_gate41)(const real *x, long s, long d, const dsv4q_weight *W, const real *bias, int n_exp, int k,
+                        const char *score_func, double gate_temp, int norm_topk_prob, double route_scale, real *weights,
+                        int32_t *indices)
+{
+    real *z = malloc(sizeof(real) * (size_t)(s * n_exp > 0 ? s * n_exp : 1));
+    if (!z || X(dsv4q_linear)(0, 0, W, x, s, z, -1)) {
+        free(z);
+        return -1;
+    }
+    (void)d;
+    const real temp = RC(gate_temp);
+    for (long t = 0; t < s; t++) {
+        real *sc = z + t * n_exp;
+        for (int e = 0; e < n_exp; e++) sc[e] = sc[e] / temp;
+        scores_row(score_func, sc, n_exp);
+        int32_t *ix = indices + t * k;
+        pick_topk(sc, bias, n_exp, k, ix);
+        real *w = weights + t * k, sum = 0;
+        for (int j = 0; j < k; j++) {
+            w[j] = sc[ix[j]];
+            sum += w[j];
+        }
+        const real den = sum + RC(1e-20); /* the literal of the reference, not norm_eps */
+        for (int j = 0; j < k; j++) {
+            if (norm_topk_prob && k > 1) w[j] = w[j] / den;
             w[j] *= RC(route_scale);
         }
     }

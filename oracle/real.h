@@ -73,7 +73,7 @@ static inline real rf16(real v) { return (real)dsv4q_f16_decode(dsv4q_f16_encode
  * boundary while the engine point act_f16 is declared. */
 static inline int rb_is_f16(uint64_t bs, int b)
 {
-    return b >= DSV4Q_B_RESID_BF16 && b < DSV4Q_B_COUNT && ((bs >> DSV4Q_B_ACT_F16) & 1u);
+    return b >= DSV4Q_B_RESID_BF16 && b <= DSV4Q_B_MOE_BF16 && ((bs >> DSV4Q_B_ACT_F16) & 1u);
 }
 
 /* Round to BF16 only when boundary b is on in set `bs` (to F16 instead for

@@ -123,9 +123,21 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
             snprintf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", i, ids[i], vocab);
             return -1;
         }
+    /* V4.1: image inputs are out of scope (no vision tower, no image spans) */
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
+        for (long i = 0; i < s; i++)
+            if (ids[i] == r->m->cfg.image_token_id) {
+                snprintf(err, errlen,
+                         "token %ld is image_token_id %d: image inputs are out of scope (dsv4q runs "
+                         "the text model only)",
+                         r->pos + i, ids[i]);
+                return -1;
+            }
     int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
     if (rc) {
-        snprintf(err, errlen, "out of memory in the forward pass at position %ld", r->pos);
+        const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
+        if (why && why[0]) snprintf(err, errlen, "the forward pass failed at position %ld: %s", r->pos, why);
+        else snprintf(err, errlen, "out of memory in the forward pass at position %ld", r->pos);
         return -1;
     }
     r->pos += s;
@@ -167,8 +179,7 @@ void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user)
 int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
 {
     if (r->width != 32 || r->pos) return -1;
-    dsv4q_run_set_provider_f32(r->r32, p, ctx);
-    return 0;
+    return dsv4q_run_set_provider_f32(r->r32, p, ctx);
 }
 
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)

@@ -122,28 +122,36 @@ typedef struct dsv4q_stage_info {
  * forward pass (oracle/model.c) taps by DSV4Q_TAP_<ENUM>, never by a bare
  * string; a stage row's `tap` must be one of these names (checked by
  * dsv4q_stage_table_check). selection = 1: an index set per row (compared
- * as sets, cli/taps.c).
+ * as sets, cli/taps.c). V4.1 (oracle/model_v41.c) adds: engram_out (the
+ * stream after a layer's Engram, [s, hc, d]), block_premix (the FFN pre-mix
+ * a block hands on, [s, hc]: with block_out the state between layers),
+ * cand_blocks (the candidate source's blocks per row) and final_collapse
+ * ([s, d] before the final norm; V4.1's final_norm has s rows, V4's one).
  */
-#define DSV4Q_TAP_LIST(X)                 \
-    X(EMBED, embed, 0)                    \
-    X(HC_ATTN_PRE, hc_attn_pre, 0)        \
-    X(ATTN_NORM, attn_norm, 0)            \
-    X(Q, q, 0)                            \
-    X(KV, kv, 0)                          \
-    X(IDX_SCORE, idx_score, 0)            \
-    X(IDX_TOPK, idx_topk, 1)              \
-    X(ATTN_OUT, attn_out, 0)              \
-    X(ATTN, attn, 0)                      \
-    X(HC_ATTN_POST, hc_attn_post, 0)      \
-    X(HC_FFN_PRE, hc_ffn_pre, 0)          \
-    X(FFN_NORM, ffn_norm, 0)              \
-    X(MOE_WEIGHTS, moe_weights, 0)        \
-    X(MOE_IDX, moe_idx, 1)                \
-    X(MOE_OUT, moe_out, 0)                \
-    X(BLOCK_OUT, block_out, 0)            \
-    X(FINAL_NORM, final_norm, 0)          \
-    X(LOGITS, logits, 0)                  \
-    X(MTP_LOGITS, mtp_logits, 0)
+#define DSV4Q_TAP_LIST(X)                                                                                              \
+    X(EMBED, embed, 0)                                                                                                 \
+    X(HC_ATTN_PRE, hc_attn_pre, 0)                                                                                     \
+    X(ATTN_NORM, attn_norm, 0)                                                                                         \
+    X(Q, q, 0)                                                                                                         \
+    X(KV, kv, 0)                                                                                                       \
+    X(IDX_SCORE, idx_score, 0)                                                                                         \
+    X(IDX_TOPK, idx_topk, 1)                                                                                           \
+    X(ATTN_OUT, attn_out, 0)                                                                                           \
+    X(ATTN, attn, 0)                                                                                                   \
+    X(HC_ATTN_POST, hc_attn_post, 0)                                                                                   \
+    X(HC_FFN_PRE, hc_ffn_pre, 0)                                                                                       \
+    X(FFN_NORM, ffn_norm, 0)                                                                                           \
+    X(MOE_WEIGHTS, moe_weights, 0)                                                                                     \
+    X(MOE_IDX, moe_idx, 1)                                                                                             \
+    X(MOE_OUT, moe_out, 0)                                                                                             \
+    X(BLOCK_OUT, block_out, 0)                                                                                         \
+    X(FINAL_NORM, final_norm, 0)                                                                                       \
+    X(LOGITS, logits, 0)                                                                                               \
+    X(MTP_LOGITS, mtp_logits, 0)                                                                                       \
+    X(ENGRAM_OUT, engram_out, 0)                                                                                       \
+    X(BLOCK_PREMIX, block_premix, 0)                                                                                   \
+    X(CAND_BLOCKS, cand_blocks, 1)                                                                                     \
+    X(FINAL_COLLAPSE, final_collapse, 0)
 
 #define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
 typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;

@@ -20,7 +20,7 @@
 #include "io/engram_map.h"
 #include "io/safetensors.h"
 #include "oracle/engram_hash.h"
-#include "oracle/kv41.h"
+#include "oracle/ops41.h"
 #include "oracle/boundary.h"
 
 #define CASE "tests/data/pub_v41_tiny"

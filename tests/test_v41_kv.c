@@ -12,7 +12,7 @@
  */
 #include "tests/testutil.h"
 #include "oracle/formats.h"
-#include "oracle/kv41.h"
+#include "oracle/ops41.h"
 
 static const double E2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
 

@@ -20,7 +20,7 @@
  */
 #include "tests/testutil.h"
 #include "oracle/formats.h"
-#include "oracle/kv41.h"
+#include "oracle/ops41.h"
 #include "oracle/boundary.h"
 #include "oracle/ops.h"
 

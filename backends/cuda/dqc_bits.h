@@ -29,6 +29,7 @@ enum {
     DQC_B_CMP_BF16,
     DQC_B_IDX_PARTIAL_BF16,
     DQC_B_MOE_BF16,
+    DQC_B_CKV_FP4, /* V4.1 (no V4.1 kernel here yet: honoured by none) */
     DQC_B_COUNT
 };
 #define DQC_BIT(b) ((uint64_t)1 << (b))

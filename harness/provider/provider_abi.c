@@ -614,10 +614,10 @@ static long p_compress(void *c, int li, int rotate, const float *x, long s, long
 }
 
 static int p_indexer_score(void *c, const float *q, const float *wt, long s, int Hi, int Di, const float *K, long T,
-                           long p0, float *score)
+                           long p0, int ratio, float *score)
 {
     const dsv4q_bt in[3] = {bt_f32("q", q, 3, s, Hi, Di), bt_f32("w", wt, 2, s, Hi, 0), bt_f32("K", K, 2, T, Di, 0)};
-    const double par[2] = {(double)p0, 4};
+    const double par[2] = {(double)p0, (double)ratio};
     const wout o[1] = {WO("score", score, 2, s, T, 0)};
     return call(c, DSV4Q_OP_INDEXER_SCORE, in, par, 1, o);
 }

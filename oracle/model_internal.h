@@ -1,0 +1,132 @@
+/*
+ * model_internal.h - what the two forward passes of one width share: the
+ * run instance (struct dsv4q_runstate_f32/_f64), the per-layer V4 cache
+ * state, and the macros the passes are written in (V, OP, AT, TAP, ALLOC)
+ * with the tap helpers. Included by oracle/model.c (the run instance, the
+ * V4 pass) and oracle/model_v41.c (the V4.1 pass) only, both compiled once
+ * per width; nothing outside oracle/ sees these types (model_run.h keeps
+ * the instance opaque).
+ */
+#ifndef DSV4Q_MODEL_INTERNAL_H
+#define DSV4Q_MODEL_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "oracle/real.h"
+#include "oracle/ops.h"
+#include "oracle/model_run.h"
+
+/* V, OP and AT (and model.c's L3/L4, REPORT's tensor lists) are one or
+ * two letters on purpose: they sit inside nearly every line of the pass, where a longer
+ * name would bury the arguments that differ. Each is documented where it
+ * is defined. */
+
+/* V(vec): a checkpoint vector (dsv4q_vec: norm weights, sinks, scales,
+ * biases) at the working width; the loader keeps both copies. */
+#if DSV4Q_WIDTH == 32
+#define V(v) ((const real *)(v).f)
+#else
+#define V(v) ((const real *)(v).d)
+#endif
+
+typedef struct lstate {
+    real *ring;  /* [window, D] */
+    real *crows; /* [cap, D] compressed attention rows */
+    real *irows; /* [cap, Di] indexer key rows */
+    long ncrows, nirows;
+    X(dsv4q_cmp_state) cst, ist;
+    X(dsv4q_cmp) cmp, icmp;
+} lstate;
+
+/* The V4.1 pass's own state (oracle/model_v41.c), NULL for a V4 model. */
+struct X(dsv4q_v41);
+
+struct X(dsv4q_runstate) {
+    const dsv4q_model *m;
+    uint64_t bs;
+    int ue8m0;
+    long max_pos, pos;
+    X(dsv4q_rope_table) rope0, ropec; /* ratio-0 layers / compressed layers */
+    lstate *ls;
+    dsv4q_tap_fn tap;
+    void *tap_user;
+    real *lastX; /* hidden streams of the last call */
+    long lasts;
+    dsv4q_pick_fn pick; /* optional override of indexer picks */
+    void *pick_user;
+    dsv4q_stage_fn stage_fn; /* optional stage hook (capture) */
+    void *stage_user;
+    int last_layer;              /* stop after this block (-1: run all + head) */
+    const X(dsv4q_provider) * P; /* the operators (default: the oracle's, model.c) */
+    void *pctx;
+    struct X(dsv4q_v41) * v41; /* V4.1 checkpoints: that pass's caches */
+    char err[256];             /* why a step failed other than by allocation, or "" */
+};
+
+/* OP(name, args...): one operator call through the run's provider (the
+ * run in scope is `r`); every operator the pass runs is an OP(...).
+ * AT(layer, p0, s): tell the provider where the pass is (for its messages;
+ * a provider without `at` is fine). */
+#define OP(name, ...) r->P->name(r->pctx, __VA_ARGS__)
+#define AT(layer, p0, s)                                                                                               \
+    do {                                                                                                               \
+        if (r->P->at) r->P->at(r->pctx, layer, p0, s);                                                                 \
+    } while (0)
+
+/* Taps go by id (DSV4Q_TAP_LIST, oracle/stages.h), never by a bare string. */
+#define TAP(E) dsv4q_tap_name(DSV4Q_TAP_##E)
+
+static inline void tap(X(dsv4q_runstate) * r, int layer, const char *stage, const real *x, long n, long rows)
+{
+    if (!r->tap) return;
+#if DSV4Q_WIDTH == 32
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!d) return;
+    for (long i = 0; i < n; i++) d[i] = x[i];
+    r->tap(r->tap_user, layer, stage, d, n, rows);
+    free(d);
+#else
+    r->tap(r->tap_user, layer, stage, x, n, rows);
+#endif
+}
+
+static inline void tap_i32(X(dsv4q_runstate) * r, int layer, const char *stage, const int32_t *x, long n, long rows)
+{
+    if (!r->tap) return;
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!d) return;
+    for (long i = 0; i < n; i++) d[i] = x[i];
+    r->tap(r->tap_user, layer, stage, d, n, rows);
+    free(d);
+}
+
+#define ALLOC(p, n)                                                                                                    \
+    do {                                                                                                               \
+        (p) = malloc(sizeof(*(p)) * (size_t)(n));                                                                      \
+        if (!(p)) goto oom;                                                                                            \
+    } while (0)
+
+/* The V4.1 pass (oracle/model_v41.c) as model.c calls it: its state for
+ * run r (after r's common fields and RoPE tables are set; NULL on
+ * allocation failure), one call of it, and its release. */
+struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r);
+int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double *logits);
+void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v);
+/* 1 if provider p has every entry the V4.1 pass calls. */
+int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p);
+/* The oracle's V4.1 provider entries (model_v41.c), for model.c's table. */
+int X(dsv4q_o41_hc_mixes)(void *c, const real *Xs, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,
+                          const dsv4q_vec *base, real *pre, real *post, real *comb);
+int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, real *y);
+int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s);
+long X(dsv4q_o41_compress)(void *c, int li, const real *x, long s, long p0, real *out);
+int X(dsv4q_o41_kv41_quant)(void *c, real *x, long rows, long n);
+int X(dsv4q_o41_candidates)(void *c, const real *score, long rows, long T, const long *clen, int topb, int B,
+                            int32_t *blocks, uint8_t *mask);
+int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, const long *clen, int32_t *out);
+/* The attention's grouped low-rank output (model.py Attention.forward's
+ * wo_a einsum, then wo_b), shared by both passes: o [s, H, D] -> out
+ * [s, dim]. 0 or -1. */
+int X(dsv4q_run_out_proj)(X(dsv4q_runstate) * r, const dsv4q_layer_w *L, const real *o, long s, real *out);
+
+#endif

@@ -1,0 +1,564 @@
+/*
+ * model_v41.c - the whole DeepSeek V4.1 forward pass at one width.
+ *
+ * Mirrors V4.1 model.py Transformer.forward / Block.forward /
+ * Attention.forward / Indexer.forward and engram.py NgramHashState (Hugging
+ * Face deepseek-ai/DeepSeek-V4.1-Flash, revision dba1be0a): prefill of s
+ * tokens at position 0, then one-token decode steps. The run instance, the
+ * operator provider and the taps are model.c's (oracle/model_internal.h);
+ * this file owns what V4.1 changed (docs/v41.md has the list):
+ *  - Engram before the listed blocks, from one n-gram hash per call;
+ *  - lagged hyper-connections: the attention collapses with the pre-mix the
+ *    previous block's FFN computed ([1, 0, ..] before layer 0), the FFN with
+ *    this block's attention pre-mix, the final collapse with the last one;
+ *    no hc_head;
+ *  - attention without a q head norm, window KV FP8 over the whole
+ *    post-RoPE vector in blocks of fp8_block (32);
+ *  - compressors of ratio 1 / 2 on kv-source layers only; the other layers
+ *    read the compressed-KV cache of the nearest source and the top-k the
+ *    last index source published (SharedAttentionRuntime's slots);
+ *  - indexer keys k_norm(wk(latent)) from the PRE-RoPE latent, FP4 q and
+ *    keys without Hadamard, picks ascending with -1 last, the two-level
+ *    top-k (candidate blocks of the candidate source, masked picks after);
+ *  - the compressed KV as E2M1 with E4M3 scales per 16 (ckv_fp4).
+ *
+ * Invariants:
+ *  J1. Calls are a prefill at position 0 and one-token decodes (M1 of
+ *      model.c); the caches are per layer except the shared slots below.
+ *  J2. The shared slots behave as the reference's: compress_kv is the
+ *      cache of the last kv source that ran in this call (the nearest at or
+ *      before the reader); topk is what the last index source published in
+ *      this call; index_k is the key cache published LAST, in any call,
+ *      and an owner publishes it only when it produced a latent (the
+ *      reference's single slot: on a call that leaves a ratio-2 group
+ *      incomplete, the ratio-2 indexers read the keys of whichever owner
+ *      published last). The switch idxk_per_source (oracle/boundary.h B4)
+ *      makes every owner publish on every call.
+ *  J3. The config's roles were validated at load (io/config.c): every
+ *      ratio > 0 layer has a kv source and an index source at or before it
+ *      with its ratio, and a candidate consumer has the candidate source's
+ *      ratio. The pass still checks what it reads and fails (-1) rather
+ *      than read a wrong-shaped cache.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "oracle/real.h"
+#include "oracle/ops.h"
+#include "oracle/ops41.h"
+#include "oracle/engram_hash.h"
+#include "oracle/model_run.h"
+#include "oracle/model_internal.h"
+
+/* FAIL(fmt, ...): say why in r->err (model_run.inc dsv4q_run_error), then
+ * leave through the function's cleanup. */
+#define FAIL(...)                                                                                                      \
+    do {                                                                                                               \
+        snprintf(r->err, sizeof r->err, __VA_ARGS__);                                                                  \
+        goto oom;                                                                                                      \
+    } while (0)
+
+typedef struct l41 {
+    int ratio, is_kv, is_idx, owns_k, is_cand, uses_cand;
+    int engram;         /* index in engram_layer_ids (its hash columns), -1 */
+    X(dsv4q_cmp41) cmp; /* kv sources */
+    real *ccache;       /* kv sources: [cap, D] compressed KV (post-RoPE, ckv_fp4) */
+    real *kcache;       /* key owners: [cap, Di] index keys (post-RoPE, idx_k_fp4) */
+    long cap;           /* rows of both caches: max_pos / ratio + 1 */
+} l41;
+
+struct X(dsv4q_v41) {
+    int nl; /* n_layers */
+    l41 *L; /* [n_layers] */
+    dsv4q_engram_cache ecache;
+    int index_k;   /* the layer whose key cache was published last (J2), -1 */
+    int ckv;       /* the kv source that ran last in this call, -1 */
+    int32_t *topk; /* the top-k published last in this call [rows, k], offsets applied */
+    long topk_rows, topk_k, topk_cap;
+    uint8_t *cand; /* the candidate mask of this call [rows, T] */
+    long cand_rows, cand_T, cand_cap;
+};
+
+void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v)
+{
+    if (!v) return;
+    for (int li = 0; v->L && li < v->nl; li++) {
+        X(dsv4q_cmp41_free)(&v->L[li].cmp);
+        free(v->L[li].ccache);
+        free(v->L[li].kcache);
+    }
+    free(v->L);
+    dsv4q_engram_cache_free(&v->ecache);
+    free(v->topk);
+    free(v->cand);
+    free(v);
+}
+
+static int in_list(const int *a, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x) return 1;
+    return 0;
+}
+
+struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    struct X(dsv4q_v41) *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->index_k = v->ckv = -1;
+    v->L = calloc((size_t)g->n_layers, sizeof *v->L);
+    if (!v->L) goto fail;
+    v->nl = g->n_layers;
+    for (int li = 0; li < g->n_layers; li++) {
+        const dsv4q_layer_w *W = &r->m->layers[li];
+        l41 *l = &v->L[li];
+        l->ratio = g->compress_ratios[li];
+        l->engram = -1;
+        for (int e = 0; e < g->n_engram_layers; e++)
+            if (g->engram_layer_ids[e] == li) l->engram = e;
+        if (!l->ratio) continue;
+        l->is_kv = in_list(g->kv_source_layers, g->n_kv_source_layers, li);
+        l->is_idx = in_list(g->index_source_layers, g->n_index_source_layers, li);
+        l->owns_k = l->is_kv && l->is_idx;
+        l->is_cand = li == g->candidate_source_layer;
+        l->uses_cand = l->is_idx && g->candidate_source_layer >= 0 && g->candidate_source_layer < li;
+        l->cap = r->max_pos / l->ratio + 1;
+        if (l->is_kv) {
+            l->cmp = (X(dsv4q_cmp41)){
+                .ratio = l->ratio, .Dc = g->head_dim, .wkv = W->cmp.wkv, .wgate = W->cmp.wgate, .norm = V(W->cmp.norm)};
+            l->ccache = calloc((size_t)(l->cap * g->head_dim), sizeof(real));
+            if (!l->ccache || X(dsv4q_cmp41_init)(&l->cmp)) goto fail;
+        }
+        if (l->owns_k) {
+            l->kcache = calloc((size_t)(l->cap * g->index_head_dim), sizeof(real));
+            if (!l->kcache) goto fail;
+        }
+    }
+    if (g->n_engram_layers > 0 && (!r->m->engram_hash || dsv4q_engram_cache_init(&v->ecache, r->max_pos))) goto fail;
+    return v;
+fail:
+    X(dsv4q_v41_free)(v);
+    return NULL;
+}
+
+/* Publish this call's top-k [rows, k] (J2). */
+static int publish_topk(struct X(dsv4q_v41) * v, const int32_t *idx, long rows, long k)
+{
+    if (rows * k > v->topk_cap) {
+        int32_t *p = realloc(v->topk, sizeof(int32_t) * (size_t)(rows * k));
+        if (!p) return -1;
+        v->topk = p;
+        v->topk_cap = rows * k;
+    }
+    if (rows * k > 0) memcpy(v->topk, idx, sizeof(int32_t) * (size_t)(rows * k));
+    v->topk_rows = rows;
+    v->topk_k = k;
+    return 0;
+}
+
+/* RoPE on the tails of latent-like rows x [n, dim]: row j is the group
+ * that starts at position p0 + j * ratio in a prefill, p0 + 1 - ratio in a
+ * decode ("a latent stands for the first token of its group"). */
+static int rope_groups(X(dsv4q_runstate) * r, real *x, long n, long dim, long p0, int ratio)
+{
+    const int rd = r->m->cfg.rope_head_dim;
+    for (long j = 0; j < n; j++) {
+        const long pos = p0 == 0 ? j * ratio : p0 + 1 - ratio;
+        if (OP(rope, x + j * dim, 1, dim, dim - rd, pos, 1, 1, 0)) return -1;
+    }
+    return 0;
+}
+
+/*
+ * The indexer of index-source layer li (Indexer.forward): the key owner's
+ * keys from this call's latent [nl, D] (nl 0: none), this layer's queries
+ * from qr, the scores against the published keys, the candidate blocks
+ * (source) or mask (consumer), then k picks per row into cols [s, k] with
+ * the key-layout offset added (-1 kept). Returns k, or -1.
+ */
+static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *qr, const real *latent, long nl, long s,
+                      long p0, long offset, int32_t **cols_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *W = &r->m->layers[li];
+    struct X(dsv4q_v41) *v = r->v41;
+    l41 *l = &v->L[li];
+    const uint64_t bs = r->bs;
+    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim, ratio = l->ratio;
+    const long end = p0 + s, T = end / ratio;
+    real *kn = NULL, *q = NULL, *w = NULL, *score = NULL;
+    int32_t *pick = NULL, *blocks = NULL;
+    long *clen = NULL, k = -1;
+    if (l->owns_k && (nl > 0 || ((bs >> DSV4Q_B_IDXK_PER_SOURCE) & 1u))) {
+        if (nl > 0) {
+            ALLOC(kn, nl * Di);
+            if (OP(linear, &W->idx_wk, latent, nl, kn, DSV4Q_B_LINEAR_BF16) ||
+                OP(rmsnorm, kn, nl, Di, &W->idx_k_norm, kn) || rope_groups(r, kn, nl, Di, p0, ratio))
+                goto oom;
+            if (((bs >> DSV4Q_B_IDX_K_FP4) & 1u) && OP(fp4_quant, kn, nl, Di)) goto oom;
+            if (p0 / ratio + nl > l->cap) FAIL("layer %d: index-key cache full", li);
+            memcpy(l->kcache + (p0 / ratio) * Di, kn, sizeof(real) * (size_t)(nl * Di));
+        }
+        v->index_k = li; /* J2: published */
+    }
+    ALLOC(q, s * Hi * Di);
+    ALLOC(w, s * Hi);
+    if (OP(linear, &W->idx_wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
+    if (OP(rope, q, s * Hi, Di, Di - rd, p0, Hi, 1, 0)) goto oom;
+    if (((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) && OP(fp4_quant, q, s * Hi, Di)) goto oom;
+    const int src = v->index_k;
+    if (src < 0) FAIL("layer %d: no index keys published before this indexer (index sources need a kv source)", li);
+    if (T > v->L[src].cap)
+        FAIL("layer %d: reads %ld index keys of layer %d, which holds %ld", li, T, src, v->L[src].cap);
+    if (OP(linear, &W->idx_weights_proj, x, s, w, DSV4Q_B_IDX_PARTIAL_BF16)) goto oom;
+    const real wscale = RC(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
+    for (long i = 0; i < s * Hi; i++) w[i] = rb(bs, DSV4Q_B_IDX_PARTIAL_BF16, w[i] * wscale);
+    ALLOC(score, s * T);
+    if (OP(indexer_score, q, w, s, Hi, Di, v->L[src].kcache, T, p0, ratio, score)) goto oom;
+    ALLOC(clen, s);
+    for (long i = 0; i < s; i++) clen[i] = p0 == 0 ? (i + 1) / ratio : T;
+    if (l->is_cand) {
+        const int tb = g->candidate_topk_blocks;
+        if (s * T > v->cand_cap) {
+            uint8_t *p = realloc(v->cand, (size_t)(s * T));
+            if (!p) goto oom;
+            v->cand = p;
+            v->cand_cap = s * T;
+        }
+        ALLOC(blocks, s * (tb ? tb : 1));
+        if (OP(candidates, score, s, T, clen, tb, g->candidate_block_size, blocks, v->cand)) goto oom;
+        v->cand_rows = s;
+        v->cand_T = T;
+        tap_i32(r, li, TAP(CAND_BLOCKS), blocks, s * tb, s);
+    } else if (l->uses_cand) {
+        if (v->cand_rows != s || v->cand_T != T) /* J3 */
+            FAIL("layer %d: the candidate mask of layer %d is [%ld, %ld], the scores [%ld, %ld] (ratios differ?)", li,
+                 g->candidate_source_layer, v->cand_rows, v->cand_T, s, T);
+        for (long i = 0; i < s * T; i++)
+            if (!v->cand[i]) score[i] = -INFINITY;
+    }
+    tap(r, li, TAP(IDX_SCORE), score, s * T, s);
+    k = T < g->index_topk ? T : g->index_topk;
+    ALLOC(pick, s * (k ? k : 1));
+    if (OP(topk41, score, s, T, (int)k, clen, pick)) {
+        k = -1;
+        goto oom;
+    }
+    if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
+    tap_i32(r, li, TAP(IDX_TOPK), pick, s * k, s);
+    for (long i = 0; i < s * k; i++) pick[i] = pick[i] < 0 ? -1 : (int32_t)(pick[i] + offset);
+    *cols_out = pick;
+    pick = NULL;
+oom:
+    free(kn);
+    free(q);
+    free(w);
+    free(score);
+    free(pick);
+    free(blocks);
+    free(clen);
+    return k;
+}
+
+/* Attention of layer li on the attention-normed x [s, dim] -> out [s, dim]. */
+static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, long p0, real *out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *W = &r->m->layers[li];
+    struct X(dsv4q_v41) *v = r->v41;
+    l41 *l = &v->L[li];
+    lstate *ring = &r->ls[li];
+    const uint64_t bs = r->bs;
+    const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size, ratio = l->ratio;
+    const int cmp = ratio != 0, prefill = p0 == 0;
+    const long end = p0 + s;
+    real *qr = NULL, *q = NULL, *kv = NULL, *latent = NULL, *keys = NULL, *o = NULL;
+    int32_t *idx = NULL, *cidx = NULL;
+    int rc = -1;
+
+    ALLOC(qr, s * g->q_lora_rank);
+    ALLOC(q, s * H * D);
+    ALLOC(kv, s * D);
+    if (OP(linear, &W->wq_a, x, s, qr, DSV4Q_B_LINEAR_BF16) || OP(rmsnorm, qr, s, g->q_lora_rank, &W->q_norm, qr) ||
+        OP(linear, &W->wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16) || OP(rope, q, s * H, D, D - rd, p0, H, cmp, 0))
+        goto oom;
+    tap(r, li, TAP(Q), q, s * H * D, s);
+    /* window KV (_window_kv): FP8 over the whole post-RoPE vector */
+    if (OP(linear, &W->wkv, x, s, kv, DSV4Q_B_LINEAR_BF16) || OP(rmsnorm, kv, s, D, &W->kv_norm, kv) ||
+        OP(rope, kv, s, D, D - rd, p0, 1, cmp, 0))
+        goto oom;
+    if (((bs >> DSV4Q_B_KV_FP8) & 1u) && OP(act_quant, kv, s, D, D, g->fp8_block)) goto oom;
+    tap(r, li, TAP(KV), kv, s * D, s);
+    for (long i = (s > win ? s - win : 0); i < s; i++)
+        memcpy(ring->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
+
+    /* compressed part (_compress_kv, _compress_topk_idxs) */
+    const long offset = prefill ? s : win;
+    long nc = 0, clen = 0, nl = 0;
+    const real *ckeys = NULL;
+    if (ratio) {
+        clen = end / ratio;
+        if (l->is_kv) {
+            ALLOC(latent, (ratio == 1 ? s : s / ratio + 1) * D);
+            nl = OP(compress41, li, x, s, p0, latent);
+            if (nl < 0) goto oom;
+            v->ckv = li; /* published (J2) */
+        }
+        if (l->is_idx) {
+            if (clen > 0) {
+                nc = indexer41(r, li, x, qr, latent, nl, s, p0, offset, &cidx);
+                if (nc < 0) goto oom;
+            }
+            if (publish_topk(v, cidx, s, nc)) goto oom;
+        } else {
+            if (v->topk_rows != s) FAIL("layer %d: no index source before it published a top-k", li); /* J3 */
+            nc = v->topk_k;
+            ALLOC(cidx, s * (nc ? nc : 1));
+            if (s * nc > 0) memcpy(cidx, v->topk, sizeof(int32_t) * (size_t)(s * nc));
+        }
+        if (nl > 0) { /* the latent becomes this source's cache rows */
+            if (rope_groups(r, latent, nl, D, p0, ratio)) goto oom;
+            if (((bs >> DSV4Q_B_CKV_FP4) & 1u) && OP(kv41_quant, latent, nl, D)) goto oom;
+            if (p0 / ratio + nl > l->cap) FAIL("layer %d: compressed-KV cache full", li);
+            memcpy(l->ccache + (p0 / ratio) * D, latent, sizeof(real) * (size_t)(nl * D));
+        }
+        if (v->ckv < 0) FAIL("layer %d: no kv source before it compressed its KV", li); /* J3 */
+        if (clen > v->L[v->ckv].cap)
+            FAIL("layer %d: reads %ld compressed rows of layer %d, which holds %ld", li, clen, v->ckv,
+                 v->L[v->ckv].cap);
+        ckeys = v->L[v->ckv].ccache;
+    }
+
+    /* keys [window rows | compressed rows], columns [window | compressed] */
+    const long nw = prefill ? (s < win ? s : win) : win, ncols = nw + nc;
+    const long nkeys = (prefill ? s : win) + clen;
+    ALLOC(keys, nkeys * D);
+    memcpy(keys, prefill ? kv : ring->ring, sizeof(real) * (size_t)((prefill ? s : win) * D));
+    if (clen) memcpy(keys + (prefill ? s : win) * D, ckeys, sizeof(real) * (size_t)(clen * D));
+    ALLOC(idx, s * (ncols ? ncols : 1));
+    for (long i = 0; i < s; i++) {
+        int32_t *c = idx + i * ncols;
+        if (prefill) {
+            const long base = i - win + 1 < 0 ? 0 : i - win + 1;
+            for (long j = 0; j < nw; j++) c[j] = base + j > i ? -1 : (int32_t)(base + j);
+        } else { /* the ring oldest first; slots not yet written -1 */
+            const long oldest = p0 % win + 1;
+            for (long j = 0; j < win; j++) {
+                const long slot = (oldest + j) % win;
+                c[j] = slot > p0 ? -1 : (int32_t)slot;
+            }
+        }
+        for (long j = 0; j < nc; j++) c[nw + j] = cidx[i * nc + j];
+    }
+    ALLOC(o, s * H * D);
+    if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &W->attn_sink, 1.0 / sqrt((double)D), o)) goto oom;
+    if (OP(rope, o, s * H, D, D - rd, p0, H, cmp, 1)) goto oom;
+    tap(r, li, TAP(ATTN_OUT), o, s * H * D, s);
+    rc = X(dsv4q_run_out_proj)(r, W, o, s, out);
+oom:
+    free(qr);
+    free(q);
+    free(kv);
+    free(latent);
+    free(keys);
+    free(o);
+    free(idx);
+    free(cidx);
+    return rc;
+}
+
+/* One block (Block.forward): Xs [s, hc, d] in and out, premix [s, hc] the
+ * incoming pre-mix in and this block's FFN pre-mix out. */
+static int block41(X(dsv4q_runstate) * r, int li, real *Xs, real *premix, long s, long p0, const int32_t *ids)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *W = &r->m->layers[li];
+    const int hc = g->hc_mult;
+    const long d = g->dim;
+    real *y = NULL, *n = NULL, *apre = NULL, *post = NULL, *comb = NULL, *a = NULL, *X2 = NULL, *wts = NULL;
+    int32_t *ix = NULL;
+    const int k = g->n_activated_experts;
+    int rc = -1;
+    ALLOC(y, s * d);
+    ALLOC(n, s * d);
+    ALLOC(apre, s * hc);
+    ALLOC(post, s * hc);
+    ALLOC(comb, s * hc * hc);
+    ALLOC(a, s * d);
+    ALLOC(X2, s * hc * d);
+    ALLOC(wts, s * k);
+    ALLOC(ix, s * k);
+    /* attention half: this block's mixes from its input, the collapse with the incoming pre-mix */
+    if (OP(hc_mixes, Xs, s, &W->hc_attn_fn, &W->hc_attn_scale, &W->hc_attn_base, apre, post, comb) ||
+        OP(hc_collapse, Xs, premix, s, y))
+        goto oom;
+    tap(r, li, TAP(HC_ATTN_PRE), y, s * d, s);
+    if (OP(rmsnorm, y, s, d, &W->attn_norm, n)) goto oom;
+    tap(r, li, TAP(ATTN_NORM), n, s * d, s);
+    if (attention41(r, li, n, s, p0, a)) goto oom;
+    tap(r, li, TAP(ATTN), a, s * d, s);
+    if (OP(hc_post, a, Xs, post, comb, s, X2)) goto oom;
+    tap(r, li, TAP(HC_ATTN_POST), X2, s * hc * d, s);
+    /* FFN half: its mixes from X2 (premix becomes the FFN pre-mix), the collapse with the attention pre-mix */
+    if (OP(hc_mixes, X2, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, premix, post, comb) ||
+        OP(hc_collapse, X2, apre, s, y))
+        goto oom;
+    tap(r, li, TAP(HC_FFN_PRE), y, s * d, s);
+    if (OP(rmsnorm, y, s, d, &W->ffn_norm, n)) goto oom;
+    tap(r, li, TAP(FFN_NORM), n, s * d, s);
+    if (OP(moe, li, n, s, ids, wts, ix, a)) goto oom;
+    tap(r, li, TAP(MOE_WEIGHTS), wts, s * k, s);
+    tap_i32(r, li, TAP(MOE_IDX), ix, s * k, s);
+    tap(r, li, TAP(MOE_OUT), a, s * d, s);
+    if (OP(hc_post, a, X2, post, comb, s, Xs)) goto oom;
+    tap(r, li, TAP(BLOCK_OUT), Xs, s * hc * d, s);
+    tap(r, li, TAP(BLOCK_PREMIX), premix, s * hc, s);
+    rc = 0;
+oom:
+    free(y);
+    free(n);
+    free(apre);
+    free(post);
+    free(comb);
+    free(a);
+    free(X2);
+    free(wts);
+    free(ix);
+    return rc;
+}
+
+int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double *logits_out)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    struct X(dsv4q_v41) *v = r->v41;
+    const int hc = g->hc_mult, ne = g->n_engram_layers;
+    const long d = g->dim, p0 = r->pos;
+    real *Xs = NULL, *premix = NULL, *y = NULL, *logits = NULL;
+    int64_t *hash = NULL;
+    int rc = -1, li = -1;
+    r->err[0] = 0;
+    ALLOC(Xs, s * hc * d);
+    ALLOC(premix, s * hc);
+    ALLOC(y, s * d);
+    ALLOC(logits, g->vocab_size);
+    if (ne > 0) { /* one n-gram hash per call, every Engram layer at once */
+        const dsv4q_engram_hash *eh = r->m->engram_hash;
+        char err[200];
+        ALLOC(hash, s * ne * eh->ncols);
+        if (dsv4q_engram_hash_ids(eh, &v->ecache, p0, ids, NULL, s, hash, err, sizeof err))
+            FAIL("engram hash: %s", err);
+    }
+    v->ckv = -1;
+    v->topk_rows = -1;
+    v->cand_rows = -1;
+    AT(-1, p0, s);
+    for (long t = 0; t < s; t++) { /* embed, copied to the hc streams; the identity pre-mix */
+        for (long i = 0; i < d; i++) Xs[t * hc * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
+        for (int j = 1; j < hc; j++) memcpy(Xs + (t * hc + j) * d, Xs + t * hc * d, sizeof(real) * (size_t)d);
+        for (int j = 0; j < hc; j++) premix[t * hc + j] = j == 0 ? RC(1) : RC(0);
+    }
+    tap(r, -1, TAP(EMBED), Xs, s * hc * d, s);
+    const int nl = r->last_layer >= 0 && r->last_layer < g->n_layers ? r->last_layer + 1 : g->n_layers;
+    for (li = 0; li < nl; li++) {
+        const int e = v->L[li].engram;
+        AT(li, p0, s);
+        if (e >= 0) {
+            const int C = r->m->engram_hash->ncols;
+            int64_t *ids_l = NULL;
+            ALLOC(ids_l, s * C);
+            for (long t = 0; t < s; t++) memcpy(ids_l + t * C, hash + (t * ne + e) * C, sizeof(int64_t) * (size_t)C);
+            const int erc = OP(engram, li, ids_l, Xs, s);
+            free(ids_l);
+            if (erc) goto oom;
+            tap(r, li, TAP(ENGRAM_OUT), Xs, s * hc * d, s);
+        }
+        if (block41(r, li, Xs, premix, s, p0, ids)) goto oom;
+        if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0); /* progress */
+    }
+    li = -1;
+    AT(-1, p0, s);
+    if (nl < g->n_layers) { /* stopped early: no head, no logits */
+        for (long i = 0; i < g->vocab_size; i++) logits[i] = (real)NAN;
+    } else { /* the final collapse with the last pre-mix, the norm, the head of the last row */
+        if (OP(hc_collapse, Xs, premix, s, y)) goto oom;
+        tap(r, -1, TAP(FINAL_COLLAPSE), y, s * d, s);
+        if (OP(rmsnorm, y, s, d, &r->m->norm, y)) goto oom;
+        tap(r, -1, TAP(FINAL_NORM), y, s * d, s);
+        if (OP(linear, &r->m->head, y + (s - 1) * d, 1, logits, -1)) goto oom;
+        tap(r, -1, TAP(LOGITS), logits, g->vocab_size, 1);
+    }
+    for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
+    free(r->lastX);
+    r->lastX = Xs;
+    r->lasts = s;
+    Xs = NULL;
+    r->pos += s;
+    rc = 0;
+oom:
+    free(Xs);
+    free(premix);
+    free(y);
+    free(logits);
+    free(hash);
+    return rc;
+}
+
+/* ---- the oracle's V4.1 provider entries (model.c's table) ------------- */
+
+int X(dsv4q_o41_hc_mixes)(void *c, const real *Xs, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,
+                          const dsv4q_vec *base, real *pre, real *post, real *comb)
+{
+    const X(dsv4q_runstate) *r = c;
+    const dsv4q_config *g = &r->m->cfg;
+    return X(dsv4q_hc_mixes)(r->bs, Xs, s, g->hc_mult, g->dim, fn, V(*scale), V(*base), g->norm_eps, g->hc_eps,
+                             g->hc_sinkhorn_iters, pre, post, comb);
+}
+
+int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, real *y)
+{
+    const X(dsv4q_runstate) *r = c;
+    X(dsv4q_hc_collapse)(r->bs, Xs, pre, s, r->m->cfg.hc_mult, r->m->cfg.dim, y);
+    return 0;
+}
+
+int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s)
+{
+    const X(dsv4q_runstate) *r = c;
+    return X(dsv4q_engram41)(r->bs, r->ue8m0, &r->m->layers[li].engram, ids, NULL, h, s, r->m->cfg.norm_eps);
+}
+
+long X(dsv4q_o41_compress)(void *c, int li, const real *x, long s, long p0, real *out)
+{
+    X(dsv4q_runstate) *r = c;
+    if (!r->v41 || !r->v41->L[li].is_kv) return -1;
+    return X(dsv4q_compressor41)(r->bs, r->ue8m0, &r->v41->L[li].cmp, x, s, p0, r->m->cfg.norm_eps, out);
+}
+
+int X(dsv4q_o41_kv41_quant)(void *c, real *x, long rows, long n)
+{
+    (void)c;
+    X(dsv4q_kv41_quant)(x, rows, n);
+    return 0;
+}
+
+int X(dsv4q_o41_candidates)(void *c, const real *score, long rows, long T, const long *clen, int topb, int B,
+                            int32_t *blocks, uint8_t *mask)
+{
+    (void)c;
+    return X(dsv4q_candidate_blocks)(score, rows, T, clen, topb, B, blocks, mask);
+}
+
+int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, const long *clen, int32_t *out)
+{
+    (void)c;
+    return X(dsv4q_topk41)(score, rows, T, k, clen, out);
+}
+
+int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p)
+{
+    return p->linear && p->rmsnorm && p->rope && p->act_quant && p->fp4_quant && p->indexer_score && p->sparse_attn &&
+           p->hc_post && p->moe && p->hc_mixes && p->hc_collapse && p->engram && p->compress41 && p->kv41_quant &&
+           p->candidates && p->topk41;
+}

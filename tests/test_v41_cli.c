@@ -1,0 +1,157 @@
+/*
+ * test_v41_cli.c - the commands on a DeepSeek V4.1 checkpoint
+ * (tests/data/pub_v41_tiny, DeepSeek's own reference case).
+ *
+ *  - `run --profile qat --width f64` with the case's tokens.json writes the
+ *    logits the reference wrote (golden_fp64: prefill and the 8 decode
+ *    rows, NRMS < 1e-13), end to end through the CLI;
+ *  - an image token (image_token_id of a copy of the case whose config
+ *    moves it inside the vocabulary) is refused with exit 2 and no output:
+ *    images are out of scope, not silently embedded as text;
+ *  - the commands built on the V4 stage table (stages, capture, replay,
+ *    margins, qualify --whole-model) refuse a V4.1 model with exit 2 and
+ *    write nothing (docs/v41.md, "Not yet").
+ */
+#include "tests/testutil.h"
+#include "tests/tinyfix.h"
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "io/safetensors.h"
+
+#define CASE "tests/data/pub_v41_tiny"
+
+static char root[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/dsv4q-test-v41cli-XXXXXX");
+    return mkdtemp(root) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tinyfix_remove(root);
+}
+
+#define call tinyfix_call
+
+static double nrms(const dsv4q_st_tensor *a, const dsv4q_st_tensor *b)
+{
+    assert_int_equal(a->numel, b->numel);
+    double num = 0, den = 0;
+    for (long i = 0; i < a->numel; i++) {
+        const double x = dsv4q_decode_elem(a->dtype, a->data, (size_t)i);
+        const double y = dsv4q_decode_elem(b->dtype, b->data, (size_t)i);
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    return sqrt(num / den);
+}
+
+static void run_reproduces_reference_logits(void **state)
+{
+    (void)state;
+    char out[300], err[512];
+    snprintf(out, sizeof out, "%s/logits.safetensors", root);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64", "--profile", "qat", "--model", CASE, "--tokens",
+                          CASE "/tokens.json", "--out", out, "--quiet", NULL),
+                     0);
+    dsv4q_st *got, *want;
+    assert_int_equal(dsv4q_st_open(&got, out, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_open(&want, CASE "/golden_fp64.safetensors", err, sizeof err), 0);
+    const char *names[] = {"logits_prefill", "logits_decode"};
+    for (int i = 0; i < 2; i++) {
+        const dsv4q_st_tensor *a = dsv4q_st_find(got, names[i]), *b = dsv4q_st_find(want, names[i]);
+        assert_non_null(a);
+        assert_non_null(b);
+        const double e = nrms(a, b);
+        printf("dsv4q run (f64, qat) %s vs golden_fp64: NRMS %.3e\n", names[i], e);
+        assert_true(e < 1e-13);
+    }
+    dsv4q_st_close(got);
+    dsv4q_st_close(want);
+}
+
+/* A copy of the case whose config puts image_token_id at 7 (the weights
+ * and token map linked, not copied). */
+static void copy_case_with_image_token(const char *dir)
+{
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *files[] = {"model.safetensors", "engram_token_map.json"};
+    char src[600], dst[600], cwd[400];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/" CASE "/%s", cwd, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(src, dst), 0);
+    }
+    json_error_t je;
+    json_t *cfg = json_load_file(CASE "/config.json", 0, &je);
+    assert_non_null(cfg);
+    json_object_set_new(cfg, "image_token_id", json_integer(7));
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, dst, 0), 0);
+    json_decref(cfg);
+}
+
+static void image_token_refused(void **state)
+{
+    (void)state;
+    char dir[300], tok[300], out[300];
+    snprintf(dir, sizeof dir, "%s/img", root);
+    snprintf(tok, sizeof tok, "%s/tokens.json", root);
+    snprintf(out, sizeof out, "%s/never.safetensors", root);
+    copy_case_with_image_token(dir);
+    FILE *f = fopen(tok, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": [0, 5, 9, 11], \"teacher\": [3]}", f);
+    fclose(f);
+    /* without the image token the copy runs */
+    assert_int_equal(
+        call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--tokens", tok, "--out", out, "--quiet", NULL),
+        0);
+    assert_int_equal(unlink(out), 0);
+    f = fopen(tok, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": [0, 5, 7, 11], \"teacher\": [3]}", f);
+    fclose(f);
+    assert_int_equal(
+        call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--tokens", tok, "--out", out, "--quiet", NULL),
+        2);
+    struct stat sb;
+    assert_int_not_equal(stat(out, &sb), 0);
+}
+
+static void v4_only_commands_refuse(void **state)
+{
+    (void)state;
+    char cap[300], db[300];
+    snprintf(cap, sizeof cap, "%s/cap", root);
+    snprintf(db, sizeof db, "%s/r.db", root);
+    struct stat sb;
+    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--model", CASE, NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--config", "tiny-v41", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_capture, "capture", "--model", CASE, "--out", cap, "--quiet", NULL), 2);
+    assert_int_not_equal(stat(cap, &sb), 0);
+    assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", CASE, "--db", db, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_qualify, "qualify", "--whole-model", "--backend", "cpu-ref", "--model", CASE,
+                          "--db", db, "-q", NULL),
+                     2);
+    assert_int_not_equal(stat(db, &sb), 0);
+    /* the V4 stage table still answers for V4 */
+    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--config", "tiny", "--names", NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(run_reproduces_reference_logits),
+        cmocka_unit_test(image_token_refused),
+        cmocka_unit_test(v4_only_commands_refuse),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
