@@ -109,7 +109,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
     dsv4q_model *m;
     dsv4q_tokens t;
     if (dsv4q_cli_start("capture", o, dir, sizeof dir, &m, &t)) return 2;
-    if (dsv4q_cli_v4_only("capture", &m->cfg, dir)) {
+    if (c.backend && dsv4q_cli_v4_only("capture --backend", &m->cfg, dir)) {
         dsv4q_model_close(m);
         dsv4q_tokens_free(&t);
         return 2;
@@ -175,10 +175,11 @@ int dsv4q_cmd_capture(int argc, char **argv)
         ncalls = dsv4q_capture_writer_count(w);
     }
     int per_call = 0;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
-        const dsv4q_stage_info *si = dsv4q_stage_get(st);
+    for (int st = 0; st < dsv4q_stage_count_arch(m->cfg.arch); st++) {
+        const dsv4q_stage_info *si = dsv4q_stage_get_arch(m->cfg.arch, st);
         if (si->optional) continue;   /* mtp: not run by capture */
-        per_call += (si->nin + si->nout) * (si->per_layer ? m->cfg.n_layers : 1);
+        for (int l = 0; l < (si->per_layer ? m->cfg.n_layers : 1); l++)
+            per_call += dsv4q_stage_present(&m->cfg, st, l) ? si->nin + si->nout : 0;
     }
     printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",
            ncalls, o->out, engine, o->profile,

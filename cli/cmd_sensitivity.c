@@ -25,6 +25,11 @@
 
 static const char *const table_stages[] = {"hc_attn_pre", "q", "kv", "attn_out", "attn", "hc_attn_post",
                                            "moe_out", "block_out", NULL};
+/* V4.1 (docs/v41.md): the Engram output, the compressed-KV rows of the kv
+ * sources (ratio 1 / 2) and the pre-mix a block hands on join them */
+static const char *const table_stages41[] = {
+    "engram_out", "hc_attn_pre",  "q",       "kv",        "ckv",          "attn_out",
+    "attn",       "hc_attn_post", "moe_out", "block_out", "block_premix", NULL};
 
 /* Run all calls of one width; logits [1 + nteacher, vocab]. */
 static int run_width(const dsv4q_model *m, int width, uint64_t bs, const dsv4q_tokens *t, dsv4q_tapset *ts,
@@ -91,21 +96,37 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  greedy agreement   %ld/%ld\n", agree, rows);
     printf("  non-finite         f32 %ld, f64 %ld\n", whole.nonfinite_a, whole.nonfinite_b);
 
-    printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls; ratio = the layer's compress ratio,\n"
-           "0 window only, 4 indexed, 128; idx_flips = query rows whose top-k set differs)\n  layer ratio");
-    for (int s = 0; table_stages[s]; s++) printf(" %12s", table_stages[s]);
+    const int v41 = m->cfg.arch == DSV4Q_ARCH_V41;
+    const char *const *cols = v41 ? table_stages41 : table_stages;
+    if (v41)
+        printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls; ratio = the layer's compress ratio,\n"
+               "0 window only, 1 one compressed row per token, 2 pairs pooled; role: k kv source, i index source,\n"
+               "c candidate source, m masked by its blocks; idx_flips = query rows whose top-k set differs)\n"
+               "  layer ratio role");
+    else
+        printf("\nper-layer stage NRMS (f32 vs f64, all rows of all calls; ratio = the layer's compress ratio,\n"
+               "0 window only, 4 indexed, 128; idx_flips = query rows whose top-k set differs)\n  layer ratio");
+    for (int s = 0; cols[s]; s++) printf(" %12s", cols[s]);
     printf(" %9s\n", "idx_flips");
     json_t *jl = json_array();
     for (int L = 0; L < m->cfg.n_layers; L++) {
-        printf("  %5d %5d", L, m->layers[L].ratio);
+        const dsv4q_layer_w *lw = &m->layers[L];
+        printf("  %5d %5d", L, lw->ratio);
         json_t *row = json_object();
         json_object_set_new(row, "layer", json_integer(L));
-        json_object_set_new(row, "ratio", json_integer(m->layers[L].ratio));
-        for (int s = 0; table_stages[s]; s++) {
-            dsv4q_tap_entry *e = dsv4q_tapset_find(&ts, L, table_stages[s]);
+        json_object_set_new(row, "ratio", json_integer(lw->ratio));
+        if (v41) {
+            char role[8];
+            snprintf(role, sizeof role, "%s%s%s%s", lw->kv_source ? "k" : "", lw->index_source ? "i" : "",
+                     lw->candidate_source ? "c" : "", lw->candidate_consumer ? "m" : "");
+            printf(" %4s", role[0] ? role : "-");
+            json_object_set_new(row, "role", json_string(role));
+        }
+        for (int s = 0; cols[s]; s++) {
+            dsv4q_tap_entry *e = dsv4q_tapset_find(&ts, L, cols[s]);
             if (e) {
                 printf(" %12.3e", dsv4q_acc_nrms(&e->acc));
-                json_object_set_new(row, table_stages[s], json_real(dsv4q_acc_nrms(&e->acc)));
+                json_object_set_new(row, cols[s], json_real(dsv4q_acc_nrms(&e->acc)));
             } else {
                 printf(" %12s", "-");
             }

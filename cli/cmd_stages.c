@@ -46,22 +46,21 @@ int dsv4q_cmd_stages(int argc, char **argv)
         }
         have = 1;
     }
-    if (have && dsv4q_cli_v4_only("stages", &cfg, model ? model : config)) return 2;
     if (names) {
         if (!have) {
             fprintf(stderr, "dsv4q stages: --names needs --model or --config (the number of layers)\n");
             return 2;
         }
-        /* the forward order of the stage table (oracle/stages.h dsv4q_stage_slot) */
-        for (long k = 0; k < dsv4q_stage_nslots(cfg.n_layers); k++) {
+        /* the forward order of the model's stage table (oracle/stages.h dsv4q_stage_slot_arch) */
+        for (long k = 0; k < dsv4q_stage_nslots_arch(cfg.arch, cfg.n_layers); k++) {
             int st, l;
-            dsv4q_stage_slot(cfg.n_layers, k, &st, &l);
-            const dsv4q_stage_info *si = dsv4q_stage_get(st);
-            if (st == DSV4Q_STAGE_MTP && cfg.n_mtp_layers < 1) continue;
+            dsv4q_stage_slot_arch(cfg.arch, cfg.n_layers, k, &st, &l);
+            const dsv4q_stage_info *si = dsv4q_stage_get_arch(cfg.arch, st);
+            if (!dsv4q_stage_present(&cfg, st, l)) continue;
             for (int io = 0; io < 2; io++)
                 for (int t = 0; t < (io ? si->nout : si->nin); t++) {
                     char nm[DSV4Q_STAGE_NAME_MAX], sh[64];
-                    dsv4q_stage_tensor_name(nm, sizeof nm, st, l < 0 ? 0 : l, io, t);
+                    dsv4q_stage_tensor_name_arch(cfg.arch, nm, sizeof nm, st, l < 0 ? 0 : l, io, t);
                     dsv4q_stage_shape_str(io ? &si->out[t] : &si->in[t], &cfg, sh, sizeof sh);
                     printf("%-36s %s\n", nm, sh);
                 }
@@ -70,8 +69,10 @@ int dsv4q_cmd_stages(int argc, char **argv)
     }
     if (!md) {
         if (have)
-            printf("stage table for %s (%d layers, hc %d, dim %d, vocab %d); s = tokens of the call\n\n",
-                   cfg.name[0] ? cfg.name : (model ? model : config), cfg.n_layers, cfg.hc_mult, cfg.dim, cfg.vocab_size);
+            printf("%sstage table for %s (%d layers, hc %d, dim %d, vocab %d); s = tokens of the call\n\n",
+                   cfg.arch == DSV4Q_ARCH_V41 ? "DeepSeek V4.1 " : "",
+                   cfg.name[0] ? cfg.name : (model ? model : config), cfg.n_layers, cfg.hc_mult, cfg.dim,
+                   cfg.vocab_size);
         else
             printf("stage table (per layer in forward order, plus model.embed and model.head); s = tokens of the "
                    "call\n\n");

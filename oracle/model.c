@@ -463,14 +463,11 @@ oom:
 
 /* ---- stages (oracle/stages.h, M3) ------------------------------------ */
 
-/* Report a stage to the stage hook (main-model layers and model-level
- * stages only; MTP layers are not in the stage table). in/out are the
- * stage's tensors in table order; the hook may rewrite the outputs, which
- * then flow on (at f32 rounded back to float). 0, or -1 on allocation. */
-static int report(X(dsv4q_runstate) *r, int st, int li, long s, long p0, const int32_t *ids,
-                  const real *const *in, real *const *out)
+/* model_internal.h: the stage hook's call, for either table. */
+int X(dsv4q_run_report)(X(dsv4q_runstate) * r, int st, int li, long s, long p0, const int32_t *ids,
+                        const real *const *in, real *const *out)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(st);
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(r->m->cfg.arch, st);
     if (!r->stage_fn || (si->per_layer && li >= r->m->cfg.n_layers)) return 0;
     dsv4q_stage_io io = {st, si->per_layer ? li : -1, s, p0, ids, {0}, {0}};
 #if DSV4Q_WIDTH == 64
@@ -504,18 +501,6 @@ oom:
     return rc;
 #endif
 }
-
-/* REPORT(stage, ins, outs): report a stage of the call in scope (r, li, s,
- * p0, ids) to the stage hook. ins / outs are one macro argument each, so a
- * list of three or four tensors is written L3(a, b, c) / L4(a, b, c, d). */
-#define REPORT(st, ins, outs)                                                                           \
-    do {                                                                                                \
-        const real *in_[] = {ins};                                                                      \
-        real *out_[] = {outs};                                                                          \
-        if (report(r, st, li, s, p0, ids, in_, out_)) goto oom;                                         \
-    } while (0)
-#define L3(a, b, c) a, b, c
-#define L4(a, b, c, d) a, b, c, d
 
 /* embed: the embedding row of each token, copied to the hc streams. */
 static void st_embed(X(dsv4q_runstate) *r, const int32_t *ids, long s, real *Xs)

@@ -16,10 +16,10 @@
 #include "oracle/ops.h"
 #include "oracle/model_run.h"
 
-/* V, OP and AT (and model.c's L3/L4, REPORT's tensor lists) are one or
- * two letters on purpose: they sit inside nearly every line of the pass, where a longer
- * name would bury the arguments that differ. Each is documented where it
- * is defined. */
+/* V, OP and AT (and L2/L3/L4, REPORT's tensor lists) are one or two
+ * letters on purpose: they sit inside nearly every line of the pass, where
+ * a longer name would bury the arguments that differ. Each is documented
+ * where it is defined. */
 
 /* V(vec): a checkpoint vector (dsv4q_vec: norm weights, sinks, scales,
  * biases) at the working width; the loader keeps both copies. */
@@ -124,6 +124,27 @@ int X(dsv4q_o41_kv41_quant)(void *c, real *x, long rows, long n);
 int X(dsv4q_o41_candidates)(void *c, const real *score, long rows, long T, const long *clen, int topb, int B,
                             int32_t *blocks, uint8_t *mask);
 int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, const long *clen, int32_t *out);
+/* Report a stage to the stage hook (main-model layers and model-level
+ * stages only; MTP layers are not in the stage table): st is an id of the
+ * model's table (oracle/stages.h; dsv4q_stage41 for V4.1), in / out its
+ * tensors in table order; the hook may rewrite the outputs, which then
+ * flow on (at f32 rounded back to float). 0, or -1 on allocation. */
+int X(dsv4q_run_report)(X(dsv4q_runstate) * r, int st, int li, long s, long p0, const int32_t *ids,
+                        const real *const *in, real *const *out);
+
+/* REPORT(stage, ins, outs): report a stage of the call in scope (r, li, s,
+ * p0, ids) to the stage hook. ins / outs are one macro argument each, so a
+ * list of three or four tensors is written L3(a, b, c) / L4(a, b, c, d). */
+#define REPORT(st, ins, outs)                                                                                          \
+    do {                                                                                                               \
+        const real *in_[] = {ins};                                                                                     \
+        real *out_[] = {outs};                                                                                         \
+        if (X(dsv4q_run_report)(r, st, li, s, p0, ids, in_, out_)) goto oom;                                           \
+    } while (0)
+#define L2(a, b) a, b
+#define L3(a, b, c) a, b, c
+#define L4(a, b, c, d) a, b, c, d
+
 /* The attention's grouped low-rank output (model.py Attention.forward's
  * wo_a einsum, then wo_b), shared by both passes: o [s, H, D] -> out
  * [s, dim]. 0 or -1. */

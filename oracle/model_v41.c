@@ -321,6 +321,7 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
         if (nl > 0) { /* the latent becomes this source's cache rows */
             if (rope_groups(r, latent, nl, D, p0, ratio)) goto oom;
             if (((bs >> DSV4Q_B_CKV_FP4) & 1u) && OP(kv41_quant, latent, nl, D)) goto oom;
+            tap(r, li, TAP(CKV), latent, nl * D, nl);
             if (p0 / ratio + nl > l->cap) FAIL("layer %d: compressed-KV cache full", li);
             memcpy(l->ccache + (p0 / ratio) * D, latent, sizeof(real) * (size_t)(nl * D));
         }
@@ -395,25 +396,33 @@ static int block41(X(dsv4q_runstate) * r, int li, real *Xs, real *premix, long s
         OP(hc_collapse, Xs, premix, s, y))
         goto oom;
     tap(r, li, TAP(HC_ATTN_PRE), y, s * d, s);
+    REPORT(DSV4Q_S41_HC_ATTN_PRE, L2(Xs, premix), L4(y, apre, post, comb));
     if (OP(rmsnorm, y, s, d, &W->attn_norm, n)) goto oom;
     tap(r, li, TAP(ATTN_NORM), n, s * d, s);
+    REPORT(DSV4Q_S41_ATTN_NORM, y, n);
     if (attention41(r, li, n, s, p0, a)) goto oom;
     tap(r, li, TAP(ATTN), a, s * d, s);
+    REPORT(DSV4Q_S41_ATTN, n, a);
     if (OP(hc_post, a, Xs, post, comb, s, X2)) goto oom;
     tap(r, li, TAP(HC_ATTN_POST), X2, s * hc * d, s);
+    REPORT(DSV4Q_S41_HC_ATTN_POST, L4(a, Xs, post, comb), X2);
     /* FFN half: its mixes from X2 (premix becomes the FFN pre-mix), the collapse with the attention pre-mix */
     if (OP(hc_mixes, X2, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, premix, post, comb) ||
         OP(hc_collapse, X2, apre, s, y))
         goto oom;
     tap(r, li, TAP(HC_FFN_PRE), y, s * d, s);
+    REPORT(DSV4Q_S41_HC_FFN_PRE, L2(X2, apre), L4(y, premix, post, comb));
     if (OP(rmsnorm, y, s, d, &W->ffn_norm, n)) goto oom;
     tap(r, li, TAP(FFN_NORM), n, s * d, s);
+    REPORT(DSV4Q_S41_FFN_NORM, y, n);
     if (OP(moe, li, n, s, ids, wts, ix, a)) goto oom;
     tap(r, li, TAP(MOE_WEIGHTS), wts, s * k, s);
     tap_i32(r, li, TAP(MOE_IDX), ix, s * k, s);
     tap(r, li, TAP(MOE_OUT), a, s * d, s);
+    REPORT(DSV4Q_S41_MOE, n, a);
     if (OP(hc_post, a, X2, post, comb, s, Xs)) goto oom;
     tap(r, li, TAP(BLOCK_OUT), Xs, s * hc * d, s);
+    REPORT(DSV4Q_S41_HC_FFN_POST, L4(a, X2, post, comb), Xs);
     tap(r, li, TAP(BLOCK_PREMIX), premix, s * hc, s);
     rc = 0;
 oom:
@@ -460,6 +469,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         for (int j = 0; j < hc; j++) premix[t * hc + j] = j == 0 ? RC(1) : RC(0);
     }
     tap(r, -1, TAP(EMBED), Xs, s * hc * d, s);
+    REPORT(DSV4Q_S41_EMBED, NULL, Xs);
     const int nl = r->last_layer >= 0 && r->last_layer < g->n_layers ? r->last_layer + 1 : g->n_layers;
     for (li = 0; li < nl; li++) {
         const int e = v->L[li].engram;
@@ -467,11 +477,21 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         if (e >= 0) {
             const int C = r->m->engram_hash->ncols;
             int64_t *ids_l = NULL;
+            real *Xin = NULL; /* the stage's input, kept only for the stage hook (in place below) */
             ALLOC(ids_l, s * C);
             for (long t = 0; t < s; t++) memcpy(ids_l + t * C, hash + (t * ne + e) * C, sizeof(int64_t) * (size_t)C);
+            if (r->stage_fn && !(Xin = malloc(sizeof(real) * (size_t)(s * hc * d)))) {
+                free(ids_l);
+                goto oom;
+            }
+            if (Xin) memcpy(Xin, Xs, sizeof(real) * (size_t)(s * hc * d));
             const int erc = OP(engram, li, ids_l, Xs, s);
             free(ids_l);
-            if (erc) goto oom;
+            const int rrc = erc || !Xin ? 0
+                                        : X(dsv4q_run_report)(r, DSV4Q_S41_ENGRAM, li, s, p0, ids,
+                                                              (const real *const[]){Xin}, (real *const[]){Xs});
+            free(Xin);
+            if (erc || rrc) goto oom;
             tap(r, li, TAP(ENGRAM_OUT), Xs, s * hc * d, s);
         }
         if (block41(r, li, Xs, premix, s, p0, ids)) goto oom;
@@ -488,6 +508,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         tap(r, -1, TAP(FINAL_NORM), y, s * d, s);
         if (OP(linear, &r->m->head, y + (s - 1) * d, 1, logits, -1)) goto oom;
         tap(r, -1, TAP(LOGITS), logits, g->vocab_size, 1);
+        REPORT(DSV4Q_S41_HEAD, L2(Xs + (s - 1) * hc * d, premix + (s - 1) * hc), logits);
     }
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
     free(r->lastX);

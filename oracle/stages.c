@@ -102,6 +102,85 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
                          OPS_ATTN ", hc_pre, hc_post, hc_head, " OPS_MOE},
 };
 
+/* ---- the V4.1 table (stages.h dsv4q_stage41), one row per stage as V4's ---- */
+/* clang-format off */
+
+#define OPS41_ATTN "linear, rmsnorm, rope, act_quant, fp4_quant, sparse_attn, indexer_score"
+#define B41_ATTN                                                                                                       \
+    (B(GEMM_ACT_FP8) | B(KV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) | B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) |   \
+     B(LINEAR_BF16) | B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(CMP_BF16) | B(IDX_PARTIAL_BF16) |        \
+     B(CKV_FP4))
+
+#define HC_PRE41_ROW(ID, NAME, WHICH, FROM, TO, TAP)                                                                   \
+    [ID] = {ID, NAME, 1, 0, 0, 2, 4,                                                                                   \
+            {{"X", 3, {S_, HC, D_}, "hc streams entering the sub-layer", ST(RESID_BF16)},                              \
+             {"pre", 2, {S_, HC}, "the pre-mix it collapses with: " FROM " (FP32)"}},                                  \
+            {{"y", 2, {S_, D_}, "sum_c pre_c X_c, the sub-layer's input (before its norm)", ST(RESID_BF16)},           \
+             {"pre", 2, {S_, HC}, "this sub-layer's own pre-mix, handed on to " TO " (FP32)"},                         \
+             {"post", 2, {S_, HC}, "post weights (FP32), input of the matching hc_post"},                              \
+             {"comb", 3, {S_, HC, HC}, "Sinkhorn combination [source stream, target stream] (FP32)"}},                 \
+            B(RESID_BF16),                                                                                             \
+            "oracle/hc.c dsv4q_hc_mixes + dsv4q_hc_collapse (layers.N." WHICH "_fn/_scale/_base)",                     \
+            "V4.1 model.py Block.hc_mixes, Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre", TAP, 0, ""}
+
+static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
+    [DSV4Q_S41_EMBED] = {DSV4Q_S41_EMBED, "embed", 0, 0, 1, 0, 1, {{0}},
+                         {{"X", 3, {S_, HC, D_}, "embedding row of each token, copied to the hc streams",
+                           ST(RESID_BF16)}},
+                         0, "oracle/model_v41.c dsv4q_v41_step (embed.weight, exact BF16 decode)",
+                         "V4.1 model.py Transformer.forward embed + repeat to hc", "linear", "embed", 0, ""},
+    [DSV4Q_S41_ENGRAM] = {DSV4Q_S41_ENGRAM, "engram", 1, 0, 1, 1, 1,
+                          {{"X", 3, {S_, HC, D_}, "hc streams entering the block (+ the call's token ids, hashed)",
+                            ST(RESID_BF16)}},
+                          {{"X", 3, {S_, HC, D_}, "the streams with the gated Engram value added", ST(RESID_BF16)}},
+                          B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(RESID_BF16),
+                          "oracle/engram_hash.c dsv4q_engram_hash_ids + oracle/engram41.c dsv4q_engram41",
+                          "V4.1 engram.py NgramHashState; model.py Engram.forward", "linear", "engram_out", 0, ""},
+    HC_PRE41_ROW(DSV4Q_S41_HC_ATTN_PRE, "hc_attn_pre", "hc_attn",
+                 "the previous block's FFN pre-mix, [1, 0, ..] at layer 0", "hc_ffn_pre", "hc_attn_pre"),
+    NORM_ROW(DSV4Q_S41_ATTN_NORM, "attn_norm", "attn_norm"),
+    [DSV4Q_S41_ATTN] = {DSV4Q_S41_ATTN, "attn", 1, 1, 0, 1, 1,
+                        {{"x", 2, {S_, D_}, "attn_norm output", ST(NORM_BF16)}},
+                        {{"y", 2, {S_, D_}, "attention output after wo_b", ST(LINEAR_BF16)}},
+                        B41_ATTN,
+                        "oracle/model_v41.c attention41 (+ dsv4q_compressor41, the indexer, dsv4q_topk41, "
+                        "dsv4q_sparse_attn)",
+                        "V4.1 model.py Attention.forward (Compressor, Indexer, select_candidate_blocks, sparse_attn, "
+                        "wo_a, wo_b)",
+                        "sparse_attn", "attn", 0, OPS41_ATTN},
+    HC_POST_ROW(DSV4Q_S41_HC_ATTN_POST, "hc_attn_post", "attn", ST(LINEAR_BF16), "hc_attn_post"),
+    HC_PRE41_ROW(DSV4Q_S41_HC_FFN_PRE, "hc_ffn_pre", "hc_ffn", "hc_attn_pre's pre-mix of this block",
+                 "the next block's hc_attn_pre (or the head)", "hc_ffn_pre"),
+    NORM_ROW(DSV4Q_S41_FFN_NORM, "ffn_norm", "ffn_norm"),
+    [DSV4Q_S41_MOE] = {DSV4Q_S41_MOE, "moe", 1, 0, 0, 1, 1,
+                       {{"x", 2, {S_, D_}, "ffn_norm output", ST(NORM_BF16)}},
+                       {{"y", 2, {S_, D_}, "routed experts + shared expert", ST(MOE_BF16)}},
+                       B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(MOE_BF16), "oracle/moe.c dsv4q_moe_gate41 + dsv4q_moe",
+                       "V4.1 model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out", 0, OPS_MOE},
+    HC_POST_ROW(DSV4Q_S41_HC_FFN_POST, "hc_ffn_post", "moe", ST(MOE_BF16), "block_out"),
+    [DSV4Q_S41_HEAD] = {DSV4Q_S41_HEAD, "head", 0, 0, 0, 2, 1,
+                        {{"X", 2, {HC, D_}, "hc streams of the call's last token after the last layer",
+                          ST(RESID_BF16)},
+                         {"pre", 1, {HC}, "the last block's FFN pre-mix of that token (FP32)"}},
+                        {{"logits", 1, {V_}, "logits of the call's last token", 0, ST(NORM_BF16)}},
+                        B(RESID_BF16) | B(NORM_BF16),
+                        "oracle/model_v41.c dsv4q_v41_step (dsv4q_hc_collapse, dsv4q_rmsnorm, dsv4q_linear)",
+                        "V4.1 model.py Transformer.forward (hc_pre with the last pre-mix, norm, head)", "linear",
+                        "logits", 0, "linear, rmsnorm"},
+};
+/* clang-format on */
+
+/* The table of an arch. */
+typedef struct stab {
+    const dsv4q_stage_info *rows;
+    int n;
+} stab;
+
+static stab tab_of(int arch)
+{
+    return arch == DSV4Q_ARCH_V41 ? (stab){table41, DSV4Q_S41_COUNT} : (stab){table, DSV4Q_STAGE_COUNT};
+}
+
 #define TAP_NAME_(E, name, sel) [DSV4Q_TAP_##E] = #name,
 static const char *const tap_names[DSV4Q_TAP_COUNT] = {DSV4Q_TAP_LIST(TAP_NAME_)};
 #undef TAP_NAME_
@@ -119,35 +198,42 @@ int dsv4q_tap_find(const char *name)
     return -1;
 }
 
-int dsv4q_stage_table_check(char *err, size_t errlen)
+static int check_tab(stab T, const char *which, char *err, size_t errlen)
 {
-    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) {
-        const dsv4q_stage_info *si = &table[i];
+    for (int i = 0; i < T.n; i++) {
+        const dsv4q_stage_info *si = &T.rows[i];
         const char *why = NULL;
         if (si->id != i || !si->name) why = "id or name missing";
         else if (dsv4q_tap_find(si->tap) < 0) why = "its tap is not in DSV4Q_TAP_LIST";
         else if (!si->gate_op || !si->gate_op[0]) why = "no gate operator (it would go ungated)";
         else if (!si->ops) why = "no operator list (\"\" when it calls none)";
-        else if (si->per_layer && i > 0 && !table[i - 1].per_layer)
+        else if (si->per_layer && i > 0 && !T.rows[i - 1].per_layer)
             for (int j = 0; j < i - 1 && !why; j++)
-                if (table[j].per_layer) why = "per-layer stages must be one contiguous run (forward order, S2)";
+                if (T.rows[j].per_layer) why = "per-layer stages must be one contiguous run (forward order, S2)";
         for (int j = 0; !why && j < i; j++)
-            if (!strcmp(table[j].name, si->name)) why = "name appears twice";
+            if (!strcmp(T.rows[j].name, si->name)) why = "name appears twice";
         if (why) {
-            snprintf(err, errlen, "stage table row %d (%s): %s", i, si->name ? si->name : "?", why);
+            snprintf(err, errlen, "%sstage table row %d (%s): %s", which, i, si->name ? si->name : "?", why);
             return -1;
         }
     }
     return 0;
 }
 
+int dsv4q_stage_table_check(char *err, size_t errlen)
+{
+    return check_tab(tab_of(DSV4Q_ARCH_V4), "", err, errlen) || check_tab(tab_of(DSV4Q_ARCH_V41), "V4.1 ", err, errlen)
+               ? -1
+               : 0;
+}
+
 /* The table's three runs (S2): model-level rows before the first per-layer
  * row, the per-layer rows, model-level rows after them. */
-static void runs(int *first_pl, int *npl)
+static void runs(stab T, int *first_pl, int *npl)
 {
     int f = -1, n = 0;
-    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
-        if (table[i].per_layer) {
+    for (int i = 0; i < T.n; i++)
+        if (T.rows[i].per_layer) {
             if (f < 0) f = i;
             n++;
         }
@@ -155,19 +241,27 @@ static void runs(int *first_pl, int *npl)
     *npl = n;
 }
 
-long dsv4q_stage_nslots(int n_layers)
+long dsv4q_stage_nslots_arch(int arch, int n_layers)
 {
+    const stab T = tab_of(arch);
     int f, n;
-    runs(&f, &n);
-    return (DSV4Q_STAGE_COUNT - n) + (long)n * (n_layers > 0 ? n_layers : 0);
+    runs(T, &f, &n);
+    return (T.n - n) + (long)n * (n_layers > 0 ? n_layers : 0);
 }
+
+long dsv4q_stage_nslots(int n_layers) { return dsv4q_stage_nslots_arch(DSV4Q_ARCH_V4, n_layers); }
 
 int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer)
 {
+    return dsv4q_stage_slot_arch(DSV4Q_ARCH_V4, n_layers, i, stage, layer);
+}
+
+int dsv4q_stage_slot_arch(int arch, int n_layers, long i, int *stage, int *layer)
+{
     int f, n;
-    runs(&f, &n);
+    runs(tab_of(arch), &f, &n);
     const long nl = n_layers > 0 ? n_layers : 0, mid = (long)n * nl;
-    if (i < 0 || i >= dsv4q_stage_nslots(n_layers)) return -1;
+    if (i < 0 || i >= dsv4q_stage_nslots_arch(arch, n_layers)) return -1;
     if (i < f) { *stage = (int)i; *layer = -1; return 0; }
     if (i < f + mid) { *stage = f + (int)((i - f) % n); *layer = (int)((i - f) / n); return 0; }
     *stage = (int)(i - mid + n);   /* past the per-layer rows */
@@ -178,7 +272,7 @@ int dsv4q_stage_slot(int n_layers, long i, int *stage, int *layer)
 long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
 {
     int f, n;
-    runs(&f, &n);
+    runs(tab_of(DSV4Q_ARCH_V4), &f, &n);
     if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return -1;
     if (!table[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
     if (layer < 0 || layer >= n_layers) return -1;
@@ -197,17 +291,38 @@ const dsv4q_stage_info *dsv4q_stage_get(int id)
     return id >= 0 && id < DSV4Q_STAGE_COUNT ? &table[id] : NULL;
 }
 
+int dsv4q_stage_count_arch(int arch) { return tab_of(arch).n; }
+
+const dsv4q_stage_info *dsv4q_stage_get_arch(int arch, int id)
+{
+    const stab T = tab_of(arch);
+    return id >= 0 && id < T.n ? &T.rows[id] : NULL;
+}
+
+int dsv4q_stage_present(const dsv4q_config *cfg, int stage, int layer)
+{
+    if (cfg->arch == DSV4Q_ARCH_V41) {
+        if (stage != DSV4Q_S41_ENGRAM) return 1;
+        for (int e = 0; e < cfg->n_engram_layers; e++)
+            if (cfg->engram_layer_ids[e] == layer) return 1;
+        return 0;
+    }
+    return stage != DSV4Q_STAGE_MTP || cfg->n_mtp_layers > 0;
+}
+
 int dsv4q_stage_storage(const dsv4q_stage_tensor *t, uint64_t bs)
 {
     return t->storage > 0 && ((bs >> (t->storage - 1)) & 1u) ? DSV4Q_DT_BF16 : DSV4Q_DT_F32;
 }
 
-int dsv4q_stage_find(const char *name)
+static int find_in(stab T, const char *name)
 {
-    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
-        if (!strcmp(table[i].name, name)) return i;
+    for (int i = 0; i < T.n; i++)
+        if (!strcmp(T.rows[i].name, name)) return i;
     return -1;
 }
+
+int dsv4q_stage_find(const char *name) { return find_in(tab_of(DSV4Q_ARCH_V4), name); }
 
 static int64_t dim_value(int d, const dsv4q_config *c, long s)
 {
@@ -260,7 +375,12 @@ void dsv4q_stage_shape_str(const dsv4q_stage_tensor *t, const dsv4q_config *cfg,
 
 int dsv4q_stage_tensor_name(char *buf, size_t len, int stage, int layer, int io, int t)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    return dsv4q_stage_tensor_name_arch(DSV4Q_ARCH_V4, buf, len, stage, layer, io, t);
+}
+
+int dsv4q_stage_tensor_name_arch(int arch, char *buf, size_t len, int stage, int layer, int io, int t)
+{
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(arch, stage);
     if (!si || io < 0 || io > 1 || t < 0 || t >= (io ? si->nout : si->nin)) return -1;
     int n = io ? si->nout : si->nin;
     const char *side = io ? "out" : "in";
@@ -289,6 +409,13 @@ static int parse_scope(const char *s, size_t n)
 
 int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, int *t, char *err, size_t errlen)
 {
+    return dsv4q_stage_parse_name_arch(DSV4Q_ARCH_V4, name, stage, layer, io, t, err, errlen);
+}
+
+int dsv4q_stage_parse_name_arch(int arch, const char *name, int *stage, int *layer, int *io, int *t, char *err,
+                                size_t errlen)
+{
+    const stab T = tab_of(arch);
     char buf[DSV4Q_STAGE_NAME_MAX];
     if (strlen(name) >= sizeof buf) {
         snprintf(err, errlen, "tensor name '%.40s...' is too long for a stage tensor", name);
@@ -308,15 +435,15 @@ int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, in
         snprintf(err, errlen, "tensor '%s': '%s' is neither L{layer} nor model", name, part[0]);
         return -1;
     }
-    int st = dsv4q_stage_find(part[1]);
+    int st = find_in(T, part[1]);
     if (st < 0) {
         char list[256] = "";
-        for (int i = 0; i < DSV4Q_STAGE_COUNT; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", table[i].name);
+        for (int i = 0; i < T.n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", T.rows[i].name);
         snprintf(err, errlen, "tensor '%s': unknown stage '%s' (stages: %s)", name, part[1], list);
         return -1;
     }
-    const dsv4q_stage_info *si = &table[st];
+    const dsv4q_stage_info *si = &T.rows[st];
     if (si->per_layer != (sc >= 0)) {
         snprintf(err, errlen, "tensor '%s': stage '%s' is %s, so its tensors are named %s.%s...", name, si->name,
                  si->per_layer ? "per layer" : "model-level", si->per_layer ? "L{layer}" : "model", si->name);
@@ -343,7 +470,7 @@ int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, in
         char want[200] = "";
         for (int i = 0; i < n; i++) {
             char nm[DSV4Q_STAGE_NAME_MAX];
-            dsv4q_stage_tensor_name(nm, sizeof nm, st, sc < 0 ? 0 : sc, side, i);
+            dsv4q_stage_tensor_name_arch(arch, nm, sizeof nm, st, sc < 0 ? 0 : sc, side, i);
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? ", " : "", nm);
         }
         snprintf(err, errlen, "tensor '%s': stage '%s' %s tensors are named %s", name, si->name, part[2], want);
@@ -365,8 +492,10 @@ void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int md)
     } else {
         fprintf(f, "%-13s %-32s %-16s %-17s %s\n", "stage", "tensor", "shape", "stored (source)", "what");
     }
-    for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) {
-        const dsv4q_stage_info *si = &table[i];
+    const int arch = cfg ? cfg->arch : DSV4Q_ARCH_V4;
+    const stab T = tab_of(arch);
+    for (int i = 0; i < T.n; i++) {
+        const dsv4q_stage_info *si = &T.rows[i];
         char braw[512], bnames[600];
         dsv4q_boundary_format(si->boundaries, braw, sizeof braw);
         size_t bo = 0;
@@ -381,7 +510,7 @@ void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int md)
             for (int t = 0; t < (io ? si->nout : si->nin); t++) {
                 const dsv4q_stage_tensor *ts = io ? &si->out[t] : &si->in[t];
                 char name[DSV4Q_STAGE_NAME_MAX], shape[64];
-                dsv4q_stage_tensor_name(name, sizeof name, i, 0, io, t);
+                dsv4q_stage_tensor_name_arch(arch, name, sizeof name, i, 0, io, t);
                 if (si->per_layer) {   /* L0.x -> L{l}.x */
                     char tmp[DSV4Q_STAGE_NAME_MAX];
                     snprintf(tmp, sizeof tmp, "L{l}%s", name + 2);

@@ -62,6 +62,43 @@ typedef enum dsv4q_stage {
     DSV4Q_STAGE_COUNT
 } dsv4q_stage;
 
+/*
+ * The DeepSeek V4.1 stage table (docs/v41.md): its own rows and ids, in
+ * forward order, selected by the config's arch (the *_arch functions
+ * below; the functions without the suffix are V4's table). Per layer:
+ *
+ *   engram       X[s,hc,d] + token ids          -> X[s,hc,d]   (Engram layers only)
+ *   hc_attn_pre  X[s,hc,d], pre[s,hc]           -> y[s,d], pre[s,hc], post[s,hc], comb[s,hc,hc]
+ *   attn_norm, attn, hc_attn_post                  (as V4; attn reads the caches and the top-k
+ *                                                   its kv / index sources published)
+ *   hc_ffn_pre   X[s,hc,d], pre[s,hc]           -> y, pre, post, comb
+ *   ffn_norm, moe, hc_ffn_post                     (as V4; no hash-routed layers)
+ *
+ * pre is V4.1's lagged pre-mix: hc_attn_pre collapses X with the pre-mix
+ * the previous block's hc_ffn_pre computed (the identity [1, 0, ..] at
+ * layer 0) and hands on its own; hc_ffn_pre collapses with that one and
+ * hands on the FFN pre-mix. So the state between layers is (X, pre):
+ * L{i}.hc_ffn_post.out and L{i}.hc_ffn_pre.out.pre. The model-level rows
+ * are embed and head (X[hc,d] and pre[hc] of the call's last token: the
+ * final collapse, norm and logits; no hc_head). No MTP / DSpark row.
+ * Same invariants as V4's (S1-S3, S3 with the attention caches shared
+ * between a source and the layers that read it).
+ */
+typedef enum dsv4q_stage41 {
+    DSV4Q_S41_EMBED = 0,
+    DSV4Q_S41_ENGRAM,
+    DSV4Q_S41_HC_ATTN_PRE,
+    DSV4Q_S41_ATTN_NORM,
+    DSV4Q_S41_ATTN,
+    DSV4Q_S41_HC_ATTN_POST,
+    DSV4Q_S41_HC_FFN_PRE,
+    DSV4Q_S41_FFN_NORM,
+    DSV4Q_S41_MOE,
+    DSV4Q_S41_HC_FFN_POST,
+    DSV4Q_S41_HEAD,
+    DSV4Q_S41_COUNT
+} dsv4q_stage41;
+
 /* Symbolic dimensions of a stage tensor. */
 typedef enum dsv4q_sdim {
     DSV4Q_SD_S = 1,      /* tokens of the call */
@@ -126,7 +163,9 @@ typedef struct dsv4q_stage_info {
  * stream after a layer's Engram, [s, hc, d]), block_premix (the FFN pre-mix
  * a block hands on, [s, hc]: with block_out the state between layers),
  * cand_blocks (the candidate source's blocks per row) and final_collapse
- * ([s, d] before the final norm; V4.1's final_norm has s rows, V4's one).
+ * ([s, d] before the final norm; V4.1's final_norm has s rows, V4's one)
+ * and ckv (a kv source's new compressed-KV rows of the call, after RoPE
+ * and the ckv_fp4 codec, [rows, head_dim]).
  */
 #define DSV4Q_TAP_LIST(X)                                                                                              \
     X(EMBED, embed, 0)                                                                                                 \
@@ -151,7 +190,8 @@ typedef struct dsv4q_stage_info {
     X(ENGRAM_OUT, engram_out, 0)                                                                                       \
     X(BLOCK_PREMIX, block_premix, 0)                                                                                   \
     X(CAND_BLOCKS, cand_blocks, 1)                                                                                     \
-    X(FINAL_COLLAPSE, final_collapse, 0)
+    X(FINAL_COLLAPSE, final_collapse, 0)                                                                               \
+    X(CKV, ckv, 0)
 
 #define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
 typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;
@@ -188,6 +228,20 @@ long dsv4q_stage_slot_of(int n_layers, int stage, int layer);
 const dsv4q_stage_info *dsv4q_stage_get(int id);   /* NULL if out of range */
 int dsv4q_stage_find(const char *name);            /* -1 if unknown */
 
+/* The same, for the table of arch (dsv4q_arch: DSV4Q_ARCH_V4 is the table
+ * above, DSV4Q_ARCH_V41 the dsv4q_stage41 rows). */
+int dsv4q_stage_count_arch(int arch);
+const dsv4q_stage_info *dsv4q_stage_get_arch(int arch, int id); /* NULL if out of range */
+long dsv4q_stage_nslots_arch(int arch, int n_layers);
+int dsv4q_stage_slot_arch(int arch, int n_layers, long i, int *stage, int *layer);
+int dsv4q_stage_tensor_name_arch(int arch, char *buf, size_t len, int stage, int layer, int io, int t);
+int dsv4q_stage_parse_name_arch(int arch, const char *name, int *stage, int *layer, int *io, int *t, char *err,
+                                size_t errlen);
+/* Whether (stage, layer) of cfg's table runs in cfg's forward pass: 0 for
+ * V4's mtp without MTP layers and V4.1's engram on a layer without one;
+ * 1 otherwise (layer ignored for model-level stages). */
+int dsv4q_stage_present(const dsv4q_config *cfg, int stage, int layer);
+
 /* The storage dtype (dsv4q_dtype: BF16 or F32) of a stage tensor under
  * boundary set bs: where the reference keeps it, so where a rounding flip
  * is one storage ulp, and the narrowest dtype that holds it exactly. */
@@ -207,7 +261,8 @@ int dsv4q_stage_tensor_name(char *buf, size_t len, int stage, int layer, int io,
  * saying what is wrong with it (unknown stage, bad layer, in/out, tensor). */
 int dsv4q_stage_parse_name(const char *name, int *stage, int *layer, int *io, int *t, char *err, size_t errlen);
 
-/* The table as text (cfg NULL: symbolic shapes) or markdown. */
+/* The table as text (cfg NULL: symbolic shapes, V4's table; else cfg's
+ * arch's table with its shapes) or markdown. */
 void dsv4q_stage_print(FILE *f, const dsv4q_config *cfg, int markdown);
 
 #endif

@@ -8,9 +8,17 @@
  *  - an image token (image_token_id of a copy of the case whose config
  *    moves it inside the vocabulary) is refused with exit 2 and no output:
  *    images are out of scope, not silently embedded as text;
- *  - the commands built on the V4 stage table (stages, capture, replay,
- *    margins, qualify --whole-model) refuse a V4.1 model with exit 2 and
- *    write nothing (docs/v41.md, "Not yet").
+ *  - `capture` of the case's protocol (f64, qat) writes the V4.1 stage
+ *    table's tensors: the prefill call's (X, pre) state after every layer
+ *    (L{i}.hc_ffn_post.out, L{i}.hc_ffn_pre.out.pre), the Engram outputs
+ *    and model.head.out equal the reference's block_out / block_premix /
+ *    engram_out / logits_prefill (NRMS < 1e-13); the chain is complete (S2):
+ *    each stage's inputs are bit for bit the outputs of the stage before
+ *    it, L0's incoming pre-mix is the identity [1, 0, 0, 0], the head's
+ *    pre-mix is the last block's;
+ *  - the commands that still need the V4 stage table's replay side
+ *    (replay, margins, qualify --whole-model, capture --backend) refuse a
+ *    V4.1 model with exit 2 and write nothing (docs/v41.md, "Not yet").
  */
 #include "tests/testutil.h"
 #include "tests/tinyfix.h"
@@ -126,6 +134,93 @@ static void image_token_refused(void **state)
     assert_int_not_equal(stat(out, &sb), 0);
 }
 
+/* The tensor `name` of st as doubles (numel into *n). */
+static double *get(dsv4q_st *st, const char *name, long *n)
+{
+    const dsv4q_st_tensor *t = dsv4q_st_find(st, name);
+    if (!t) fail_msg("capture lacks %s", name);
+    double *v = malloc(sizeof(double) * (size_t)t->numel);
+    for (long i = 0; i < t->numel; i++) v[i] = dsv4q_decode_elem(t->dtype, t->data, (size_t)i);
+    *n = t->numel;
+    return v;
+}
+
+/* capture tensor a equals golden tensor b of the reference to NRMS < 1e-13;
+ * or, with g NULL, capture tensors a and b are equal bit for bit. */
+static void same(dsv4q_st *c, const char *a, dsv4q_st *g, const char *b)
+{
+    long na, nb;
+    double *x = get(c, a, &na), *y = get(g ? g : c, b, &nb);
+    assert_int_equal(na, nb);
+    double num = 0, den = 0;
+    for (long i = 0; i < na; i++) {
+        num += (x[i] - y[i]) * (x[i] - y[i]);
+        den += y[i] * y[i];
+        if (!g && x[i] != y[i]) fail_msg("%s[%ld] = %.17g differs from %s[%ld] = %.17g", a, i, x[i], b, i, y[i]);
+    }
+    if (g && !(sqrt(num / den) < 1e-13)) fail_msg("%s vs the reference's %s: NRMS %.3e", a, b, sqrt(num / den));
+    free(x);
+    free(y);
+}
+
+static void capture_is_the_reference_state(void **state)
+{
+    (void)state;
+    char cap[300], call0[400], a[96], b[96], err[512];
+    snprintf(cap, sizeof cap, "%s/cap41", root);
+    assert_int_equal(call(dsv4q_cmd_capture, "capture", "--model", CASE, "--tokens", CASE "/tokens.json", "--width",
+                          "f64", "--profile", "qat", "--out", cap, "--quiet", NULL),
+                     0);
+    snprintf(call0, sizeof call0, "%s/call-0000.safetensors", cap);
+    dsv4q_st *c, *g;
+    assert_int_equal(dsv4q_st_open(&c, call0, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_open(&g, CASE "/golden_fp64.safetensors", err, sizeof err), 0);
+    const int engram[8] = {0, 0, 1, 0, 0, 1, 0, 0}; /* the case README: Engram before blocks 2 and 5 */
+    long n;
+    double *pre0 = get(c, "L0.hc_attn_pre.in.pre", &n);
+    for (long i = 0; i < n; i++) assert_true(pre0[i] == (i % 4 == 0 ? 1.0 : 0.0));
+    free(pre0);
+    for (int L = 0; L < 8; L++) {
+        snprintf(a, sizeof a, "L%d.hc_ffn_post.out", L);
+        snprintf(b, sizeof b, "block_out_L%d", L);
+        same(c, a, g, b);
+        snprintf(a, sizeof a, "L%d.hc_ffn_pre.out.pre", L);
+        snprintf(b, sizeof b, "block_premix_L%d", L);
+        same(c, a, g, b);
+        /* the chain: each input is the output before it */
+        char in[96], from[96];
+        snprintf(in, sizeof in, engram[L] ? "L%d.engram.in" : "L%d.hc_attn_pre.in.X", L);
+        if (L == 0) snprintf(from, sizeof from, "model.embed.out");
+        else snprintf(from, sizeof from, "L%d.hc_ffn_post.out", L - 1);
+        same(c, in, NULL, from);
+        if (engram[L]) {
+            snprintf(a, sizeof a, "L%d.engram.out", L);
+            snprintf(b, sizeof b, "engram_out_L%d", L);
+            same(c, a, g, b);
+            snprintf(in, sizeof in, "L%d.hc_attn_pre.in.X", L);
+            same(c, in, NULL, a);
+        }
+        if (L > 0) {
+            snprintf(in, sizeof in, "L%d.hc_attn_pre.in.pre", L);
+            snprintf(from, sizeof from, "L%d.hc_ffn_pre.out.pre", L - 1);
+            same(c, in, NULL, from);
+        }
+        snprintf(in, sizeof in, "L%d.hc_ffn_pre.in.pre", L);
+        snprintf(from, sizeof from, "L%d.hc_attn_pre.out.pre", L);
+        same(c, in, NULL, from);
+    }
+    assert_null(dsv4q_st_find(c, "L1.engram.in")); /* no Engram before block 1 */
+    same(c, "model.head.out", g, "logits_prefill");
+    long np, nh;
+    double *last = get(c, "L7.hc_ffn_pre.out.pre", &np), *hp = get(c, "model.head.in.pre", &nh);
+    assert_int_equal(nh, 4);
+    for (int j = 0; j < 4; j++) assert_true(hp[j] == last[np - 4 + j]);
+    free(last);
+    free(hp);
+    dsv4q_st_close(c);
+    dsv4q_st_close(g);
+}
+
 static void v4_only_commands_refuse(void **state)
 {
     (void)state;
@@ -133,10 +228,13 @@ static void v4_only_commands_refuse(void **state)
     snprintf(cap, sizeof cap, "%s/cap", root);
     snprintf(db, sizeof db, "%s/r.db", root);
     struct stat sb;
-    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--model", CASE, NULL), 2);
-    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--config", "tiny-v41", NULL), 2);
-    assert_int_equal(call(dsv4q_cmd_capture, "capture", "--model", CASE, "--out", cap, "--quiet", NULL), 2);
+    assert_int_equal(call(dsv4q_cmd_stages, "stages", "--model", CASE, "--names", NULL), 0);
+    assert_int_equal(
+        call(dsv4q_cmd_capture, "capture", "--model", CASE, "--backend", "cpu-ref", "--out", cap, "--quiet", NULL), 2);
     assert_int_not_equal(stat(cap, &sb), 0);
+    snprintf(cap, sizeof cap, "%s/cap41", root);
+    assert_int_equal(call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", CASE, "--db", db, "--quiet", NULL),
+                     2);
     assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", CASE, "--db", db, "--quiet", NULL), 2);
     assert_int_equal(call(dsv4q_cmd_qualify, "qualify", "--whole-model", "--backend", "cpu-ref", "--model", CASE,
                           "--db", db, "-q", NULL),
@@ -151,6 +249,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(run_reproduces_reference_logits),
         cmocka_unit_test(image_token_refused),
+        cmocka_unit_test(capture_is_the_reference_state),
         cmocka_unit_test(v4_only_commands_refuse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

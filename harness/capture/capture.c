@@ -176,7 +176,7 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
         const dsv4q_st_tensor *t = dsv4q_st_at(c->st, i);
         int st, layer, io, ti;
         char e2[512];
-        if (dsv4q_stage_parse_name(t->name, &st, &layer, &io, &ti, e2, sizeof e2))
+        if (dsv4q_stage_parse_name_arch(cfg->arch, t->name, &st, &layer, &io, &ti, e2, sizeof e2))
             return dsv4q_errf(err, errlen, "capture %s: %s", c->file, e2);
         if (layer >= cfg->n_layers)
             return dsv4q_errf(err, errlen, "capture %s: tensor %s: layer %d is outside the model's %d layers", c->file,
@@ -186,7 +186,7 @@ static int check_tensors(const dsv4q_capture_call *c, const dsv4q_config *cfg, c
             return dsv4q_errf(err, errlen,
                               "capture %s: tensor %s has dtype %s; stage tensors are F64, F32, BF16 or F16", c->file,
                               t->name, dsv4q_dtype_name(t->dtype) ? dsv4q_dtype_name(t->dtype) : "?");
-        const dsv4q_stage_info *si = dsv4q_stage_get(st);
+        const dsv4q_stage_info *si = dsv4q_stage_get_arch(cfg->arch, st);
         const dsv4q_stage_tensor *ts = io ? &si->out[ti] : &si->in[ti];
         int64_t want[DSV4Q_STAGE_MAX_DIM];
         int nd = dsv4q_stage_shape(ts, cfg, c->s, want);
@@ -467,7 +467,7 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io)
         snprintf(w->err, sizeof w->err, "out of memory");
         return 0;
     }
-    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(w->cfg.arch, io->stage);
     if (si->per_layer && (io->layer < w->layer_lo || io->layer >= w->layer_hi)) return 0;
     for (int side = 0; side < 2; side++)
         for (int t = 0; t < (side ? si->nout : si->nin); t++) {
@@ -475,7 +475,7 @@ int dsv4q_capture_stage_cb(void *user, const dsv4q_stage_io *io)
             char name[DSV4Q_STAGE_NAME_MAX];
             int64_t shape[DSV4Q_STAGE_MAX_DIM];
             int nd = dsv4q_stage_shape(ts, &w->cfg, io->s, shape);
-            dsv4q_stage_tensor_name(name, sizeof name, io->stage, io->layer, side, t);
+            dsv4q_stage_tensor_name_arch(w->cfg.arch, name, sizeof name, io->stage, io->layer, side, t);
             dsv4q_dtype dt = w->dtype == DSV4Q_DT_BF16 ? (dsv4q_dtype)dsv4q_stage_storage(ts, w->bs) : w->dtype;
             if (add_tensor(w, name, dt, nd, shape, side ? io->out[t] : io->in[t], dsv4q_stage_numel(ts, &w->cfg, io->s))) {
                 w->failed = 1;
