@@ -17,6 +17,13 @@
  * per 32 along a row. Rows are generated in parallel (OpenMP); a value never
  * depends on which thread produced it.
  *
+ * V4.1 (cfg.arch == DSV4Q_ARCH_V41: layer_v41 / tail_v41, the layout of
+ * tests/data/pub_v41_tiny): FP8 per 32x32 block, the reference's BF16
+ * parameters BF16, its float32 parameters F32 holding the BF16 rounding of w
+ * (as the reference case stores them), compressors / indexer keys on the
+ * source layers only, Engram tables (E4M3 with an E8M0 scale per 32 of a
+ * row), no hc_head, and engram_token_map.json (token_map_v41).
+ *
  * Why not dmath's log/sin/cos for Box-Muller: at ~128 ns (log) + ~50 ns each
  * (sin, cos) they would make the 1.7e9 Gaussians of `flash-slice` take
  * ~100 s on two cores, and any later tuning of dmath's last bit would
@@ -204,21 +211,25 @@ static int sy_scale_exp(double amax, double fmax)
 /* tensors                                                                   */
 
 typedef enum {
-    V_LINEAR,   /* N / sqrt(in) * gain */
-    V_NORM,     /* 1 + 0.05 N */
-    V_HCFN,     /* N * 0.5 / sqrt(fan_in) */
-    V_HCBASE,   /* 0.5 N */
-    V_HCSCALE,  /* 1 + 0.1 N */
-    V_SINK,     /* N */
-    V_SMALL,    /* 0.1 N (ape, gate bias) */
-    V_EMBED     /* N + u[col] */
+    V_LINEAR,  /* N / sqrt(in) * gain */
+    V_NORM,    /* 1 + 0.05 N */
+    V_HCFN,    /* N * 0.5 / sqrt(fan_in) */
+    V_HCBASE,  /* 0.5 N */
+    V_HCSCALE, /* 1 + 0.1 N */
+    V_SINK,    /* N (attn_sink; V4.1 Engram tables) */
+    V_SMALL,   /* 0.1 N (ape, gate bias) */
+    V_EMBED,   /* N + u[col] */
+    V_EGATE    /* 1 + 0.2 N (V4.1 Engram q_weight / k_weight) */
 } vkind;
 
-typedef enum { S_F32, S_BF16, S_FP8, S_FP4 } storage;
+/* S_F32B: F32 holding BF16-representable values, (float)bf16(w): V4.1's
+ * float32 parameters, as the reference case pub_v41_tiny stores them */
+typedef enum { S_F32, S_BF16, S_FP8, S_FP4, S_F32B } storage;
 
 typedef struct {
     const dsv4q_config *cfg;
     uint64_t seed;
+    int blk;                     /* FP8 weight block: 128 (V4), 32 (V4.1) */
     dsv4q_st_writer *w;          /* current shard */
     const char *file;      /* its file name (for the weight map) */
     json_t *wmap;          /* NULL for a single file */
@@ -246,6 +257,7 @@ static inline double apply(const rule *r, double g, int64_t col)
     case V_SINK: return g;
     case V_SMALL: return 0.1 * g;
     case V_EMBED: return g + r->u[col];
+    case V_EGATE: return 1.0 + 0.2 * g;
     }
     return g;
 }
@@ -270,10 +282,11 @@ static int add(sy_ctx *c, const char *name, dsv4q_dtype dt, int ndim, const int6
 
 #define PAR_MIN (1 << 20)   /* elements below which a tensor is generated serially */
 
-/* Plain tensor (F32 or BF16 storage) of logical [out, in] (ndim 1: [in]). */
+/* Plain tensor (F32, F32B or BF16 storage) of logical [out, in] (ndim 1: [in]). */
 static int emit_plain(sy_ctx *c, const char *name, int ndim, int64_t out, int64_t in, const rule *r, storage st)
 {
-    size_t esz = st == S_F32 ? 4 : 2;
+    const int f32 = st == S_F32 || st == S_F32B;
+    size_t esz = f32 ? 4 : 2;
     size_t n = (size_t)(out * in);
     void *data = malloc(n * esz);
     if (!data) return dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", name);
@@ -292,6 +305,9 @@ static int emit_plain(sy_ctx *c, const char *name, int ndim, int64_t out, int64_
             if (st == S_F32) {
                 float *d = (float *)data + o * in;
                 for (int64_t k = 0; k < in; k++) d[k] = (float)row[k];
+            } else if (st == S_F32B) {
+                float *d = (float *)data + o * in;
+                for (int64_t k = 0; k < in; k++) d[k] = (float)dsv4q_bf16_decode(dsv4q_bf16_encode(row[k]));
             } else {
                 uint16_t *d = (uint16_t *)data + o * in;
                 for (int64_t k = 0; k < in; k++) d[k] = dsv4q_bf16_encode(row[k]);
@@ -303,17 +319,20 @@ static int emit_plain(sy_ctx *c, const char *name, int ndim, int64_t out, int64_
     if (oom) rc = dsv4q_errf(c->err, c->errlen, "synth: out of memory generating '%s'", name);
     else {
         int64_t shape[2] = {out, in};
-        rc = ndim == 1 ? add(c, name, st == S_F32 ? DSV4Q_DT_F32 : DSV4Q_DT_BF16, 1, &shape[1], data, n * esz)
-                       : add(c, name, st == S_F32 ? DSV4Q_DT_F32 : DSV4Q_DT_BF16, 2, shape, data, n * esz);
+        rc = ndim == 1 ? add(c, name, f32 ? DSV4Q_DT_F32 : DSV4Q_DT_BF16, 1, &shape[1], data, n * esz)
+                       : add(c, name, f32 ? DSV4Q_DT_F32 : DSV4Q_DT_BF16, 2, shape, data, n * esz);
     }
     free(data);
     return rc;
 }
 
-/* FP8: E4M3 codes [out, in] + E8M0 scales [ceil(out/128), ceil(in/128)]. */
-static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out, int64_t in, const rule *r)
+/* FP8: E4M3 codes [out, in] + E8M0 scales [ceil(out/B), ceil(in/BI)], one
+ * per B x BI block: 128 x 128 (V4 linears), 32 x 32 (V4.1 linears), 1 x 32
+ * (V4.1 Engram tables). */
+static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out, int64_t in, const rule *r, int64_t B,
+                    int64_t BI)
 {
-    const int64_t B = 128, so = (out + B - 1) / B, si = (in + B - 1) / B;
+    const int64_t so = (out + B - 1) / B, si = (in + BI - 1) / BI;
     uint8_t *q = malloc((size_t)(out * in));
     uint8_t *sc = malloc((size_t)(so * si));
     int oom = !q || !sc, bad = 0;
@@ -331,7 +350,7 @@ static int emit_fp8(sy_ctx *c, const char *wname, const char *sname, int64_t out
                 int64_t o0 = bo * B, nr = out - o0 < B ? out - o0 : B;
                 gen_rows(r, o0, nr, in, buf);
                 for (int64_t bi = 0; bi < si; bi++) {
-                    int64_t k0 = bi * B, nk = in - k0 < B ? in - k0 : B;
+                    int64_t k0 = bi * BI, nk = in - k0 < BI ? in - k0 : BI;
                     double amax = 0.0;
                     for (int64_t o = 0; o < nr; o++)
                         for (int64_t k = 0; k < nk; k++) {
@@ -444,17 +463,23 @@ static int linear(sy_ctx *c, const char *prefix, int64_t out, int64_t in, storag
     snprintf(sn, sizeof sn, "%s.scale", prefix);
     rule r = {dsv4q_synth_key(c->seed, wn), V_LINEAR, sqrt((double)in), 1.0, NULL};
     switch (st) {
-    case S_FP8: return emit_fp8(c, wn, sn, out, in, &r);
+    case S_FP8: return emit_fp8(c, wn, sn, out, in, &r, c->blk, c->blk);
     case S_FP4: return emit_fp4(c, wn, sn, out, in, &r);
     default: return emit_plain(c, wn, 2, out, in, &r, st);
     }
 }
 
+/* A plain tensor of rule kind in storage st (1-D when out == 0). */
+static int plain_st(sy_ctx *c, const char *name, int64_t out, int64_t in, vkind kind, double fan_in, storage st)
+{
+    rule r = {dsv4q_synth_key(c->seed, name), kind, sqrt(fan_in), 1.0, NULL};
+    return emit_plain(c, name, out ? 2 : 1, out ? out : 1, in, &r, st);
+}
+
 /* An F32 tensor of rule kind (1-D when out == 0). */
 static int plain(sy_ctx *c, const char *name, int64_t out, int64_t in, vkind kind, double fan_in)
 {
-    rule r = {dsv4q_synth_key(c->seed, name), kind, sqrt(fan_in), 1.0, NULL};
-    return emit_plain(c, name, out ? 2 : 1, out ? out : 1, in, &r, S_F32);
+    return plain_st(c, name, out, in, kind, fan_in, S_F32);
 }
 
 #define NM(buf, ...) snprintf(buf, sizeof buf, __VA_ARGS__)
@@ -646,6 +671,162 @@ static int tail(sy_ctx *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* DeepSeek V4.1 (the layout of tests/data/pub_v41_tiny, docs/synth.md)      */
+
+static int v41_index(const int *list, int n, int x)
+{
+    for (int k = 0; k < n; k++)
+        if (list[k] == x) return k;
+    return -1;
+}
+
+/* layers.{li}.engram.*: the E4M3 table [rows, head_dim] with an E8M0 scale
+ * per 32 of a row, wkv, q_weight / k_weight. */
+static int engram(sy_ctx *c, const char *pre, int e)
+{
+    const dsv4q_config *g = c->cfg;
+    const int64_t rows = g->engram_num_embeddings[e], hd = g->engram_head_dim, hc = g->hc_mult, d = g->dim;
+    const int64_t ncols = (int64_t)(g->engram_max_ngram_size - 1) * g->engram_n_heads;
+    char n[256], sn[256];
+    NM(n, "%s.engram.embed.weight", pre);
+    NM(sn, "%s.engram.embed.scale", pre);
+    rule r = {dsv4q_synth_key(c->seed, n), V_SINK, 1.0, 1.0, NULL};
+    if (emit_fp8(c, n, sn, rows, hd, &r, 1, 32)) return -1;
+    NM(n, "%s.engram.wkv", pre);
+    if (linear(c, n, d * (hc + 1), ncols * hd, wdt_storage(g->dtype))) return -1;
+    NM(n, "%s.engram.q_weight", pre);
+    if (plain_st(c, n, hc, d, V_EGATE, 0, S_BF16)) return -1;
+    NM(n, "%s.engram.k_weight", pre);
+    return plain_st(c, n, hc, d, V_EGATE, 0, S_BF16);
+}
+
+/* One V4.1 block: what io/model_load.c's bind_layer_v41 binds. */
+static int layer_v41(sy_ctx *c, int li)
+{
+    const dsv4q_config *g = c->cfg;
+    const int ratio = g->compress_ratios[li];
+    const int kv = v41_index(g->kv_source_layers, g->n_kv_source_layers, li) >= 0;
+    const int ix = v41_index(g->index_source_layers, g->n_index_source_layers, li) >= 0;
+    const int eg = v41_index(g->engram_layer_ids, g->n_engram_layers, li);
+    const int64_t hc = g->hc_mult, nmix = (2 + hc) * hc, d = g->dim, H = g->n_heads, D = g->head_dim;
+    const int64_t G = g->o_groups, q = g->q_lora_rank, Hi = g->index_n_heads, Di = g->index_head_dim;
+    const storage lin = wdt_storage(g->dtype), exp_st = wdt_storage(g->expert_dtype);
+    char pre[64], n[256];
+    NM(pre, "layers.%d", li);
+
+    NM(n, "%s.hc_attn_fn", pre);
+    if (plain_st(c, n, nmix, hc * d, V_HCFN, (double)(hc * d), S_F32B)) return -1;
+    NM(n, "%s.hc_ffn_fn", pre);
+    if (plain_st(c, n, nmix, hc * d, V_HCFN, (double)(hc * d), S_F32B)) return -1;
+    NM(n, "%s.hc_attn_base", pre);
+    if (plain_st(c, n, 0, nmix, V_HCBASE, 0, S_F32B)) return -1;
+    NM(n, "%s.hc_ffn_base", pre);
+    if (plain_st(c, n, 0, nmix, V_HCBASE, 0, S_F32B)) return -1;
+    NM(n, "%s.hc_attn_scale", pre);
+    if (plain_st(c, n, 0, 3, V_HCSCALE, 0, S_F32B)) return -1;
+    NM(n, "%s.hc_ffn_scale", pre);
+    if (plain_st(c, n, 0, 3, V_HCSCALE, 0, S_F32B)) return -1;
+    NM(n, "%s.attn_norm.weight", pre);
+    if (plain_st(c, n, 0, d, V_NORM, 0, S_BF16)) return -1;
+    NM(n, "%s.ffn_norm.weight", pre);
+    if (plain_st(c, n, 0, d, V_NORM, 0, S_BF16)) return -1;
+
+    NM(n, "%s.attn.attn_sink", pre);
+    if (plain_st(c, n, 0, H, V_SINK, 0, S_F32B)) return -1;
+    NM(n, "%s.attn.wq_a", pre);
+    if (linear(c, n, q, d, lin)) return -1;
+    NM(n, "%s.attn.q_norm.weight", pre);
+    if (plain_st(c, n, 0, q, V_NORM, 0, S_BF16)) return -1;
+    NM(n, "%s.attn.wq_b", pre);
+    if (linear(c, n, H * D, q, lin)) return -1;
+    NM(n, "%s.attn.wkv", pre);
+    if (linear(c, n, D, d, lin)) return -1;
+    NM(n, "%s.attn.kv_norm.weight", pre);
+    if (plain_st(c, n, 0, D, V_NORM, 0, S_BF16)) return -1;
+    /* wo_a: a BF16 parameter of the V4.1 reference in every regime */
+    NM(n, "%s.attn.wo_a", pre);
+    if (linear(c, n, G * g->o_lora_rank, H * D / G, S_BF16)) return -1;
+    NM(n, "%s.attn.wo_b", pre);
+    if (linear(c, n, d, G * g->o_lora_rank, lin)) return -1;
+    if (kv) {
+        /* the compressor: ratio 1 a BF16 projection, ratio 2 FP32 wkv + wgate; no ape */
+        NM(n, "%s.attn.compressor.wkv", pre);
+        if (linear(c, n, D, d, ratio == 1 ? S_BF16 : S_F32B)) return -1;
+        if (ratio > 1) {
+            NM(n, "%s.attn.compressor.wgate", pre);
+            if (linear(c, n, D, d, S_F32B)) return -1;
+        }
+        NM(n, "%s.attn.compressor.norm.weight", pre);
+        if (plain_st(c, n, 0, D, V_NORM, 0, S_BF16)) return -1;
+    }
+    if (ix) {
+        NM(n, "%s.attn.indexer.wq_b", pre);
+        if (linear(c, n, Hi * Di, q, lin)) return -1;
+        NM(n, "%s.attn.indexer.weights_proj", pre);
+        if (linear(c, n, Hi, d, S_BF16)) return -1;
+        if (kv) {
+            /* the index keys' owner: wk over the compressor latent, k_norm */
+            NM(n, "%s.attn.indexer.wk", pre);
+            if (linear(c, n, Di, D, S_BF16)) return -1;
+            NM(n, "%s.attn.indexer.k_norm.weight", pre);
+            if (plain_st(c, n, 0, Di, V_NORM, 0, S_BF16)) return -1;
+        }
+    }
+
+    NM(n, "%s.ffn.gate", pre);
+    if (linear(c, n, g->n_routed_experts, d, S_BF16)) return -1;
+    NM(n, "%s.ffn.gate.bias", pre);
+    if (plain_st(c, n, 0, g->n_routed_experts, V_SMALL, 0, S_F32B)) return -1;
+    for (int e = 0; e < g->n_routed_experts; e++) {
+        NM(n, "%s.ffn.experts.%d", pre, e);
+        if (expert(c, n, exp_st)) return -1;
+    }
+    NM(n, "%s.ffn.shared_experts", pre);
+    if (expert(c, n, lin)) return -1;
+    return eg >= 0 ? engram(c, pre, eg) : 0;
+}
+
+/* head (F32 of BF16 values) and norm (BF16); V4.1 has no hc_head. */
+static int tail_v41(sy_ctx *c)
+{
+    const dsv4q_config *g = c->cfg;
+    rule r = {dsv4q_synth_key(c->seed, "head.weight"), V_LINEAR, sqrt((double)g->dim), DSV4Q_SYNTH_HEAD_GAIN, NULL};
+    if (emit_plain(c, "head.weight", 2, g->vocab_size, g->dim, &r, S_F32B)) return -1;
+    return plain_st(c, "norm.weight", 0, g->dim, V_NORM, 0, S_BF16);
+}
+
+/* The compressed-token map (io/engram_map.h) into map[vocab_size]: the
+ * shape of build_compressed_token_map's output (compressed ids numbered in
+ * order of first occurrence), with the folds drawn from the seed. The ids
+ * below s = min(3, V - 1) (BOS / EOS / PAD of the reference's tokenizer) keep
+ * compressed ids of their own that nothing else maps to; of the ids after s
+ * (id s itself always starts a new compressed id) exactly vocab - V are
+ * folded, chosen by selection sampling (Knuth's algorithm S: id t is folded
+ * when (x * (vocab - t)) >> 32 < the folds still to place, x = bits(key, 2t)
+ * >> 32), onto the compressed id s + ((y * (next - s)) >> 32), y =
+ * bits(key, 2t + 1) >> 32, next = the compressed ids numbered so far; every
+ * other id gets compressed id next. key = key(seed, "engram_token_map.json").
+ * The map so holds exactly the V ids 0..V-1 (V <= vocab). */
+static void token_map_v41(const dsv4q_config *g, uint64_t seed, int32_t *map)
+{
+    const int64_t T = g->vocab_size, V = g->engram_compressed_vocab_size, s = V - 1 < 3 ? V - 1 : 3;
+    const uint64_t key = dsv4q_synth_key(seed, "engram_token_map.json");
+    int64_t need = T - V, next = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if (t > s && need > 0) {
+            const uint64_t x = dsv4q_synth_bits(key, 2 * (uint64_t)t) >> 32;
+            if ((int64_t)((x * (uint64_t)(T - t)) >> 32) < need) {
+                const uint64_t y = dsv4q_synth_bits(key, 2 * (uint64_t)t + 1) >> 32;
+                map[t] = (int32_t)(s + (int64_t)((y * (uint64_t)(next - s)) >> 32));
+                need--;
+                continue;
+            }
+        }
+        map[t] = (int32_t)next++;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* files and directories                                                     */
 
 /* Remove a flat directory we created (its plain files, then itself). */
@@ -696,6 +877,31 @@ static int write_text(const char *path, const char *text, char *err, size_t errl
     return 0;
 }
 
+/* DIR/engram_token_map.json: {"compressed_vocab_size": V, "token_map": [...]}
+ * (the schema and spelling of tests/data/pub_v41_tiny/engram_token_map.json). */
+static int write_token_map(const dsv4q_config *g, uint64_t seed, const char *dir, char *err, size_t errlen)
+{
+    const int64_t T = g->vocab_size;
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)T);
+    char *txt = malloc((size_t)T * 13 + 64); /* ", " + at most 10 digits per entry */
+    if (!map || !txt) {
+        free(map);
+        free(txt);
+        return dsv4q_errf(err, errlen, "synth: out of memory building the Engram token map");
+    }
+    token_map_v41(g, seed, map);
+    size_t n = (size_t)sprintf(txt, "{\"compressed_vocab_size\": %lld, \"token_map\": [",
+                               (long long)g->engram_compressed_vocab_size);
+    for (int64_t t = 0; t < T; t++) n += (size_t)sprintf(txt + n, "%s%d", t ? ", " : "", (int)map[t]);
+    snprintf(txt + n, 3, "]}");
+    char path[4400];
+    snprintf(path, sizeof path, "%s/engram_token_map.json", dir);
+    int rc = write_text(path, txt, err, errlen);
+    free(map);
+    free(txt);
+    return rc;
+}
+
 /* 1: an empty directory, 0: absent, -1: something else is there. */
 static int dir_state(const char *path)
 {
@@ -718,6 +924,7 @@ static int dir_state(const char *path)
 #define SY_STR2(x) #x
 #define SY_STR(x) SY_STR2(x)
 
+/* clang-format off */
 static const char RECIPE[] =
     "dsv4q synthetic checkpoint, recipe v" DSV4Q_SYNTH_VERSION " (docs/synth.md; mirrors reference case pub_tiny)\n"
     "N = Box-Muller normal of splitmix64 stream (seed, FNV-1a(tensor name)), element = flat index\n"
@@ -727,7 +934,11 @@ static const char RECIPE[] =
     "norm weights: 1+0.05N   hc fn: N*0.5/sqrt(hc*dim)   hc base: 0.5N   hc scale: 1+0.1N\n"
     "attn_sink: N   compressor ape: 0.1N   gate bias: 0.1N   gate/compressor linears: F32\n"
     "tid2eid rows: first k of a seeded Fisher-Yates permutation of the experts\n"
-    "scales: 2^e, e = smallest with fmax*2^e >= amax (fmax 448 for FP8, 6 for FP4)\n";
+    "scales: 2^e, e = smallest with fmax*2^e >= amax (fmax 448 for FP8, 6 for FP4)\n"
+    "V4.1 (recipe " DSV4Q_SYNTH_VERSION_V41 ", mirrors pub_v41_tiny): FP8 per 32x32; the reference's BF16 parameters BF16,\n"
+    "its float32 ones F32 of BF16 values; compressors / index keys on the source layers; Engram tables N as\n"
+    "E4M3 + E8M0 per 32 of a row, q/k_weight 1+0.2N BF16; no hc_head; engram_token_map.json (seeded folds)\n";
+/* clang-format on */
 
 const char *dsv4q_synth_recipe(void) { return RECIPE; }
 
@@ -736,6 +947,13 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
 {
     if (!cfg || !out_dir || !out_dir[0]) return dsv4q_errf(err, errlen, "synth: NULL config or empty output directory");
     if (dsv4q_config_validate(cfg, err, errlen)) return -1;
+    const int v41 = cfg->arch == DSV4Q_ARCH_V41;
+    const char *version = v41 ? DSV4Q_SYNTH_VERSION_V41 : DSV4Q_SYNTH_VERSION;
+    if (v41 && cfg->n_engram_layers > 0 && cfg->engram_compressed_vocab_size > cfg->vocab_size)
+        return dsv4q_errf(err, errlen,
+                          "synth: %s: field 'engram_compressed_vocab_size' (%lld) exceeds vocab_size (%d): a token map "
+                          "of vocab_size entries cannot hold that many compressed ids",
+                          out_dir, (long long)cfg->engram_compressed_vocab_size, cfg->vocab_size);
     const int nl = cfg->n_layers + cfg->n_mtp_layers;
     if (shards < 1) shards = 1;
     if (shards > nl)
@@ -802,12 +1020,13 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         free(cjn);
         if (w) goto done;
     }
+    if (v41 && cfg->n_engram_layers > 0 && write_token_map(cfg, seed, tmp, err, errlen)) goto done;
 
     if (shards > 1 && !(wmap = json_object())) {
         dsv4q_errf(err, errlen, "synth: out of memory");
         goto done;
     }
-    sy_ctx c = {cfg, seed, NULL, fname, wmap, 0, err, errlen};
+    sy_ctx c = {cfg, seed, v41 ? DSV4Q_FP8_BLOCK_V41 : 128, NULL, fname, wmap, 0, err, errlen};
     for (int s = 0; s < shards; s++) {
         if (shards > 1) snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, shards);
         else snprintf(fname, sizeof fname, "model.safetensors");
@@ -816,7 +1035,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
             dsv4q_errf(err, errlen, "synth: out of memory");
             goto done;
         }
-        if (dsv4q_st_writer_meta(c.w, "format", "pt") || dsv4q_st_writer_meta(c.w, "dsv4q.synth", DSV4Q_SYNTH_VERSION) ||
+        if (dsv4q_st_writer_meta(c.w, "format", "pt") || dsv4q_st_writer_meta(c.w, "dsv4q.synth", version) ||
             dsv4q_st_writer_meta(c.w, "dsv4q.seed", seedstr) ||
             dsv4q_st_writer_meta(c.w, "dsv4q.config", cfg->name[0] ? cfg->name : "custom")) {
             dsv4q_st_writer_free(c.w);
@@ -828,7 +1047,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
         const uint64_t embed_bytes = c.total;
         for (int li = 0; !bad && li < nl; li++) {
             if ((int)((long long)li * shards / nl) != s) continue;
-            bad = layer(&c, li);
+            bad = v41 ? layer_v41(&c, li) : layer(&c, li);
             if (!bad && li == 0) {
                 /* size estimate from layer 0 (+ a head as large as the embedding): checked against the free
                  * space before any tensor byte is written (the shard is held in memory until then) */
@@ -848,7 +1067,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
                 fprintf(stderr, "[synth] layer %d/%d done (%.2f GB generated, %.0f s)\n", li + 1, nl, c.total / 1e9,
                         dsv4q_now_s() - t0);
         }
-        if (!bad && s == shards - 1) bad = tail(&c);
+        if (!bad && s == shards - 1) bad = v41 ? tail_v41(&c) : tail(&c);
         if (bad) {
             dsv4q_st_writer_free(c.w);
             goto done;
@@ -858,7 +1077,7 @@ int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_di
     }
     if (shards > 1) {
         index = json_pack("{s:{s:I,s:s,s:s},s:O}", "metadata", "total_size", (json_int_t)c.total, "dsv4q.synth",
-                          DSV4Q_SYNTH_VERSION, "dsv4q.seed", seedstr, "weight_map", wmap);
+                          version, "dsv4q.seed", seedstr, "weight_map", wmap);
         char *txt = index ? json_dumps(index, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         if (!txt) {
             dsv4q_errf(err, errlen, "synth: out of memory writing the index");

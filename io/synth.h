@@ -1,11 +1,13 @@
 /*
  * synth.h - deterministic synthetic checkpoints in DeepSeek's real format.
  *
- * Owns: writing a complete V4 checkpoint directory (config.json + weights
- * under the reference's state-dict names, dtypes and shapes, FP8 block
- * scales, packed FP4 experts, sharded or single-file) from a config and a
- * seed, so every loader path runs without the real 160 GB checkpoint.
- * The recipe (docs/synth.md) mirrors the official reference case pub_tiny.
+ * Owns: writing a complete V4 or V4.1 checkpoint directory (config.json +
+ * weights under the reference's state-dict names, dtypes and shapes, FP8
+ * block scales, packed FP4 experts, sharded or single-file; for V4.1 also
+ * the Engram tables and engram_token_map.json) from a config and a seed, so
+ * every loader path runs without the real checkpoints. The recipe
+ * (docs/synth.md) mirrors the official reference cases pub_tiny (V4) and
+ * pub_v41_tiny (V4.1: cfg.arch == DSV4Q_ARCH_V41).
  *
  * Determinism: every stored byte is a function of (config, seed) only. A
  * weight element's value depends on (seed, tensor name, flat index) through a
@@ -33,8 +35,11 @@
  * `tiny` and `tiny-bf16` (tests/test_synth.c asserts 0.5 < std < 10). */
 #define DSV4Q_SYNTH_HEAD_GAIN 1.0
 /* Recipe version, written into every file's metadata ("dsv4q.synth"). Bump it
- * whenever any stored byte for a given (config, seed) changes. */
+ * whenever any stored byte for a given (config, seed) changes. V4.1
+ * checkpoints carry DSV4Q_SYNTH_VERSION_V41 instead (the V4.1 recipe has its
+ * own counter, so a V4.1 change never moves a V4 byte and vice versa). */
 #define DSV4Q_SYNTH_VERSION "1"
+#define DSV4Q_SYNTH_VERSION_V41 "v41.1"
 
 /* Write a synthetic checkpoint for `cfg` (validated first) into `out_dir`.
  * out_dir's parent is created (mkdir -p); out_dir itself must not exist or
@@ -43,6 +48,9 @@
  * model-0000i-of-0000N.safetensors (layers split into N contiguous groups;
  * embed.weight in the first shard, head/norm/hc_head in the last; shards may
  * not exceed n_layers + n_mtp_layers) plus model.safetensors.index.json.
+ * A V4.1 config with Engram layers also gets engram_token_map.json (the
+ * compressed-token map, io/engram_map.h); engram_compressed_vocab_size
+ * must not exceed vocab_size.
  * Returns 0, or -1 with err. */
 int dsv4q_synth_write(const dsv4q_config *cfg, uint64_t seed, const char *out_dir, int shards,
                       char *err, size_t errlen);
