@@ -16,6 +16,11 @@
  *    each stage's inputs are bit for bit the outputs of the stage before
  *    it, L0's incoming pre-mix is the identity [1, 0, 0, 0], the head's
  *    pre-mix is the last block's;
+ *  - `sensitivity --json` on the case has one row per layer with the
+ *    ratio and role the case README's layer table gives (k kv source, i
+ *    index source, c candidate source, m masked), an engram_out floor
+ *    exactly on the Engram layers 2 and 5, ckv exactly on the kv sources,
+ *    and finite floors; `synth --config tiny-v41` runs end to end;
  *  - the commands that still need the V4 stage table's replay side
  *    (replay, margins, qualify --whole-model, capture --backend) refuse a
  *    V4.1 model with exit 2 and write nothing (docs/v41.md, "Not yet").
@@ -221,6 +226,50 @@ static void capture_is_the_reference_state(void **state)
     dsv4q_st_close(g);
 }
 
+static void sensitivity_rows_follow_the_roles(void **state)
+{
+    (void)state;
+    char js[300], db[300], err[200];
+    snprintf(js, sizeof js, "%s/sens.json", root);
+    snprintf(db, sizeof db, "%s/sens.db", root);
+    assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", CASE, "--prompt-len", "24", "--decode",
+                          "2", "--profile", "exact", "--json", js, "--db", db, "--quiet", NULL),
+                     0);
+    json_error_t je;
+    json_t *root_j = json_load_file(js, 0, &je);
+    assert_non_null(root_j);
+    json_t *rows = json_object_get(root_j, "layers");
+    assert_int_equal(json_array_size(rows), 8);
+    /* the case README's layer table */
+    const int ratio[8] = {0, 2, 2, 2, 1, 1, 1, 1};
+    const char *role[8] = {"", "ki", "", "i", "kic", "", "im", ""};
+    for (int L = 0; L < 8; L++) {
+        json_t *r = json_array_get(rows, (size_t)L);
+        assert_int_equal(json_integer_value(json_object_get(r, "ratio")), ratio[L]);
+        assert_string_equal(json_string_value(json_object_get(r, "role")), role[L]);
+        assert_int_equal(json_object_get(r, "engram_out") != NULL, L == 2 || L == 5);
+        assert_int_equal(json_object_get(r, "ckv") != NULL, L == 1 || L == 4);
+        /* exact profile: fp32 rounding everywhere, so a floor above 0 and far below 1 */
+        const double b = json_real_value(json_object_get(r, "block_out"));
+        if (!(b > 0 && b < 1e-2)) fail_msg("layer %d: block_out floor %g", L, b);
+    }
+    json_decref(root_j);
+    /* a synthesized V4.1 checkpoint runs end to end */
+    char dir[300], out[300];
+    snprintf(dir, sizeof dir, "%s/tiny-v41", root);
+    snprintf(out, sizeof out, "%s/tv41.safetensors", root);
+    assert_int_equal(call(dsv4q_cmd_synth, "synth", "--config", "tiny-v41", "--out", dir, NULL), 0);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--prompt-len", "12", "--decode",
+                          "2", "--out", out, "--quiet", NULL),
+                     0);
+    dsv4q_st *st;
+    assert_int_equal(dsv4q_st_open(&st, out, err, sizeof err), 0);
+    const dsv4q_st_tensor *t = dsv4q_st_find(st, "logits_decode");
+    assert_non_null(t);
+    for (long i = 0; i < t->numel; i++) assert_true(isfinite(dsv4q_decode_elem(t->dtype, t->data, (size_t)i)));
+    dsv4q_st_close(st);
+}
+
 static void v4_only_commands_refuse(void **state)
 {
     (void)state;
@@ -250,6 +299,7 @@ int main(void)
         cmocka_unit_test(run_reproduces_reference_logits),
         cmocka_unit_test(image_token_refused),
         cmocka_unit_test(capture_is_the_reference_state),
+        cmocka_unit_test(sensitivity_rows_follow_the_roles),
         cmocka_unit_test(v4_only_commands_refuse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
