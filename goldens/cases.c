@@ -6,7 +6,9 @@
  * here twice (R = float / double, S(n) = n_f32 / n_f64, G(n) = n_f32 /
  * n_f64), the same way oracle/ops.h expands oracle/ops.inc; the weight
  * builders below turn a stream into stored codes (BF16, F32, FP8 with block
- * scales, packed FP4), identical at both widths. The whole-model cases live
+ * scales with 128 or 32 blocks, packed FP4), identical at both widths. The
+ * V4.1 operator cases (oracle/ops41.h, oracle/engram_hash.h) follow V4's
+ * in cases.inc and in the table. The whole-model cases live
  * in goldens/model_cases.c. Adding a case: its body in cases.inc, its row
  * in the table (key, and the description of its inputs the manifest keeps),
  * then `dsv4q golden record --ops KEY` (docs/goldens.md).
@@ -18,7 +20,9 @@
 #include "goldens/golden.h"
 #include "goldens/payload.h"
 #include "oracle/boundary.h"
+#include "oracle/engram_hash.h"
 #include "oracle/ops.h"
+#include "oracle/ops41.h"
 #include "oracle/weights.h"
 
 /* ---- weights (width-independent: stored codes) --------------------------- */
@@ -50,13 +54,23 @@ static dsv4q_weight w_f32(gctx *g, const char *stream, long out, long in, double
     return wview(stream, DSV4Q_WF_F32, out, in, c, NULL, DSV4Q_DT_INVALID);
 }
 
-/* FP8 E4M3 [out, in] with 128x128 block scales [ceil(out/128), ceil(in/128)]:
- * E8M0 2^-14..2^-11, or (f32scale) F32 (1 + u) 2^-13. Codes are
- * E4M3(normal * 96), saturating (no NaN code). */
-static dsv4q_weight w_fp8(gctx *g, const char *stream, long out, long in, int f32scale)
+/* BF16 [out, in] = bf16(1 + normal/4) (V4.1's Engram q/k gains). */
+static dsv4q_weight w_bf16_gain(gctx *g, const char *stream, long out, long in)
 {
     grng r = rng_of(g, stream);
-    const long nsc = ((out + 127) / 128) * ((in + 127) / 128);
+    uint16_t *c = NEW(uint16_t, out * in);
+    if (c)
+        for (long i = 0; i < out * in; i++) c[i] = dsv4q_bf16_encode(1.0 + r_normal(&r) / 4);
+    return wview(stream, DSV4Q_WF_BF16, out, in, c, NULL, DSV4Q_DT_INVALID);
+}
+
+/* FP8 E4M3 [out, in] with blk x blk block scales [ceil(out/blk),
+ * ceil(in/blk)] (blk 128: V4, 32: V4.1): E8M0 2^-14..2^-11, or (f32scale)
+ * F32 (1 + u) 2^-13. Codes are E4M3(normal * 96), saturating (no NaN code). */
+static dsv4q_weight w_fp8_blk(gctx *g, const char *stream, long out, long in, int blk, int f32scale)
+{
+    grng r = rng_of(g, stream);
+    const long nsc = ((out + blk - 1) / blk) * ((in + blk - 1) / blk);
     uint8_t *c = NEW(uint8_t, out * in);
     void *s = f32scale ? (void *)NEW(float, nsc) : (void *)NEW(uint8_t, nsc);
     if (c && s) {
@@ -66,7 +80,16 @@ static dsv4q_weight w_fp8(gctx *g, const char *stream, long out, long in, int f3
             else ((uint8_t *)s)[i] = (uint8_t)dsv4q_e8m0_encode_exp(-14 + r_int(&r, 4));
         }
     }
-    return wview(stream, DSV4Q_WF_FP8, out, in, c && s ? c : NULL, s, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0);
+    dsv4q_weight w =
+        wview(stream, DSV4Q_WF_FP8, out, in, c && s ? c : NULL, s, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0);
+    w.blk = blk;
+    return w;
+}
+
+/* The V4 FP8 weight: 128x128 blocks. */
+static dsv4q_weight w_fp8(gctx *g, const char *stream, long out, long in, int f32scale)
+{
+    return w_fp8_blk(g, stream, out, in, DSV4Q_FP8_BLOCK_V4, f32scale);
 }
 
 /* FP4 E2M1 packed [out, in/2] (every code, uniformly) with E8M0 scales
@@ -141,6 +164,42 @@ static const gcase cases[] = {
      "each call on the next ids; SHA-256 [32] U8 of every stage output of oracle/stages.h per call, "
      "c{call}.s{slot}.{tensor}",
      dsv4q_golden_stages_tiny, dsv4q_golden_stages_tiny, dsv4q_golden_tiny_setup, dsv4q_golden_tiny_teardown},
+    /* DeepSeek V4.1 (oracle/ops41.h, oracle/engram_hash.h, oracle/model_v41.c) */
+    OPCASE(kv41_quant, "x [6,64] (4 blocks of 16): zero row (amax floor 6*2^-9), E2M1 midpoint ties at scale 1, "
+                       "normal, normal*2^{-7,-10,-4,-1} per block (E4M3 subnormal scales), uniform*1000 with "
+                       "block maxima 3000 (scale saturates at 448), 2688, 6.3 and 6.5 (a/6 rounds down / up), "
+                       "uniform*2^-20; encode (codes, E4M3 scales), decode, in-place quant; the scale of 14 amax "
+                       "values"),
+    OPCASE(engram41, "hc 4, dim 64, head_dim 64, 6 columns, table 40 rows E4M3(normal*64) with E8M0 2^-8..2^-6 "
+                     "per 32, wkv FP8 32x32 blocks [320,384], q/k weights BF16 1+normal/4; h [5,4,64] BF16 "
+                     "normal, ids uniform with -1 and 40 (zero rows) and an all-(-1) token (the dot clamp); "
+                     "eps 1e-20, ue8m0; without and with text_mask {1,1,0,1,1}"),
+    OPCASE(compressor41, "dim 128, Dc 64, x [12,128] BF16 normal, norms 1+normal/8, eps 1e-20, ue8m0; ratio 1 "
+                         "(BF16 wkv /16): prefill 5 + decode pos 5,6; ratio 2 (F32 wkv /16, wgate /4): prefill 7 "
+                         "(3 rows, token 6 waiting, slot 1 fresh) + decode pos 7..11; the state after the prefill "
+                         "and at the end"),
+    OPCASE(topk41, "score [7,24] BF16 normal, -inf from clen {0,1,6,13,24,24,24}; block ties (row 3), exact "
+                   "position ties at the k-th pick (row 4), 4 finite scores (row 5), the newest block worst "
+                   "(row 6); candidate_blocks B 4 topb 3 (blocks, mask), topk41 k 6 on the raw and on the "
+                   "candidate-masked score"),
+    OPCASE(moe_gate41, "x [6,128] BF16 normal (row 5 *64: softplus threshold), W BF16 [16,128] normal/16 with row "
+                       "7 = row 3, bias unif/8 (bias 7 = bias 3), k 4, route 1.5: sqrtsoftplus+bias+norm, the "
+                       "same at gate_temp 0.75, softmax+norm, sigmoid+bias without norm, sqrtsoftplus k 1"),
+    OPCASE(hc_mixes, "X, X_prev [3,4,128] BF16 normal, fn F32 [24,512] normal/32, scale {0.5,0.25,1}, base "
+                     "normal/2, norm_eps 1e-20, hc_eps 1e-6, 20 Sinkhorn iterations: hc_mixes of X (pre, post, "
+                     "comb); hc_collapse of X with its own pre, X_prev's (the lag) and the identity [1,0,0,0]"),
+    OPCASE(engram_hash, "layers {2,5}, n-gram 4, 2 heads, engram_vocab_size 40, compressed vocab 50, token map "
+                        "[64] uniform with the pad (id 2) -> 7; 15 tokens uniform: prefill 10 (position 4 dead) + "
+                        "decode 10,11,12 + a call back at 11 with 2 new tokens; primes, offsets, multipliers, "
+                        "rows; the Flash prime layout (2 layers, n-gram 4, 8 heads, 16e6)"),
+    OPCASE(linear_fp8_b32, "W FP8 [80,200] with 32x32 blocks (partial in both directions) E8M0 scales; x [3,200] "
+                           "BF16 normal (row 2 *64); activations per 32 ue8m0: linear_bf16 and unrounded; "
+                           "FP32 activation scales (ue8m0 off)"),
+    {"model_tiny_v41",
+     "tests/data/pub_v41_tiny (DeepSeek's V4.1 reference checkpoint, 8 layers); prompt 16 ids + 2 decode ids "
+     "from splitmix64('model_tiny_v41','ids') % 384; logits [3,384] of every call; SHA-256 [32] U8 of block_out "
+     "of every layer and of engram_out, per call, c{call}.L{layer}.{tap}",
+     dsv4q_golden_model_tiny_v41, dsv4q_golden_model_tiny_v41, dsv4q_golden_v41_setup, dsv4q_golden_v41_teardown},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

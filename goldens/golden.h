@@ -2,8 +2,9 @@
  * golden.h - compressed reference outputs of the oracle ("goldens") and the
  * bit-exact check against them.
  *
- * Owns: the table of golden cases (the operator cases plus two whole-model
- * runs on `tiny`), the deterministic inputs of each case, the payload format
+ * Owns: the table of golden cases (the operator cases, V4's and V4.1's,
+ * plus two whole-model runs on `tiny` and one V4.1 run on
+ * tests/data/pub_v41_tiny), the deterministic inputs of each case, the payload format
  * (one safetensors image per case, tensors `{width}.{profile}.{output}`,
  * zlib-compressed to goldens/data/{case}.st.zz), the manifest
  * (goldens/MANIFEST.json: SHA-256 of every UNCOMPRESSED payload and a
@@ -12,7 +13,8 @@
  *
  * Invariants (docs/goldens.md):
  *  G1. A case's payload is a function of the oracle source and the case key
- *      only: inputs come from a counter-based generator keyed by the case
+ *      only (model_tiny_v41: and the checkpoint tests/data/pub_v41_tiny,
+ *      whose SHA-256 the payload pins): inputs come from a counter-based generator keyed by the case
  *      key (splitmix64 over FNV-1a, base/rng.h), built with integer
  *      arithmetic, exact power-of-two scaling, oracle/dmath.h and IEEE sqrt
  *      (correctly rounded); no other libm, no OS entropy, no timestamps, no

@@ -105,12 +105,13 @@ static void distinct_groups(uint8_t *const *b, const size_t *n, char *out, size_
     }
 }
 
-int dsv4q_golden_build(const gcase *c, uint8_t **buf, size_t *len, char *distinct, size_t dlen, long *nvalues,
-                       char *err, size_t errlen)
+int dsv4q_golden_build(const gcase *c, const char *dir, uint8_t **buf, size_t *len, char *distinct, size_t dlen,
+                       long *nvalues, char *err, size_t errlen)
 {
     gctx g;
     memset(&g, 0, sizeof g);
     g.key = c->key;
+    g.dir = dir;
     g.err = err;
     g.errlen = errlen;
     *buf = NULL;
@@ -180,5 +181,5 @@ int dsv4q_golden_compute(const char *key, uint8_t **buf, size_t *len, char *dist
 {
     const gcase *c = dsv4q_golden_case(key ? key : "");
     if (!c) return dsv4q_errf(err, errlen, "unknown golden case '%s'", key ? key : "(null)");
-    return dsv4q_golden_build(c, buf, len, distinct, dlen, NULL, err, errlen);
+    return dsv4q_golden_build(c, NULL, buf, len, distinct, dlen, NULL, err, errlen);
 }

@@ -15,6 +15,7 @@
  *   goldens/cases.c        the operator cases (goldens/cases.inc expanded
  *                          per width, weight builders) and the case table
  *   goldens/model_cases.c  the whole-model cases on a synthesized `tiny`
+ *                          and on tests/data/pub_v41_tiny (V4.1)
  *   goldens/store.c        zlib container, manifest, payload files (store.h)
  *   goldens/golden.c       record and check (golden.h)
  */
@@ -45,6 +46,7 @@ typedef struct gctx {
     uint8_t *combo;           /* this combination's output bytes (distinct groups) */
     size_t ncombo, capcombo;
     long ntensors, nvalues;
+    const char *dir;          /* the goldens directory recorded / checked, or NULL */
     void *user;               /* case state (model_tiny) */
     const char *meta[4][2];   /* extra payload metadata set by a case's setup */
     char *err;
@@ -122,18 +124,24 @@ const gcase *dsv4q_golden_case(const char *key);
 const gcase *dsv4q_golden_case_at(int i);
 
 /* The whole-model cases (goldens/model_cases.c): the `tiny` fixture and the
- * two runs on it. */
+ * two runs on it; the V4.1 reference checkpoint tests/data/pub_v41_tiny
+ * (found beside g->dir, else below the working directory) and its run. */
 int dsv4q_golden_tiny_setup(gctx *g);
 void dsv4q_golden_tiny_teardown(gctx *g);
 int dsv4q_golden_model_tiny(gctx *g);
 int dsv4q_golden_stages_tiny(gctx *g);
+int dsv4q_golden_v41_setup(gctx *g);
+void dsv4q_golden_v41_teardown(gctx *g);
+int dsv4q_golden_model_tiny_v41(gctx *g);
 
 /* --- the builder (goldens/payload.c) ----------------------------------- */
 
 /* Run case c at both widths and all four profiles (G2) into a safetensors
- * image (malloc'd *buf). distinct (may be NULL) receives the profile
- * groups; *nvalues (may be NULL) the number of values. 0, or -1 with err. */
-int dsv4q_golden_build(const gcase *c, uint8_t **buf, size_t *len, char *distinct, size_t dlen, long *nvalues,
-                       char *err, size_t errlen);
+ * image (malloc'd *buf). dir (may be NULL): the goldens directory, where a
+ * case's setup looks for repository data beside it (g->dir). distinct (may
+ * be NULL) receives the profile groups; *nvalues (may be NULL) the number
+ * of values. 0, or -1 with err. */
+int dsv4q_golden_build(const gcase *c, const char *dir, uint8_t **buf, size_t *len, char *distinct, size_t dlen,
+                       long *nvalues, char *err, size_t errlen);
 
 #endif

@@ -18,6 +18,8 @@
 # Exit status: the checker's (0 all ok, 1 mismatch, 2 corrupt/missing), 4 if our
 # code does not build for aarch64 (a real failure), or
 # 3 when the cross toolchain or qemu is missing.
+# Run as `sh scripts/arm-golden-check.sh` (dash): re-run under bash (arrays, pipefail).
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

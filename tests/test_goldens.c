@@ -207,6 +207,7 @@ static void test_repo_goldens_pass(void **state)
     snprintf(want, sizeof want, "%d ok, 0 mismatch, 0 corrupt/missing", dsv4q_golden_count());
     ASSERT_HAS(text, want);
     ASSERT_HAS(text, "ok model_tiny (");
+    ASSERT_HAS(text, "ok model_tiny_v41 ("); /* tests/data/pub_v41_tiny, found from the root */
     free(text);
 }
 
