@@ -415,19 +415,17 @@ static int bind_expert(dsv4q_model *m, const char *pre, wclass cls, dsv4q_expert
     return bind_linear(m, n, g->moe_inter_dim, g->dim, cls, "expert w3 [inter, dim]", &e->w3, err, errlen);
 }
 
-static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_t errlen)
+static int bind_vec_bf16(dsv4q_model *m, const char *name, long n, dsv4q_vec *v, char *err, size_t errlen);
+
+/* The hyper-connection parameters of both halves and the two block norms
+ * of layers.{li} (pre): V4 and V4.1 name and shape them alike; V4.1 keeps
+ * the norms in BF16 (bf16_norms: checked, check_bf16_param). */
+static int bind_hc(dsv4q_model *m, const char *pre, dsv4q_layer_w *L, int bf16_norms, char *err, size_t errlen)
 {
     const dsv4q_config *g = &m->cfg;
-    char pre[64], n[256];
-    int mtp = li >= g->n_layers;
-    if (mtp) P(pre, "mtp.%d", li - g->n_layers);
-    else P(pre, "layers.%d", li);
-    L->ratio = g->compress_ratios[li];
-    L->hash = !mtp && li < g->n_hash_layers;
-    L->is_mtp = mtp;
-    L->kv_src = L->idx_src = L->engram_index = -1;   /* the V4.1 roles: none */
     const int hc = g->hc_mult, nmix = (2 + hc) * hc;
-    const long d = g->dim, H = g->n_heads, D = g->head_dim;
+    const long d = g->dim;
+    char n[256];
     P(n, "%s.hc_attn_fn", pre);
     if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_attn_fn, err, errlen)) return -1;
     P(n, "%s.hc_ffn_fn", pre);
@@ -441,9 +439,26 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
     P(n, "%s.hc_ffn_scale", pre);
     if (bind_vec(m, n, 3, &L->hc_ffn_scale, err, errlen)) return -1;
     P(n, "%s.attn_norm.weight", pre);
-    if (bind_vec(m, n, d, &L->attn_norm, err, errlen)) return -1;
+    if ((bf16_norms ? bind_vec_bf16 : bind_vec)(m, n, d, &L->attn_norm, err, errlen)) return -1;
     P(n, "%s.ffn_norm.weight", pre);
-    if (bind_vec(m, n, d, &L->ffn_norm, err, errlen)) return -1;
+    if ((bf16_norms ? bind_vec_bf16 : bind_vec)(m, n, d, &L->ffn_norm, err, errlen)) return -1;
+    return 0;
+}
+
+static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    char pre[64], n[256];
+    int mtp = li >= g->n_layers;
+    if (mtp) P(pre, "mtp.%d", li - g->n_layers);
+    else P(pre, "layers.%d", li);
+    L->ratio = g->compress_ratios[li];
+    L->hash = !mtp && li < g->n_hash_layers;
+    L->is_mtp = mtp;
+    L->kv_src = L->idx_src = L->engram_index = -1;   /* the V4.1 roles: none */
+    const int hc = g->hc_mult;
+    const long d = g->dim, H = g->n_heads, D = g->head_dim;
+    if (bind_hc(m, pre, L, 0, err, errlen)) return -1;
     P(n, "%s.attn.attn_sink", pre);
     if (bind_vec(m, n, H, &L->attn_sink, err, errlen)) return -1;
     P(n, "%s.attn.wq_a", pre);
@@ -625,24 +640,8 @@ static int bind_layer_v41(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, s
     P(pre, "layers.%d", li);
     L->ratio = g->compress_ratios[li];
     roles_v41(g, li, L);
-    const int hc = g->hc_mult, nmix = (2 + hc) * hc;
     const long d = g->dim, H = g->n_heads, D = g->head_dim, Hi = g->index_n_heads, Di = g->index_head_dim;
-    P(n, "%s.hc_attn_fn", pre);
-    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_attn_fn, err, errlen)) return -1;
-    P(n, "%s.hc_ffn_fn", pre);
-    if (bind_plain(m, n, nmix, hc * d, "hc fn [(2+hc)*hc, hc*dim]", &L->hc_ffn_fn, err, errlen)) return -1;
-    P(n, "%s.hc_attn_base", pre);
-    if (bind_vec(m, n, nmix, &L->hc_attn_base, err, errlen)) return -1;
-    P(n, "%s.hc_ffn_base", pre);
-    if (bind_vec(m, n, nmix, &L->hc_ffn_base, err, errlen)) return -1;
-    P(n, "%s.hc_attn_scale", pre);
-    if (bind_vec(m, n, 3, &L->hc_attn_scale, err, errlen)) return -1;
-    P(n, "%s.hc_ffn_scale", pre);
-    if (bind_vec(m, n, 3, &L->hc_ffn_scale, err, errlen)) return -1;
-    P(n, "%s.attn_norm.weight", pre);
-    if (bind_vec_bf16(m, n, d, &L->attn_norm, err, errlen)) return -1;
-    P(n, "%s.ffn_norm.weight", pre);
-    if (bind_vec_bf16(m, n, d, &L->ffn_norm, err, errlen)) return -1;
+    if (bind_hc(m, pre, L, 1, err, errlen)) return -1;
     P(n, "%s.attn.attn_sink", pre);
     if (bind_vec(m, n, H, &L->attn_sink, err, errlen)) return -1;
     P(n, "%s.attn.wq_a", pre);
