@@ -126,11 +126,22 @@ int dsv4q_cmd_capture(int argc, char **argv)
              c.engine ? c.engine : c.backend ? desc.name : (o->width == 64 ? "dsv4q-oracle-f64" : "dsv4q-oracle-f32"));
     if (c.backend)
         snprintf(ver, sizeof ver, "%s (its operators in the dsv4q %s forward pass)", desc.version, DSV4Q_VERSION);
-    dsv4q_capture_info info = {.engine = engine, .engine_version = ver, .profile = o->profile, .boundary = o->boundary,
-                               .dtype = dt, .config_sha = csha, .weights_sha = wsha,
-                               .extra_meta = {{"width", o->width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin},
-                                              {c.backend ? "backend" : NULL, c.backend}},
-                               .layer_lo = lo, .layer_hi = hi};
+    dsv4q_capture_info info = {.engine = engine,
+                               .engine_version = ver,
+                               .profile = o->profile,
+                               .boundary = o->boundary,
+                               .dtype = dt,
+                               .config_sha = csha,
+                               .weights_sha = wsha,
+                               .extra_meta = {{"width", o->width == 64 ? "f64" : "f32"},
+                                              {"tokens_sha256", t.pin},
+                                              /* one slot: capture --backend refuses V4.1 */
+                                              {c.backend                       ? "backend"
+                                               : m->cfg.arch == DSV4Q_ARCH_V41 ? "model"
+                                                                               : NULL,
+                                               c.backend ? c.backend : "deepseek_v41"}},
+                               .layer_lo = lo,
+                               .layer_hi = hi};
     if (hi > m->cfg.n_layers) {
         snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
         goto fail;
@@ -178,8 +189,8 @@ int dsv4q_cmd_capture(int argc, char **argv)
     for (int st = 0; st < dsv4q_stage_count_arch(m->cfg.arch); st++) {
         const dsv4q_stage_info *si = dsv4q_stage_get_arch(m->cfg.arch, st);
         if (si->optional) continue;   /* mtp: not run by capture */
-        for (int l = 0; l < (si->per_layer ? m->cfg.n_layers : 1); l++)
-            per_call += dsv4q_stage_present(&m->cfg, st, l) ? si->nin + si->nout : 0;
+        const int l0 = si->per_layer ? lo : 0, l1 = si->per_layer ? (hi > 0 ? hi : m->cfg.n_layers) : 1;
+        for (int l = l0; l < l1; l++) per_call += dsv4q_stage_present(&m->cfg, st, l) ? si->nin + si->nout : 0;
     }
     printf("wrote %d calls to %s (engine %s, profile %s, %s; %d stage tensors per call)\n",
            ncalls, o->out, engine, o->profile,

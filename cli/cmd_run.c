@@ -7,6 +7,7 @@
  * all calls concatenated; dtype F32 or F64 = the run's width. Options: the
  * command table (cli/cmdtab.c, `dsv4q help run`).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,6 +88,14 @@ int dsv4q_cmd_run(int argc, char **argv)
     w = NULL;
     printf("wrote %s (logits_prefill [%ld], logits_decode [%ld, %ld]%s)\n", o.out, V, M, V,
            o.taps ? ", stage taps" : "");
+    long nonfin = 0;
+    for (long i = 0; i < V; i++) nonfin += !isfinite(lp[i]);
+    for (long i = 0; i < M * V; i++) nonfin += !isfinite(ld[i]);
+    if (nonfin) /* written as computed, but never silently */
+        fprintf(stderr,
+                "dsv4q run: warning: %ld of %ld logits are not finite (a weight or scale overflows the "
+                "width; `run --taps` shows the first stage that does)\n",
+                nonfin, (M + 1) * V);
     rc = 0;
     goto out;
 fail:

@@ -21,6 +21,7 @@
 #include "io/sha256.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
+#include "oracle/model_run.h"
 #include "receipts/receipts.h"
 #include "base/util.h"
 
@@ -228,8 +229,28 @@ int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t 
         return 2;
     }
     dsv4q_cli_model_notes(cmd, *m);
-    if (t && dsv4q_cli_tokens(o, (*m)->cfg.vocab_size, t, err, sizeof err)) {
+    /* a --boundary of the other model family would be ignored by the pass: say so instead */
+    uint64_t on = 0, off = ~(uint64_t)0;
+    if (o->boundary[0] && !dsv4q_boundary_apply(&on, o->boundary, err, sizeof err) &&
+        !dsv4q_boundary_apply(&off, o->boundary, err, sizeof err)) {
+        const uint64_t other = (on | ~off) & ~dsv4q_boundary_arch_mask((*m)->cfg.arch);
+        for (int b = 0; other && b < 64; b++)
+            if ((other >> b) & 1u) {
+                fprintf(stderr,
+                        "dsv4q %s: --boundary %s: DeepSeek %s (%s) has no such rounding point (`dsv4q "
+                        "boundaries` lists each point's models)\n",
+                        cmd, dsv4q_boundary_get(b)->name, (*m)->cfg.arch == DSV4Q_ARCH_V41 ? "V4.1" : "V4", dir);
+                dsv4q_model_close(*m);
+                *m = NULL;
+                return 2;
+            }
+    }
+    /* every token is checked before any work, so a command never stops half-way through its output */
+    if (t && (dsv4q_cli_tokens(o, (*m)->cfg.vocab_size, t, err, sizeof err) ||
+              dsv4q_model_check_ids(*m, t->prompt, t->nprompt, 0, err, sizeof err) ||
+              dsv4q_model_check_ids(*m, t->teacher, t->nteacher, t->nprompt, err, sizeof err))) {
         fprintf(stderr, "dsv4q %s: %s\n", cmd, err);
+        dsv4q_tokens_free(t);
         dsv4q_model_close(*m);
         *m = NULL;
         return 2;

@@ -1073,6 +1073,8 @@ static int validate_v41(const dsv4q_config *c, char *err, size_t errlen)
     VREQ(c->n_heads % c->o_groups == 0, "field 'o_groups' (%d) must divide n_heads (%d)", c->o_groups, c->n_heads);
     VREQ(c->n_activated_experts <= c->n_routed_experts,
          "field 'n_activated_experts' (%d) exceeds n_routed_experts (%d)", c->n_activated_experts, c->n_routed_experts);
+    VREQ(c->n_routed_experts <= DSV4Q_MAX_EXPERTS, "field 'n_routed_experts' is %d, at most %d supported",
+         c->n_routed_experts, DSV4Q_MAX_EXPERTS);
     VREQ(c->n_shared_experts == 1, "field 'n_shared_experts' must be 1 (the reference asserts it), got %d",
          c->n_shared_experts);
     VREQ(c->hc_mult >= 1, "field 'hc_mult' must be at least 1, got %d", c->hc_mult);
@@ -1212,6 +1214,8 @@ int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
     VREQ(c->n_activated_experts <= c->n_routed_experts,
          "field 'n_activated_experts' (%d) exceeds n_routed_experts (%d)", c->n_activated_experts,
          c->n_routed_experts);
+    VREQ(c->n_routed_experts <= DSV4Q_MAX_EXPERTS, "field 'n_routed_experts' is %d, at most %d supported",
+         c->n_routed_experts, DSV4Q_MAX_EXPERTS);
     VREQ(c->n_hash_layers <= c->n_layers, "field 'n_hash_layers' (%d) exceeds n_layers (%d)",
          c->n_hash_layers, c->n_layers);
     VREQ(c->n_shared_experts == 1, "field 'n_shared_experts' must be 1 (the reference asserts it), got %d",

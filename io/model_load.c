@@ -19,6 +19,7 @@
  * checkpoint directory.
  */
 #include "base/unaligned.h"
+#include "base/util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -794,6 +795,37 @@ static int bind_v41(dsv4q_model *m, char *err, size_t errlen)
     return engram_hash_v41(m, err, errlen);
 }
 
+/* A V4.1 checkpoint whose tensors say a layer has a role its config does
+ * not give it (an Engram table on a layer not in engram_layer_ids, a
+ * compressor off the kv sources, an indexer off the index sources, index
+ * keys on a layer that does not own them) is refused: the config would run
+ * a different model than the weights hold, silently (the reference's
+ * load_state_dict refuses the unexpected keys too). */
+static int check_roles_v41(const dsv4q_model *m, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < dsv4q_st_count(m->st); i++) {
+        const dsv4q_st_tensor *t = dsv4q_st_at(m->st, i);
+        int li, off = 0;
+        if (sscanf(t->name, "layers.%d.%n", &li, &off) != 1 || off == 0 || li < 0 || li >= m->cfg.n_layers) continue;
+        const dsv4q_layer_w *L = &m->layers[li];
+        const char *rest = t->name + off, *why = NULL;
+        if (!strncmp(rest, "engram.", 7) && L->engram_index < 0) why = "engram_layer_ids does not list the layer";
+        else if (!strncmp(rest, "attn.compressor.", 16) && !L->kv_source)
+            why = "kv_source_layer_ids does not list the layer";
+        else if ((!strncmp(rest, "attn.indexer.wk.", 16) || !strncmp(rest, "attn.indexer.k_norm.", 20)) &&
+                 !(L->kv_source && L->index_source))
+            why = "only a layer in both kv_source_layer_ids and index_source_layer_ids owns index keys";
+        else if (!strncmp(rest, "attn.indexer.", 13) && !L->index_source)
+            why = "index_source_layer_ids does not list the layer";
+        if (why)
+            return dsv4q_errf(err, errlen,
+                              "%s: tensor '%s' is in the checkpoint, but %s (config.json and the weights "
+                              "disagree)",
+                              tfile(t), t->name, why);
+    }
+    return 0;
+}
+
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
 {
     if (dsv4q_is_gguf(dir)) return dsv4q_model_open_gguf(out, dir, err, errlen);
@@ -813,7 +845,7 @@ int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errle
     }
     if (dsv4q_st_open(&m->st, path, err, errlen)) goto fail;
     if (m->cfg.arch == DSV4Q_ARCH_V41) {
-        if (bind_v41(m, err, errlen)) goto fail;
+        if (bind_v41(m, err, errlen) || check_roles_v41(m, err, errlen)) goto fail;
         *out = m;
         return 0;
     }

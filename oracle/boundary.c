@@ -13,24 +13,28 @@
 #define M DSV4Q_BK_MODEL
 #define S DSV4Q_BK_STORAGE
 static const dsv4q_boundary_info table[DSV4Q_B_COUNT] = {
-    [DSV4Q_B_GEMM_ACT_FP8] = {"gemm_act_fp8", M, 1, "FP8 E4M3 block 128, ue8m0 scale",
+    [DSV4Q_B_GEMM_ACT_FP8] = {"gemm_act_fp8", M, 1, "FP8 E4M3 block 128 (V4.1: 32), ue8m0 scale",
                               "input of every FP8/FP4-weight linear", "model.py:linear -> kernel.py:act_quant", NULL,
                               DSV4Q_BA_ALL},
-    [DSV4Q_B_KV_FP8] = {"kv_fp8", M, 1, "FP8 E4M3 block 64 in place", "window KV nope dims after RoPE",
+    [DSV4Q_B_KV_FP8] = {"kv_fp8", M, 1, "FP8 E4M3 block 64 in place (V4.1: 32)",
+                        "window KV nope dims after RoPE (V4.1: the whole post-RoPE vector)",
                         "model.py:Attention.forward act_quant(kv[..., :-rd], 64)", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_CKV_FP8] = {"ckv_fp8", M, 1, "FP8 E4M3 block 64 in place", "compressed KV rows, nope dims",
                          "model.py:Compressor.forward act_quant(kv[..., :-rd], 64)", NULL, DSV4Q_BA_V4},
-    [DSV4Q_B_IDX_Q_FP4] = {"idx_q_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0", "indexer queries after RoPE",
-                           "model.py:Indexer.forward rotate_activation + fp4_act_quant", NULL, DSV4Q_BA_ALL},
-    [DSV4Q_B_IDX_K_FP4] = {"idx_k_fp4", M, 1, "Hadamard + FP4 E2M1 block 32, ue8m0", "indexer compressed keys",
+    [DSV4Q_B_IDX_Q_FP4] = {"idx_q_fp4", M, 1, "Hadamard (V4 only) + FP4 E2M1 block 32, ue8m0",
+                           "indexer queries after RoPE", "model.py:Indexer.forward rotate_activation + fp4_act_quant",
+                           NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_IDX_K_FP4] = {"idx_k_fp4", M, 1, "Hadamard (V4 only) + FP4 E2M1 block 32, ue8m0",
+                           "indexer compressed keys (V4.1: k_norm(wk(latent)) of the kv source)",
                            "model.py:Compressor.forward (rotate) fp4_act_quant", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_IDX_SCORE_BF16] = {"idx_score_bf16", M, 0, "BF16", "indexer score sum over heads",
                                 "model.py:Indexer.forward index_score (...).sum(dim=2)", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_ATTN_P_BF16] = {"attn_p_bf16", M, 0, "BF16", "attention probabilities before P*V (per 64-key block)",
                              "kernel.py:sparse_attn_kernel acc_s_cast", NULL, DSV4Q_BA_ALL},
-    [DSV4Q_B_RESID_BF16] = {"resid_bf16", S, 0, "BF16",
-                            "hc streams (hc_post out), hc_pre / hc_head outputs, MTP input sum",
-                            "model.py:Block.hc_pre/hc_post, ParallelHead.hc_head", NULL, DSV4Q_BA_ALL},
+    [DSV4Q_B_RESID_BF16] =
+        {"resid_bf16", S, 0, "BF16",
+         "hc streams (hc_post out), hc_pre / hc_head outputs, MTP input sum (V4.1: hc_pre, hc_post, Engram)",
+         "model.py:Block.hc_pre/hc_post, ParallelHead.hc_head", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_NORM_BF16] = {"norm_bf16", S, 0, "BF16", "RMSNorm outputs (attn/ffn/q/kv/compressor/final/MTP norms)",
                            "model.py:RMSNorm.forward .to(dtype)", NULL, DSV4Q_BA_ALL},
     [DSV4Q_B_LINEAR_BF16] = {"linear_bf16", S, 0, "BF16", "outputs of BF16/FP8/FP4 linears and the wo_a einsum",
@@ -76,7 +80,7 @@ static const dsv4q_boundary_info switch_table[DSV4Q_B_SWITCH_END - DSV4Q_B_SWITC
     [DSV4Q_B_ATTN_EMPTY_NAN - DSV4Q_B_SWITCH_FIRST] =
         {"attn_empty_nan", W, 0, "off: a query with no valid key gets 0 (the kernel); on: NaN (a naive softmax's 0/0)",
          "sparse attention rows whose every column is masked",
-         "kernel.py:sparse_attn_kernel (running max starts at -inf, sink term); naive softmax ports", NULL,
+         "kernel.py:sparse_attn_kernel (running max starts at -1e30, so masked terms are 0); naive softmax ports", NULL,
          DSV4Q_BA_ALL},
 };
 #undef W

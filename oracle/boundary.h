@@ -34,8 +34,9 @@
  *      not roundings but the named hazards where the reference makes one
  *      choice and engines another (YaRN gating, V4.1's shared index-key
  *      slot, empty attention rows). Off is the reference's behaviour; no
- *      profile holds one; they are declared like engine points
- *      (`qat:idxk_per_source`) and documented in docs/boundaries.md.
+ *      profile holds one; they are set like any point (`--boundary
+ *      idxk_per_source=on`, or `qat:idxk_per_source` where a command takes
+ *      a declaration) and documented in docs/boundaries.md.
  */
 #ifndef DSV4Q_BOUNDARY_H
 #define DSV4Q_BOUNDARY_H

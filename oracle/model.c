@@ -677,7 +677,7 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
     const int li = io->layer;
     real *in[DSV4Q_STAGE_MAX_T] = {0}, *out[DSV4Q_STAGE_MAX_T] = {0};
     int rc = -1;
-    if (!si || r->v41) return -1; /* V4.1 has no stage table yet (docs/v41.md) */
+    if (!si || r->v41) return -1; /* V4.1: whole calls only (dsv4q_run_stage says so) */
     for (int t = 0; t < si->nin; t++) {
         long n = (long)dsv4q_stage_numel(&si->in[t], g, s);
         ALLOC(in[t], n ? n : 1);

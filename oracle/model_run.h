@@ -30,7 +30,7 @@ typedef void (*dsv4q_pick_fn)(void *user, int layer, long pos0, long rows, long 
  * to REPORT stages from a forward pass (the stage hook) and to RUN one
  * stage on given inputs (dsv4q_run_stage, for replaying a capture). */
 typedef struct dsv4q_stage_io {
-    int stage;                 /* dsv4q_stage */
+    int stage;                 /* dsv4q_stage (a V4.1 model: dsv4q_stage41, its own table) */
     int layer;                 /* -1 for model-level stages */
     long s, pos0;              /* tokens of the call and its start position */
     const int32_t *ids;        /* the call's token ids [s] */
@@ -74,10 +74,17 @@ double dsv4q_mem_available(void);
  * the available memory; the message gives both numbers. */
 int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
                    dsv4q_tap_fn tap, void *user, char *err, size_t errlen);
+/* Whether token ids [n] (positions pos0..) can be fed to m: each in
+ * [0, vocab_size); for V4.1 none is image_token_id (text only) and each is
+ * covered by the Engram token map. 0, or -1 with a message naming the
+ * first bad token. dsv4q_run_feed checks every call; a command checks its
+ * whole token list before it writes anything. */
+int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long pos0, char *err, size_t errlen);
 /* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0),
  * later calls decode one token each (s == 1). logits [vocab] of the last
- * token. Errors (-1 + message): s out of range, a token id >= vocab or < 0,
- * past max_pos, allocation failure. */
+ * token. Errors (-1 + message): s out of range, a bad token id
+ * (dsv4q_model_check_ids), past max_pos, a V4.1 pass that fails (the
+ * message says why), allocation failure. */
 int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen);
 /* MTP logits from the last call's hidden streams and the given ids (one per
  * row of that call). -1 if the model has no MTP layer. */
@@ -97,8 +104,9 @@ void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
 /* Run the forward pass of an f32 run on operator provider p (with its ctx,
  * see dsv4q_provider_f32) instead of the oracle, before the first feed; p
  * must outlive the run, NULL restores the oracle. -1 (nothing changed) for
- * an f64 run (providers other than the oracle are F32: the backend ABI is)
- * or once a call has been fed. */
+ * an f64 run (providers other than the oracle are F32: the backend ABI is),
+ * once a call has been fed, or for a V4.1 model when p lacks the V4.1
+ * entries (model_run.inc; a backend provider has none yet). */
 int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx);
 /* Run ONE stage on the given inputs instead of a whole call (replay of a
  * capture). io->in holds the stage's inputs, io->out receives its outputs
@@ -108,7 +116,8 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
  * keeps the layer's caches in this run, exactly as the forward pass does.
  * A run used for stages must not also be fed whole calls. Errors (-1 +
  * message): unknown stage or layer, s/pos0 out of order or past max_pos, a
- * token id outside the vocabulary, allocation failure. */
+ * token id outside the vocabulary, allocation failure, a V4.1 model (its
+ * stages are reported by the forward pass but not run one at a time yet). */
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen);
 void dsv4q_run_close(dsv4q_run *r);
 

@@ -20,6 +20,7 @@
 typedef struct dsv4q_st dsv4q_st;  /* opaque reader (io/safetensors.h) */
 
 #define DSV4Q_MAX_LAYERS 128
+#define DSV4Q_MAX_EXPERTS 1024 /* routed experts per layer (the gate's top-k keeps one flag per expert) */
 /* Engram layers a V4.1 config may list (the released Flash has 2). */
 #define DSV4Q_MAX_ENGRAM_LAYERS 8
 

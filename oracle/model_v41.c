@@ -240,12 +240,10 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
             if (!v->cand[i]) score[i] = -INFINITY;
     }
     tap(r, li, TAP(IDX_SCORE), score, s * T, s);
-    k = T < g->index_topk ? T : g->index_topk;
-    ALLOC(pick, s * (k ? k : 1));
-    if (OP(topk41, score, s, T, (int)k, clen, pick)) {
-        k = -1;
-        goto oom;
-    }
+    const long kk = T < g->index_topk ? T : g->index_topk;
+    ALLOC(pick, s * (kk ? kk : 1));
+    if (OP(topk41, score, s, T, (int)kk, clen, pick)) goto oom;
+    k = kk; /* k stays -1 on every failure above */
     if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
     tap_i32(r, li, TAP(IDX_TOPK), pick, s * k, s);
     for (long i = 0; i < s * k; i++) pick[i] = pick[i] < 0 ? -1 : (int32_t)(pick[i] + offset);
@@ -457,7 +455,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         char err[200];
         ALLOC(hash, s * ne * eh->ncols);
         if (dsv4q_engram_hash_ids(eh, &v->ecache, p0, ids, NULL, s, hash, err, sizeof err))
-            FAIL("engram hash: %s", err);
+            FAIL("%s", err); /* the hash names itself */
     }
     v->ckv = -1;
     v->topk_rows = -1;

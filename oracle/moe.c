@@ -32,10 +32,10 @@ static real score_fn(const char *f, real z)
 }
 
 /* ix [k] = the top-k of sc + bias (bias NULL: 0), ties to the lower expert
- * id. */
+ * id; n_exp <= DSV4Q_MAX_EXPERTS (the gates check). */
 static void pick_topk(const real *sc, const real *bias, int n_exp, int k, int32_t *ix)
 {
-    unsigned char used[1024] = {0};
+    unsigned char used[DSV4Q_MAX_EXPERTS] = {0};
     for (int j = 0; j < k; j++) {
         int best = -1;
         real bv = 0;
@@ -73,6 +73,7 @@ int X(dsv4q_moe_gate)(const real *x, long s, long d, const dsv4q_weight *W, cons
                       const int32_t *tid2eid, const int32_t *ids, int n_exp, int k,
                       const char *score_func, double route_scale, real *weights, int32_t *indices)
 {
+    if (n_exp < 1 || n_exp > DSV4Q_MAX_EXPERTS || k < 1 || k > n_exp) return -1;
     real *z = malloc(sizeof(real) * (size_t)(s * n_exp));
     if (!z || X(dsv4q_linear)(0, 0, W, x, s, z, -1)) { free(z); return -1; }
     (void)d;
@@ -101,6 +102,7 @@ int X(dsv4q_moe_gate41)(const real *x, long s, long d, const dsv4q_weight *W, co
                         const char *score_func, double gate_temp, int norm_topk_prob, double route_scale, real *weights,
                         int32_t *indices)
 {
+    if (n_exp < 1 || n_exp > DSV4Q_MAX_EXPERTS || k < 1 || k > n_exp) return -1;
     real *z = malloc(sizeof(real) * (size_t)(s * n_exp > 0 ? s * n_exp : 1));
     if (!z || X(dsv4q_linear)(0, 0, W, x, s, z, -1)) {
         free(z);

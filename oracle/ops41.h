@@ -28,9 +28,6 @@
 /* The smallest amax the scale rule uses: 6 * 2^-9, so the scale is never
  * below E4M3's smallest subnormal 2^-9 (and never 0, even for a zero block). */
 #define DSV4Q_KV41_AMAX_FLOOR (6.0 / 512.0)
-/* V4.1's FP8 block (fp8_block_size in model.py): 32x32 weight blocks and
- * 1x32 activation blocks. */
-#define DSV4Q_V41_FP8_BLOCK 32
 
 #define DSV4Q_BOTH "oracle/ops41.inc"
 #include "oracle/both.h"

@@ -8,6 +8,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include "base/util.h"
+#include "oracle/engram_hash.h"
 #include "oracle/model_run.h"
 
 struct dsv4q_run {
@@ -106,9 +108,32 @@ oom:
     return -1;
 }
 
+int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long pos0, char *err, size_t errlen)
+{
+    const int vocab = m->cfg.vocab_size;
+    const int v41 = m->cfg.arch == DSV4Q_ARCH_V41;
+    const long nmap = v41 && m->engram_hash ? (long)m->engram_hash->vocab : vocab;
+    for (long i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return dsv4q_errf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", pos0 + i, ids[i],
+                              vocab);
+        /* V4.1: image inputs are out of scope (no vision tower, no image spans) */
+        if (v41 && ids[i] == m->cfg.image_token_id)
+            return dsv4q_errf(err, errlen,
+                              "token %ld is image_token_id %d: image inputs are out of scope (dsv4q runs the text "
+                              "model only)",
+                              pos0 + i, ids[i]);
+        if (ids[i] >= nmap)
+            return dsv4q_errf(err, errlen,
+                              "token %ld (id %d) is beyond the Engram token map's %ld entries "
+                              "(engram_token_map.json of the checkpoint)",
+                              pos0 + i, ids[i], nmap);
+    }
+    return 0;
+}
+
 int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
 {
-    const int vocab = r->m->cfg.vocab_size;
     if (s < 1 || (r->pos > 0 && s != 1)) {
         snprintf(err, errlen, "a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
                  "(got %ld tokens at position %ld)", s, r->pos);
@@ -118,21 +143,7 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
         snprintf(err, errlen, "position %ld is past the run's %ld positions", r->pos + s - 1, r->max_pos);
         return -1;
     }
-    for (long i = 0; i < s; i++)
-        if (ids[i] < 0 || ids[i] >= vocab) {
-            snprintf(err, errlen, "token %ld (id %d) is outside the vocabulary [0, %d)", i, ids[i], vocab);
-            return -1;
-        }
-    /* V4.1: image inputs are out of scope (no vision tower, no image spans) */
-    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
-        for (long i = 0; i < s; i++)
-            if (ids[i] == r->m->cfg.image_token_id) {
-                snprintf(err, errlen,
-                         "token %ld is image_token_id %d: image inputs are out of scope (dsv4q runs "
-                         "the text model only)",
-                         r->pos + i, ids[i]);
-                return -1;
-            }
+    if (dsv4q_model_check_ids(r->m, ids, s, r->pos, err, errlen)) return -1;
     int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
     if (rc) {
         const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
@@ -186,6 +197,10 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
     const dsv4q_config *g = &r->m->cfg;
+    if (g->arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "DeepSeek V4.1 stages are not run one at a time yet (whole calls are: "
+                          "dsv4q_run_feed; docs/v41.md)");
     if (!si) {
         snprintf(err, errlen, "unknown stage id %d", io->stage);
         return -1;

@@ -21,6 +21,13 @@
  *    index source, c candidate source, m masked), an engram_out floor
  *    exactly on the Engram layers 2 and 5, ckv exactly on the kv sources,
  *    and finite floors; `synth --config tiny-v41` runs end to end;
+ *  - refused with exit 2 and nothing written: a checkpoint whose tensors
+ *    give a layer a role its config does not (an Engram table with
+ *    engram_layer_ids empty), a --boundary of the other model family
+ *    (qnorm_bf16 on V4.1, ckv_fp4 on V4), a capture whose tokens hold an
+ *    image token (checked before the first call is written), a V4.1
+ *    capture replayed against a V4 model, more routed experts than the
+ *    gate supports;
  *  - the commands that still need the V4 stage table's replay side
  *    (replay, margins, qualify --whole-model, capture --backend) refuse a
  *    V4.1 model with exit 2 and write nothing (docs/v41.md, "Not yet").
@@ -270,6 +277,82 @@ static void sensitivity_rows_follow_the_roles(void **state)
     dsv4q_st_close(st);
 }
 
+/* dir: a copy of the case with config.json edited by edit(cfg) (weights and map linked). */
+static void copy_case(const char *dir, void (*edit)(json_t *))
+{
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *files[] = {"model.safetensors", "engram_token_map.json"};
+    char src[600], dst[600], cwd[400];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/" CASE "/%s", cwd, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(src, dst), 0);
+    }
+    json_error_t je;
+    json_t *cfg = json_load_file(CASE "/config.json", 0, &je);
+    assert_non_null(cfg);
+    edit(cfg);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, dst, 0), 0);
+    json_decref(cfg);
+}
+
+static void no_engram(json_t *c)
+{
+    json_object_set_new(c, "engram_layer_ids", json_array());
+    json_object_set_new(c, "engram_num_embeddings", json_array());
+}
+
+static void image_at_7(json_t *c) { json_object_set_new(c, "image_token_id", json_integer(7)); }
+
+static void many_experts(json_t *c) { json_object_set_new(c, "n_routed_experts", json_integer(1100)); }
+
+static void refusals(void **state)
+{
+    (void)state;
+    char dir[300], out[300], tok[300], v4[300], cap[300], db[300];
+    struct stat sb;
+    snprintf(out, sizeof out, "%s/never.safetensors", root);
+    snprintf(db, sizeof db, "%s/ref.db", root);
+    /* the weights hold Engram tables on layers 2 and 5, the config lists none */
+    snprintf(dir, sizeof dir, "%s/noeng", root);
+    copy_case(dir, no_engram);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--out", out, "--quiet", NULL), 2);
+    snprintf(dir, sizeof dir, "%s/manyexp", root);
+    copy_case(dir, many_experts);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--out", out, "--quiet", NULL), 2);
+    /* the other family's rounding points */
+    snprintf(v4, sizeof v4, "%s/tiny-v4", root);
+    assert_int_equal(call(dsv4q_cmd_synth, "synth", "--config", "tiny", "--out", v4, NULL), 0);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", CASE, "--boundary", "qnorm_bf16=on",
+                          "--out", out, "--quiet", NULL),
+                     2);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", v4, "--boundary", "ckv_fp4=on", "--out",
+                          out, "--quiet", NULL),
+                     2);
+    assert_int_not_equal(stat(out, &sb), 0);
+    /* an image token in the teacher ids: refused before capture writes call 0 */
+    snprintf(dir, sizeof dir, "%s/img7", root);
+    copy_case(dir, image_at_7);
+    snprintf(tok, sizeof tok, "%s/img-tokens.json", root);
+    FILE *f = fopen(tok, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": [0, 5, 9, 11], \"teacher\": [3, 4, 7]}", f);
+    fclose(f);
+    snprintf(cap, sizeof cap, "%s/cap-img", root);
+    assert_int_equal(call(dsv4q_cmd_capture, "capture", "--model", dir, "--tokens", tok, "--out", cap, "--quiet", NULL),
+                     2);
+    assert_int_not_equal(stat(cap, &sb), 0);
+    /* a V4.1 capture against a V4 model: the family is named, not a shape */
+    snprintf(cap, sizeof cap, "%s/cap-v41", root);
+    assert_int_equal(call(dsv4q_cmd_capture, "capture", "--model", CASE, "--prompt-len", "6", "--decode", "1", "--out",
+                          cap, "--quiet", NULL),
+                     0);
+    assert_int_equal(call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", v4, "--db", db, "--quiet", NULL), 2);
+    assert_int_not_equal(stat(db, &sb), 0);
+}
+
 static void v4_only_commands_refuse(void **state)
 {
     (void)state;
@@ -300,6 +383,7 @@ int main(void)
         cmocka_unit_test(image_token_refused),
         cmocka_unit_test(capture_is_the_reference_state),
         cmocka_unit_test(sensitivity_rows_follow_the_roles),
+        cmocka_unit_test(refusals),
         cmocka_unit_test(v4_only_commands_refuse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

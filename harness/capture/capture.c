@@ -83,6 +83,14 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         return dsv4q_errf(err, errlen,
                           "capture %s: dsv4q_capture_version \"%s\" is not supported (this dsv4q reads \"%s\")", f, ver,
                           DSV4Q_CAPTURE_VERSION);
+    /* a V4.1 capture says so (cli/cmd_capture.c writes "model"; a V4 capture has no such key) */
+    const char *fam = dsv4q_st_meta(c->st, "model");
+    const int v41 = fam && !strcmp(fam, "deepseek_v41");
+    if (v41 != (cfg->arch == DSV4Q_ARCH_V41))
+        return dsv4q_errf(err, errlen,
+                          "capture %s: it is of a DeepSeek %s model, the model given is DeepSeek %s (pass the "
+                          "checkpoint it was captured from with --model)",
+                          f, v41 ? "V4.1" : "V4", cfg->arch == DSV4Q_ARCH_V41 ? "V4.1" : "V4");
     if (parse_position(dsv4q_st_meta(c->st, "position"), &c->pos))
         return dsv4q_errf(err, errlen,
                           "capture %s: metadata position \"%s\" must be a non-negative integer (the start "
