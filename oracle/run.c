@@ -150,6 +150,10 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
         snprintf(err, errlen, "the model has no MTP layer");
         return -1;
     }
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41) {
+        snprintf(err, errlen, "the V4.1 mtp.* layers are DSpark draft stages, not a V4 MTP block");
+        return -1;
+    }
     if (r->stopped) {
         snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run stops early (last layer set)");
         return -1;

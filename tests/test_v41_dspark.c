@@ -1,0 +1,337 @@
+/*
+ * test_v41_dspark.c - DeepSeek V4.1's DSpark draft stages: config and
+ * checkpoint (io/config.c C8, io/model_load.c bind_v41, io/synth.c).
+ *
+ * Asserts, with expected values written here from the reference's
+ * ModelArgs / DSparkBlock (not read back from the code under test):
+ *  - the built-in tiny-v41-dspark parses to the values its text states
+ *    (2 stages of ratio 0, block 3, noise 1, targets [2, 6], rank 32,
+ *    4 routed / 2 activated stage experts) and round-trips through
+ *    to_json; a DSpark-off config's text carries no DSpark-only key;
+ *  - each invalid DSpark config is refused with a message naming the field
+ *    (targets outside [0, n_layers), repeated, empty; the noise id outside
+ *    the vocabulary; rank 0; a stage with a compress ratio; more activated
+ *    than routed stage experts; a struct with stages but dspark_block_size
+ *    0), while a config text with n_mtp_layers but dspark_block_size 0 is
+ *    the backbone only, as the reference builds it;
+ *  - `synth --config tiny-v41-dspark` loads back with every mtp.{j}.*
+ *    tensor bound at the shape the reference gives it (main_proj
+ *    [dim, dim * 2] FP8 32-blocks, main_norm on stage 0 only; norm,
+ *    markov_head.embed / head [vocab, 32], confidence_head.proj
+ *    [1, dim + 32] on the last stage only; the stage MoE 4 experts);
+ *  - the same backbone without any mtp.* tensor loads as the backbone only
+ *    (n_mtp_layers 0) and its logits are bit-identical to tiny-v41's and to
+ *    the checkpoint with stages (the stages change nothing in the main pass);
+ *  - a checkpoint missing one DSpark tensor is refused naming it, at the
+ *    CLI with exit 2.
+ */
+#include "tests/testutil.h"
+#include "tests/tinyfix.h"
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "io/config.h"
+#include "io/model.h"
+#include "io/safetensors.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/model_run.h"
+
+#define call tinyfix_call
+
+static char g_root[128];
+static char g_ds[256], g_plain[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_root, sizeof g_root, "/tmp/dsv4q-test-dspark-XXXXXX");
+    if (!mkdtemp(g_root)) return -1;
+    char err[1024];
+    dsv4q_config c;
+    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
+    snprintf(g_plain, sizeof g_plain, "%s/plain", g_root);
+    if (dsv4q_config_builtin(&c, "tiny-v41-dspark", err, sizeof err) ||
+        dsv4q_synth_write(&c, 1, g_ds, 1, err, sizeof err))
+        return -1;
+    if (dsv4q_config_builtin(&c, "tiny-v41", err, sizeof err) || dsv4q_synth_write(&c, 1, g_plain, 1, err, sizeof err))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tinyfix_remove(g_root);
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+static void config_builtin(void **state)
+{
+    (void)state;
+    char err[1024];
+    dsv4q_config c, r;
+    assert_int_equal(dsv4q_config_builtin(&c, "tiny-v41-dspark", err, sizeof err), 0);
+    assert_int_equal(c.n_layers, 9);
+    assert_int_equal(c.n_mtp_layers, 2);
+    assert_int_equal(c.n_compress_ratios, 11);
+    assert_int_equal(c.compress_ratios[9], 0);
+    assert_int_equal(c.compress_ratios[10], 0);
+    assert_int_equal(c.dspark_block_size, 3);
+    assert_int_equal(c.dspark_noise_token_id, 1);
+    assert_int_equal(c.n_dspark_target_layer_ids, 2);
+    assert_int_equal(c.dspark_target_layer_ids[0], 2);
+    assert_int_equal(c.dspark_target_layer_ids[1], 6);
+    assert_int_equal(c.dspark_markov_rank, 32);
+    assert_int_equal(c.dspark_n_routed_experts, 4);
+    assert_int_equal(c.dspark_n_activated_experts, 2);
+    char *js = dsv4q_config_to_json(&c);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"dspark_target_layer_ids\""));
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dsv4q_config_parse(&r, js, "round trip", err, sizeof err), 0);
+    assert_memory_equal(&c, &r, sizeof c);
+    free(js);
+    /* DSpark off: no DSpark-only key in the text (C9), the defaults in the struct */
+    assert_int_equal(dsv4q_config_builtin(&c, "tiny-v41", err, sizeof err), 0);
+    js = dsv4q_config_to_json(&c);
+    assert_null(strstr(js, "dspark_noise_token_id"));
+    assert_null(strstr(js, "dspark_target_layer_ids"));
+    free(js);
+    assert_int_equal(c.n_mtp_layers, 0);
+    assert_int_equal(c.dspark_markov_rank, 256);
+}
+
+/* tiny-v41-dspark's text with key set to the JSON `value`; must be refused with needle. */
+static void refused(const char *key, const char *value, const char *needle)
+{
+    json_error_t je;
+    json_t *o = json_loads(dsv4q_config_builtin_json("tiny-v41-dspark"), 0, &je);
+    assert_non_null(o);
+    json_object_set_new(o, key, json_loads(value, JSON_DECODE_ANY, &je));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    dsv4q_config c;
+    char err[1024] = "";
+    int rc = dsv4q_config_parse(&c, s, "dspark.json", err, sizeof err);
+    free(s);
+    if (rc == 0) fail_msg("%s = %s accepted (wanted an error with '%s')", key, value, needle);
+    if (!strstr(err, needle)) fail_msg("%s = %s: error '%s' lacks '%s'", key, value, err, needle);
+}
+
+static void config_refusals(void **state)
+{
+    (void)state;
+    refused("dspark_target_layer_ids", "[2, 9]", "field 'dspark_target_layer_ids' entry 1 is 9, outside the layers");
+    refused("dspark_target_layer_ids", "[6, 6]", "field 'dspark_target_layer_ids' entry 1 repeats layer 6");
+    refused("dspark_target_layer_ids", "[]", "field 'dspark_target_layer_ids' is empty");
+    refused("dspark_target_layer_ids", "[-1]", "field 'dspark_target_layer_ids' entry 0 must be a non-negative");
+    refused("dspark_noise_token_id", "512", "field 'dspark_noise_token_id' is 512, outside the vocabulary");
+    refused("dspark_markov_rank", "0", "field 'dspark_markov_rank' must be positive");
+    refused("compress_ratios", "[0, 2, 2, 2, 1, 1, 1, 0, 1, 0, 1]",
+            "field 'compress_ratios' entry 10 (DSpark stage 1)");
+    refused("dspark_n_activated_experts", "5", "field 'dspark_n_activated_experts' (5 activated)");
+    /* dspark_block_size 0: the reference builds no mtp.* layers, whatever n_mtp_layers says (C8) */
+    json_error_t je;
+    json_t *o = json_loads(dsv4q_config_builtin_json("tiny-v41-dspark"), 0, &je);
+    json_object_set_new(o, "dspark_block_size", json_integer(0));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    dsv4q_config c;
+    char err[1024];
+    assert_int_equal(dsv4q_config_parse(&c, s, "dspark-off.json", err, sizeof err), 0);
+    free(s);
+    assert_int_equal(c.n_mtp_layers, 0);
+    assert_int_equal(c.n_compress_ratios, 9);
+    assert_int_equal(c.n_dspark_target_layer_ids, 0);
+    assert_int_equal(c.dspark_markov_rank, 256);
+    /* and a struct that says otherwise is refused by validate */
+    c.n_mtp_layers = 1;
+    c.n_compress_ratios = 10;
+    assert_int_not_equal(dsv4q_config_validate(&c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "field 'n_mtp_layers' is 1, must be 0"));
+}
+
+/* ---- checkpoint ----------------------------------------------------------- */
+
+static dsv4q_model *open_ok(const char *dir)
+{
+    dsv4q_model *m = NULL;
+    char err[2048];
+    if (dsv4q_model_open(&m, dir, err, sizeof err)) fail_msg("%s: %s", dir, err);
+    return m;
+}
+
+static void shape_is(const dsv4q_weight *w, long out, long in, const char *what)
+{
+    if (!w->data || w->out != out || w->in != in)
+        fail_msg("%s: bound %p [%ld, %ld], want [%ld, %ld]", what, w->data, (long)w->out, (long)w->in, out, in);
+}
+
+static void load_stages(void **state)
+{
+    (void)state;
+    dsv4q_model *m = open_ok(g_ds);
+    const dsv4q_config *g = &m->cfg;
+    assert_int_equal(g->n_mtp_layers, 2);
+    const long d = 192, R = 32, V = 512;
+    for (int j = 0; j < 2; j++) {
+        const dsv4q_layer_w *L = &m->layers[9 + j];
+        assert_int_equal(L->is_mtp, 1);
+        assert_int_equal(L->ratio, 0);
+        assert_int_equal(L->kv_source + L->index_source + L->candidate_source, 0);
+        assert_int_equal(L->engram_index, -1);
+        assert_int_equal(L->n_routed, 4);
+        assert_int_equal(L->n_activated, 2);
+        shape_is(&L->gate, 4, d, "gate");
+        shape_is(&L->experts[3].w1, 96, d, "experts.3.w1");
+        shape_is(&L->wkv, 64, d, "attn.wkv");
+        assert_int_equal(L->main_proj.data != NULL, j == 0);
+        assert_int_equal(L->main_norm.n, j == 0 ? d : 0);
+        assert_int_equal(L->markov_embed.data != NULL, j == 1);
+        assert_int_equal(L->conf_proj.data != NULL, j == 1);
+        assert_int_equal(L->norm.n, j == 1 ? d : 0);
+    }
+    const dsv4q_layer_w *S0 = &m->layers[9], *S1 = &m->layers[10];
+    shape_is(&S0->main_proj, d, 2 * d, "main_proj");
+    assert_int_equal(S0->main_proj.fmt, DSV4Q_WF_FP8);
+    assert_int_equal(S0->main_proj.blk, 32);
+    shape_is(&S1->markov_embed, V, R, "markov_head.embed");
+    assert_int_equal(S1->markov_embed.fmt, DSV4Q_WF_BF16);
+    shape_is(&S1->markov_head, V, R, "markov_head.head");
+    shape_is(&S1->conf_proj, 1, d + R, "confidence_head.proj");
+    for (int li = 0; li < 9; li++) {
+        assert_int_equal(m->layers[li].is_mtp, 0);
+        assert_int_equal(m->layers[li].n_routed, 0);
+    }
+    dsv4q_model_close(m);
+}
+
+/* The last-token logits of a prefill of 13 tokens and 2 decode steps (f64, profile source). */
+static void logits_of(const char *dir, double *out /* [3 * 512] */)
+{
+    dsv4q_model *m = open_ok(dir);
+    uint64_t bs;
+    char err[1024];
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    dsv4q_run *r = NULL;
+    if (dsv4q_run_open(&r, m, 64, bs, 16, NULL, NULL, err, sizeof err)) fail_msg("%s", err);
+    int32_t ids[15];
+    for (int i = 0; i < 15; i++) ids[i] = (int32_t)((i * 37 + 5) % 512);
+    if (dsv4q_run_feed(r, ids, 13, out, err, sizeof err) ||
+        dsv4q_run_feed(r, ids + 13, 1, out + 512, err, sizeof err) ||
+        dsv4q_run_feed(r, ids + 14, 1, out + 1024, err, sizeof err))
+        fail_msg("%s", err);
+    dsv4q_run_close(r);
+    dsv4q_model_close(m);
+}
+
+/* copy file a to b */
+static void copy_file(const char *a, const char *b)
+{
+    FILE *f = fopen(a, "rb"), *o = fopen(b, "wb");
+    assert_non_null(f);
+    assert_non_null(o);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) assert_int_equal(fwrite(buf, 1, n, o), n);
+    fclose(f);
+    assert_int_equal(fclose(o), 0);
+}
+
+static void backbone_only(void **state)
+{
+    (void)state;
+    /* tiny-v41's weights (the same backbone tensors) under tiny-v41-dspark's config: no mtp.* at all */
+    char dir[300], p[400], q[400];
+    snprintf(dir, sizeof dir, "%s/nostage", g_root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *files[] = {"model.safetensors", "engram_token_map.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_plain, files[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        copy_file(p, q);
+    }
+    snprintf(p, sizeof p, "%s/config.json", g_ds);
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    copy_file(p, q);
+    dsv4q_model *m = open_ok(dir);
+    assert_int_equal(m->cfg.dspark_block_size, 3);
+    assert_int_equal(m->cfg.n_mtp_layers, 0);
+    assert_int_equal(m->cfg.n_compress_ratios, 9);
+    dsv4q_model_close(m);
+    static double a[3 * 512], b[3 * 512], c[3 * 512];
+    logits_of(g_plain, a);
+    logits_of(dir, b);
+    logits_of(g_ds, c);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(a, c, sizeof a);
+}
+
+/* g_ds's checkpoint without tensor `drop` into a new directory; returns it in dir. */
+static void without(const char *drop, char *dir, size_t dlen)
+{
+    snprintf(dir, dlen, "%s/no-%s", g_root, drop);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char p[600], q[600], err[1024];
+    snprintf(p, sizeof p, "%s/config.json", g_ds);
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    copy_file(p, q);
+    snprintf(p, sizeof p, "%s/engram_token_map.json", g_ds);
+    snprintf(q, sizeof q, "%s/engram_token_map.json", dir);
+    copy_file(p, q);
+    snprintf(p, sizeof p, "%s/model.safetensors", g_ds);
+    dsv4q_st *st = NULL;
+    if (dsv4q_st_open(&st, p, err, sizeof err)) fail_msg("%s", err);
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
+    assert_non_null(w);
+    int dropped = 0;
+    for (size_t i = 0; i < dsv4q_st_count(st); i++) {
+        const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
+        if (!strcmp(t->name, drop)) {
+            dropped = 1;
+            continue;
+        }
+        if (dsv4q_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, err, sizeof err))
+            fail_msg("%s", err);
+    }
+    assert_int_equal(dropped, 1);
+    snprintf(q, sizeof q, "%s/model.safetensors", dir);
+    if (dsv4q_st_writer_write(w, q, err, sizeof err)) fail_msg("%s", err); /* frees w */
+    dsv4q_st_close(st);
+}
+
+static void partial_refused(void **state)
+{
+    (void)state;
+    const char *drops[] = {"mtp.1.confidence_head.proj.weight", "mtp.0.main_proj.weight", "mtp.0.main_norm.weight",
+                           "mtp.1.markov_head.embed.weight", "mtp.1.ffn.experts.3.w2.weight"};
+    for (size_t i = 0; i < sizeof drops / sizeof drops[0]; i++) {
+        char dir[512], err[2048] = "", want[256];
+        without(drops[i], dir, sizeof dir);
+        dsv4q_model *m = NULL;
+        assert_int_not_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
+        assert_null(m);
+        snprintf(want, sizeof want, "missing tensor '%s'", drops[i]);
+        if (!strstr(err, want)) fail_msg("error '%s' lacks \"%s\"", err, want);
+        if (i == 0) {
+            char out[600];
+            snprintf(out, sizeof out, "%s/out.safetensors", dir);
+            assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f64", "--model", dir, "--prompt-len", "4",
+                                  "--decode", "1", "--out", out, "-q", NULL),
+                             2);
+            assert_int_not_equal(access(out, F_OK), 0);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_builtin), cmocka_unit_test(config_refusals), cmocka_unit_test(load_stages),
+        cmocka_unit_test(backbone_only),  cmocka_unit_test(partial_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
