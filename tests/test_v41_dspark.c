@@ -23,7 +23,19 @@
  *    (n_mtp_layers 0) and its logits are bit-identical to tiny-v41's and to
  *    the checkpoint with stages (the stages change nothing in the main pass);
  *  - a checkpoint missing one DSpark tensor is refused naming it, at the
- *    CLI with exit 2.
+ *    CLI with exit 2;
+ *  - get_dspark_topk_idxs' columns (written out by hand) for a ring not yet
+ *    full, just full, and wrapped;
+ *  - the Markov loop and the confidence head on a 3-token vocabulary with
+ *    hand-set weights, against a long-double evaluation written here (the
+ *    bias of row 1 depends on the argmax of row 0: the loop is sequential),
+ *    at both widths;
+ *  - the draft pass: a prefill call returns 1 and leaves the outputs
+ *    untouched; it seeds the stages' caches (a decode draft after a skipped
+ *    prefill seeding differs); the drafts are bit-identical between two
+ *    runs and at 1 and 2 threads, at both widths; running the drafts leaves
+ *    the main logits bit-identical; `run` writes dspark_* tensors of the
+ *    shapes [M, block, vocab], [M, block + 1], [M, block].
  */
 #include "tests/testutil.h"
 #include "tests/tinyfix.h"
@@ -37,6 +49,7 @@
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
+#include <omp.h>
 
 #define call tinyfix_call
 
@@ -327,11 +340,178 @@ static void partial_refused(void **state)
     }
 }
 
+/* ---- the draft pass ------------------------------------------------------ */
+
+static void topk_cols(void **state)
+{
+    (void)state;
+    int32_t c[16];
+    /* window 4, block 3: ring slots 0..min(4, p+1)-1, then 4, 5, 6 */
+    const int32_t p0[] = {0, 4, 5, 6}, p1[] = {0, 1, 4, 5, 6}, p3[] = {0, 1, 2, 3, 4, 5, 6};
+    dsv4q_dspark_cols_f64(4, 0, 3, c);
+    assert_memory_equal(c, p0, sizeof p0);
+    dsv4q_dspark_cols_f32(4, 1, 3, c);
+    assert_memory_equal(c, p1, sizeof p1);
+    dsv4q_dspark_cols_f64(4, 3, 3, c);
+    assert_memory_equal(c, p3, sizeof p3);
+    dsv4q_dspark_cols_f64(4, 57, 3, c);
+    assert_memory_equal(c, p3, sizeof p3);
+}
+
+/* A [out, in] F64 weight over data. */
+static dsv4q_weight w64(const double *data, long out, long in)
+{
+    dsv4q_weight w;
+    memset(&w, 0, sizeof w);
+    w.name = "test";
+    w.fmt = DSV4Q_WF_F64;
+    w.out = out;
+    w.in = in;
+    w.data = data;
+    return w;
+}
+
+static void markov_loop(void **state)
+{
+    (void)state;
+    /* vocab 3, rank 2, dim 2, block 2 (BF16-exact values) */
+    static const double E[3 * 2] = {1.0, 0.0, 0.0, 1.0, 0.5, -0.5};   /* markov_head.embed */
+    static const double Hd[3 * 2] = {0.0, 0.0, 3.0, -1.0, -2.0, 4.0}; /* markov_head.head */
+    static const double Pj[1 * 4] = {0.25, -0.5, 2.0, 1.0};           /* confidence proj */
+    static const double hid[2 * 2] = {1.0, 2.0, -1.0, 0.5};           /* collapsed rows */
+    static const double lg0[2 * 3] = {1.0, 0.5, 0.75, 0.0, 1.0, 2.0}; /* head logits */
+    /* independent: long double */
+    long double L[6], conf[2];
+    int ids[3] = {0};
+    for (int i = 0; i < 6; i++) L[i] = lg0[i];
+    for (int i = 0; i < 2; i++) {
+        for (int o = 0; o < 3; o++)
+            L[i * 3 + o] += (long double)Hd[o * 2] * E[ids[i] * 2] + (long double)Hd[o * 2 + 1] * E[ids[i] * 2 + 1];
+        int b = 0;
+        for (int o = 1; o < 3; o++)
+            if (L[i * 3 + o] > L[i * 3 + b]) b = o;
+        ids[i + 1] = b;
+        conf[i] = (long double)Pj[0] * hid[i * 2] + (long double)Pj[1] * hid[i * 2 + 1] +
+                  (long double)Pj[2] * E[ids[i] * 2] + (long double)Pj[3] * E[ids[i] * 2 + 1];
+    }
+    /* by hand: row 0 + head.e0 = [1, 3.5, -1.25] -> id 1; row 1 + head.e1 = [0, 0, 6] -> id 2 */
+    assert_int_equal(ids[1], 1);
+    assert_int_equal(ids[2], 2);
+    const dsv4q_weight we = w64(E, 3, 2), wh = w64(Hd, 3, 2), wp = w64(Pj, 1, 4);
+    double l64[6], c64[2];
+    int32_t i64[3];
+    memcpy(l64, lg0, sizeof l64);
+    assert_int_equal(dsv4q_dspark_markov_f64(&we, &wh, &wp, hid, 2, 2, 0, l64, i64, c64), 0);
+    float l32[6], c32[2], h32[4];
+    int32_t i32[3];
+    for (int i = 0; i < 6; i++) l32[i] = (float)lg0[i];
+    for (int i = 0; i < 4; i++) h32[i] = (float)hid[i];
+    assert_int_equal(dsv4q_dspark_markov_f32(&we, &wh, &wp, h32, 2, 2, 0, l32, i32, c32), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(i64[i], ids[i]);
+        assert_int_equal(i32[i], ids[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        assert_true(l64[i] == (double)L[i]); /* every value here is exact in binary */
+        assert_true(l32[i] == (float)L[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_true(c64[i] == (double)conf[i]);
+        assert_true(c32[i] == (float)conf[i]);
+    }
+}
+
+#define NDEC 3
+typedef struct {
+    double logits[NDEC][3 * 512], conf[NDEC][3], main[NDEC + 1][512];
+    int32_t ids[NDEC][4];
+} drafts;
+
+/* A run of g_ds at width w: prefill 13 tokens (its DSpark call seeds unless skip_seed), then NDEC decode calls,
+ * each followed by a draft on the argmax of its logits. */
+static void draft_run(int width, int threads, int skip_seed, int no_drafts, drafts *out)
+{
+    dsv4q_model *m = open_ok(g_ds);
+    uint64_t bs;
+    char err[1024];
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    omp_set_num_threads(threads);
+    dsv4q_run *r = NULL;
+    if (dsv4q_run_open(&r, m, width, bs, 20, NULL, NULL, err, sizeof err)) fail_msg("%s", err);
+    int32_t ids[13 + NDEC];
+    for (int i = 0; i < 13 + NDEC; i++) ids[i] = (int32_t)((i * 53 + 11) % 512);
+    if (dsv4q_run_feed(r, ids, 13, out->main[0], err, sizeof err)) fail_msg("%s", err);
+    double sent[3 * 512], sc[3];
+    int32_t si[4] = {-7, -7, -7, -7};
+    for (int i = 0; i < 3 * 512; i++) sent[i] = -123.0;
+    sc[0] = sc[1] = sc[2] = -123.0;
+    if (!skip_seed && !no_drafts) {
+        assert_int_equal(dsv4q_run_dspark(r, 5, sent, si, sc, err, sizeof err), 1);
+        for (int i = 0; i < 3 * 512; i++) assert_true(sent[i] == -123.0);
+        for (int i = 0; i < 4; i++) assert_int_equal(si[i], -7);
+        for (int i = 0; i < 3; i++) assert_true(sc[i] == -123.0);
+    }
+    for (int k = 0; k < NDEC; k++) {
+        if (dsv4q_run_feed(r, ids + 13 + k, 1, out->main[k + 1], err, sizeof err)) fail_msg("%s", err);
+        if (no_drafts) continue;
+        int32_t tok = 0;
+        for (int i = 1; i < 512; i++)
+            if (out->main[k + 1][i] > out->main[k + 1][tok]) tok = i;
+        if (dsv4q_run_dspark(r, tok, out->logits[k], out->ids[k], out->conf[k], err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(out->ids[k][0], tok);
+    }
+    dsv4q_run_close(r);
+    dsv4q_model_close(m);
+}
+
+static void draft_pass(void **state)
+{
+    (void)state;
+    static drafts a, b, c, d;
+    for (int width = 32; width <= 64; width += 32) {
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        draft_run(width, 1, 0, 0, &a);
+        draft_run(width, 2, 0, 0, &b);
+        assert_memory_equal(&a, &b, sizeof a); /* deterministic, any thread count */
+        for (int k = 0; k < NDEC; k++)
+            for (int i = 0; i < 3 * 512; i++) assert_true(isfinite(a.logits[k][i]));
+        memset(&c, 0, sizeof c);
+        draft_run(width, 2, 1, 0, &c); /* the prefill's seeding skipped: the drafts see other caches */
+        assert_memory_not_equal(a.logits, c.logits, sizeof a.logits);
+        memset(&d, 0, sizeof d);
+        draft_run(width, 2, 0, 1, &d); /* no drafts at all: the main logits are the same */
+        assert_memory_equal(a.main, d.main, sizeof a.main);
+    }
+    /* the CLI writes the drafts of the decode calls */
+    char out[300];
+    snprintf(out, sizeof out, "%s/run.safetensors", g_root);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", g_ds, "--prompt-len", "6", "--decode", "2",
+                          "--out", out, "-q", NULL),
+                     0);
+    dsv4q_st *st = NULL;
+    char err[1024];
+    if (dsv4q_st_open(&st, out, err, sizeof err)) fail_msg("%s", err);
+    const dsv4q_st_tensor *tl = dsv4q_st_find(st, "dspark_logits"), *ti = dsv4q_st_find(st, "dspark_ids"),
+                          *tc = dsv4q_st_find(st, "dspark_confidence");
+    assert_non_null(tl);
+    assert_non_null(ti);
+    assert_non_null(tc);
+    assert_int_equal(tl->ndim, 3);
+    assert_int_equal(tl->shape[0], 2);
+    assert_int_equal(tl->shape[1], 3);
+    assert_int_equal(tl->shape[2], 512);
+    assert_int_equal(ti->shape[1], 4);
+    assert_int_equal(tc->shape[1], 3);
+    dsv4q_st_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_builtin), cmocka_unit_test(config_refusals), cmocka_unit_test(load_stages),
-        cmocka_unit_test(backbone_only),  cmocka_unit_test(partial_refused),
+        cmocka_unit_test(backbone_only),  cmocka_unit_test(partial_refused), cmocka_unit_test(topk_cols),
+        cmocka_unit_test(markov_loop),    cmocka_unit_test(draft_pass),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
