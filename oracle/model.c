@@ -244,7 +244,9 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
                             g->rope_factor,   g->beta_fast,           g->beta_slow};
     int nl = g->n_layers + g->n_mtp_layers;
     r->ls = calloc((size_t)nl, sizeof *r->ls);
-    if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos, bs) ||
+    /* DSpark drafts sit at positions up to max_pos - 1 + dspark_block_size (window RoPE) */
+    const long ds_extra = g->arch == DSV4Q_ARCH_V41 && g->n_mtp_layers > 0 ? g->dspark_block_size : 0;
+    if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos + ds_extra, bs) ||
         X(dsv4q_rope_build)(&r->ropec, &pc, max_pos, bs))
         goto fail;
     for (int li = 0; li < nl; li++) {

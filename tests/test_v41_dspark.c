@@ -35,9 +35,14 @@
  *    prefill seeding differs); the drafts are bit-identical between two
  *    runs and at 1 and 2 threads, at both widths; running the drafts leaves
  *    the main logits bit-identical; `run` writes dspark_* tensors of the
- *    shapes [M, block, vocab], [M, block + 1], [M, block].
+ *    shapes [M, block, vocab], [M, block + 1], [M, block];
+ *  - a draft leaves nothing in the caches but its main_kv: drafting again
+ *    after the same call (also after another token) gives the same bits,
+ *    from a prompt shorter than the window; an out-of-vocabulary token is
+ *    refused; f32 and f64 drafts agree to NRMS < 1e-4.
  */
 #include "tests/testutil.h"
+#include <math.h>
 #include "tests/tinyfix.h"
 #include <jansson.h>
 #include <sys/stat.h>
@@ -464,6 +469,51 @@ static void draft_run(int width, int threads, int skip_seed, int no_drafts, draf
     dsv4q_model_close(m);
 }
 
+/* K2: a draft leaves no trace in the caches but its main_kv (written to the same slot again): drafting twice
+ * after one decode call, or with another token in between, gives the same bits; a prompt shorter than the
+ * window (ring not yet full) drafts too; f32 and f64 drafts agree to NRMS 1e-4. */
+static void draft_idempotent(void **state)
+{
+    (void)state;
+    dsv4q_model *m = open_ok(g_ds);
+    uint64_t bs;
+    char err[1024];
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    static double lg[2][3 * 512], l1[3 * 512], l2[3 * 512], l3[3 * 512], main_lg[512];
+    double c1[3], c2[3], c3[3];
+    int32_t i1[4], i2[4], i3[4];
+    for (int wi = 0; wi < 2; wi++) {
+        dsv4q_run *r = NULL;
+        if (dsv4q_run_open(&r, m, wi ? 64 : 32, bs, 8, NULL, NULL, err, sizeof err)) fail_msg("%s", err);
+        const int32_t ids[6] = {17, 400, 3, 99, 250, 8};
+        if (dsv4q_run_feed(r, ids, 5, main_lg, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(dsv4q_run_dspark(r, 42, l1, i1, c1, err, sizeof err), 1);
+        if (dsv4q_run_feed(r, ids + 5, 1, main_lg, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(dsv4q_run_dspark(r, 42, l1, i1, c1, err, sizeof err), 0);
+        assert_int_equal(dsv4q_run_dspark(r, 77, l2, i2, c2, err, sizeof err), 0);
+        assert_int_equal(dsv4q_run_dspark(r, 42, l3, i3, c3, err, sizeof err), 0);
+        assert_memory_equal(l1, l3, sizeof l1);
+        assert_memory_equal(i1, i3, sizeof i1);
+        assert_memory_equal(c1, c3, sizeof c1);
+        assert_memory_not_equal(l1, l2, sizeof l1); /* the token matters */
+        assert_int_equal(i2[0], 77);
+        /* out of range token: refused */
+        assert_int_equal(dsv4q_run_dspark(r, 512, l2, i2, c2, err, sizeof err), -1);
+        assert_non_null(strstr(err, "outside the vocabulary"));
+        memcpy(lg[wi], l1, sizeof l1);
+        dsv4q_run_close(r);
+    }
+    double num = 0, den = 0;
+    for (int i = 0; i < 3 * 512; i++) {
+        num += (lg[0][i] - lg[1][i]) * (lg[0][i] - lg[1][i]);
+        den += lg[1][i] * lg[1][i];
+    }
+    const double nrms = sqrt(num / den);
+    print_message("dspark f32 vs f64 draft logits (source profile): NRMS %.3e\n", nrms);
+    assert_true(nrms < 1e-4); /* the two widths run the same pass (measured 5.6e-08: rounding flips apart) */
+    dsv4q_model_close(m);
+}
+
 static void draft_pass(void **state)
 {
     (void)state;
@@ -511,7 +561,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_builtin), cmocka_unit_test(config_refusals), cmocka_unit_test(load_stages),
         cmocka_unit_test(backbone_only),  cmocka_unit_test(partial_refused), cmocka_unit_test(topk_cols),
-        cmocka_unit_test(markov_loop),    cmocka_unit_test(draft_pass),
+        cmocka_unit_test(markov_loop),    cmocka_unit_test(draft_pass),      cmocka_unit_test(draft_idempotent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
