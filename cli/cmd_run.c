@@ -4,7 +4,12 @@
  * compared with it. Output tensors: logits_prefill [vocab] (last prompt
  * position), logits_decode [M, vocab], and with --taps one tensor per
  * stage named L{layer}.{stage} (layer -1 is written as "model"), rows of
- * all calls concatenated; dtype F32 or F64 = the run's width. Options: the
+ * all calls concatenated; dtype F32 or F64 = the run's width. A V4.1
+ * checkpoint with DSpark stages also runs the draft after every call on
+ * the argmax of its logits (temperature 0; oracle/model_run.h
+ * dsv4q_run_dspark) and writes dspark_logits [M, block, vocab],
+ * dspark_ids [M, block + 1] and dspark_confidence [M, block] of the M
+ * decode calls (the prefill only seeds the stages' caches). Options: the
  * command table (cli/cmdtab.c, `dsv4q help run`).
  */
 #include <math.h>
@@ -32,6 +37,41 @@ static int add(dsv4q_st_writer *w, const char *name, int width, int ndim, const 
     return rc;
 }
 
+/* The first index of the largest logit (torch argmax: temperature 0). */
+static int32_t argmax(const double *x, long n)
+{
+    long b = 0;
+    for (long i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int32_t)b;
+}
+
+/* dsv4q_run_dspark after a feed with logits lg; decode call i (-1: the prefill) fills row i. */
+static int dspark_after(dsv4q_run *r, const dsv4q_model *m, const double *lg, long i, double *dl, double *di,
+                        double *dc, char *err, size_t errlen)
+{
+    const long V = m->cfg.vocab_size, B = m->cfg.dspark_block_size;
+    double *l = malloc(sizeof(double) * (size_t)(B * V)), *c = malloc(sizeof(double) * (size_t)B);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(B + 1));
+    int rc = -1;
+    if (!l || !c || !ids) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    rc = dsv4q_run_dspark(r, argmax(lg, V), l, ids, c, err, errlen);
+    if (rc == 0 && i >= 0) {
+        memcpy(dl + i * B * V, l, sizeof(double) * (size_t)(B * V));
+        for (long k = 0; k <= B; k++) di[i * (B + 1) + k] = ids[k];
+        memcpy(dc + i * B, c, sizeof(double) * (size_t)B);
+    }
+    rc = rc < 0 ? -1 : 0;
+out:
+    free(l);
+    free(c);
+    free(ids);
+    return rc;
+}
+
 int dsv4q_cmd_run(int argc, char **argv)
 {
     dsv4q_cli_opts o;
@@ -53,15 +93,27 @@ int dsv4q_cmd_run(int argc, char **argv)
                     .total_calls = 1 + t.nteacher};
     dsv4q_run *r = NULL;
     dsv4q_st_writer *w = NULL;
+    double *dl = NULL, *di = NULL, *dc = NULL; /* DSpark outputs of the decode calls */
     int rc = 2;
     dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
     fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
             o.profile, bnames, t.nprompt, M);
     if (!lp || !ld) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
+    const int ds = m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.n_mtp_layers > 0;
+    const long B = m->cfg.dspark_block_size;
+    if (ds && (!(dl = malloc(sizeof(double) * (size_t)((M ? M : 1) * B * V))) ||
+               !(di = malloc(sizeof(double) * (size_t)((M ? M : 1) * (B + 1)))) ||
+               !(dc = malloc(sizeof(double) * (size_t)((M ? M : 1) * B))))) {
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
     if (dsv4q_run_feed(r, t.prompt, t.nprompt, lp, err, sizeof err)) goto fail;
-    for (long i = 0; i < M; i++)
+    if (ds && dspark_after(r, m, lp, -1, dl, di, dc, err, sizeof err)) goto fail;
+    for (long i = 0; i < M; i++) {
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
+        if (ds && dspark_after(r, m, ld + i * V, i, dl, di, dc, err, sizeof err)) goto fail;
+    }
     if (!o.quiet && isatty(2)) fprintf(stderr, "\n");
     w = dsv4q_st_writer_new();
     if (!w) { snprintf(err, sizeof err, "out of memory"); goto fail; }
@@ -69,6 +121,13 @@ int dsv4q_cmd_run(int argc, char **argv)
     if (add(w, "logits_prefill", o.width, 1, s1, lp, V, err, sizeof err) ||
         add(w, "logits_decode", o.width, 2, s2, ld, M * V, err, sizeof err))
         goto fail;
+    if (ds) {
+        int64_t s3[3] = {M, B, V}, si[2] = {M, B + 1}, sc[2] = {M, B};
+        if (add(w, "dspark_logits", o.width, 3, s3, dl, M * B * V, err, sizeof err) ||
+            add(w, "dspark_ids", o.width, 2, si, di, M * (B + 1), err, sizeof err) ||
+            add(w, "dspark_confidence", o.width, 2, sc, dc, M * B, err, sizeof err))
+            goto fail;
+    }
     if (o.taps)
         for (long i = 0; i < ts.n; i++) {
             dsv4q_tap_entry *e = &ts.e[i];
@@ -106,6 +165,9 @@ out:
     dsv4q_tapset_free(&ts);
     free(lp);
     free(ld);
+    free(dl);
+    free(di);
+    free(dc);
     dsv4q_tokens_free(&t);
     dsv4q_model_close(m);
     return rc;

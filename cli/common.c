@@ -95,9 +95,16 @@ void dsv4q_cli_model_notes(const char *cmd, const dsv4q_model *m)
     if (m->n_bf16_quant > 0)
         fprintf(stderr, "dsv4q %s: note: %ld weight(s) stored BF16 where the config's quantization says FP8/FP4 "
                 "(first: %s); they run as BF16 weights\n", cmd, m->n_bf16_quant, m->first_bf16_quant);
-    if (m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.dspark_block_size > 0)
-        fprintf(stderr, "dsv4q %s: note: the DSpark draft stages (mtp.*, dspark_block_size %d) are not run: the "
-                "main model only (docs/v41.md)\n", cmd, m->cfg.dspark_block_size);
+    if (m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.dspark_block_size > 0 && m->cfg.n_mtp_layers == 0)
+        fprintf(stderr,
+                "dsv4q %s: note: the config has DSpark (dspark_block_size %d) but the checkpoint has no mtp.* "
+                "DSpark stages: the main model only (docs/v41.md)\n",
+                cmd, m->cfg.dspark_block_size);
+    else if (m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.dspark_block_size > 0 && strcmp(cmd, "run") != 0)
+        fprintf(stderr,
+                "dsv4q %s: note: the %d DSpark draft stages (mtp.*) are loaded but not run by this command "
+                "(`dsv4q run` runs them): the main model only (docs/v41.md)\n",
+                cmd, m->cfg.n_mtp_layers);
     if (m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.vision_n_layers > 0)
         fprintf(stderr, "dsv4q %s: note: the vision tower (vision_n_layers %d) is not loaded: text only, image "
                 "tokens are refused (docs/v41.md)\n", cmd, m->cfg.vision_n_layers);

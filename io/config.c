@@ -56,14 +56,20 @@
  *      norm_topk_prob true, candidate_source_layer -1 (any negative value
  *      reads as -1), engram_max_ngram_size 1, engram_pad_id 2,
  *      image_token_id 129264. n_hash_layers must be 0. The mtp.* layers of
- *      a V4.1 checkpoint are DSpark draft stages (built by the reference
- *      only when dspark_block_size > 0), which the oracle does not run:
- *      n_mtp_layers is set to 0 and compress_ratios keeps its first
- *      n_layers entries, silently (the backbone is the model).
+ *      a V4.1 checkpoint are DSpark draft stages, built by the reference
+ *      only when dspark_block_size > 0: then n_mtp_layers is kept (the
+ *      stage count; compress_ratios entries n_layers.. must be 0) and the
+ *      other dspark_* keys are read (DSPARK_FIELDS, dspark_target_layer_ids;
+ *      dspark_markov_rank defaults to 256). With dspark_block_size 0,
+ *      n_mtp_layers is set to 0, compress_ratios keeps its first n_layers
+ *      entries and the dspark_* members hold their defaults, silently (the
+ *      backbone is the model).
  *      vision_n_layers > 0 is accepted (vision tensors are not loaded).
  *  C9. to_json of a V4 config emits no V4.1 key (receipts and golden pins
  *      hash that text); a V4.1 config emits model_type "deepseek_v41" and
- *      its V4.1 keys (V41_FIELDS order, lists slotted in) after the V4 ones.
+ *      its V4.1 keys (V41_FIELDS order, lists slotted in) after the V4 ones,
+ *      then, only when dspark_block_size > 0, DSPARK_FIELDS and
+ *      dspark_target_layer_ids (a DSpark-off text is as before DSpark).
  */
 #include "base/file.h"
 #include "io/config.h"
@@ -170,8 +176,17 @@ static const cfg_field V41_FIELDS[] = {
     FI("image_token_id",               NULL,                              FC_NONNEG, 0, image_token_id),
     FI("dspark_block_size",            NULL,                              FC_NONNEG, 0, dspark_block_size),
 };
+/* The DSpark scalars (C8): read only when dspark_block_size > 0, emitted
+ * after V41_FIELDS then (C9). */
+static const cfg_field DSPARK_FIELDS[] = {
+    FI("dspark_noise_token_id",        NULL,                              FC_NONNEG, 0, dspark_noise_token_id),
+    FI("dspark_markov_rank",           NULL,                              FC_NONNEG, 0, dspark_markov_rank),
+    FI("dspark_n_routed_experts",      NULL,                              FC_NONNEG, 0, dspark_n_routed_experts),
+    FI("dspark_n_activated_experts",   "dspark_num_experts_per_tok",      FC_NONNEG, 0, dspark_n_activated_experts),
+};
 /* clang-format on */
 #define NV41FIELDS (sizeof V41_FIELDS / sizeof V41_FIELDS[0])
+#define NDSPARKFIELDS (sizeof DSPARK_FIELDS / sizeof DSPARK_FIELDS[0])
 
 /* The V4.1 lists: inference key, HF key, member, count member, capacity.
  * engram_num_embeddings has no count of its own: its length must equal
@@ -190,7 +205,9 @@ static const cfg_list V41_LISTS[] = {
     LST("index_source_layers", "index_source_layer_ids", 0, index_source_layers, n_index_source_layers, DSV4Q_MAX_LAYERS),
     LST("engram_layer_ids",    NULL,                     0, engram_layer_ids,    n_engram_layers,       DSV4Q_MAX_ENGRAM_LAYERS),
     { "engram_num_embeddings", NULL, 1, offsetof(dsv4q_config, engram_num_embeddings), LST_NO_COUNT, DSV4Q_MAX_ENGRAM_LAYERS },
+    LST("dspark_target_layer_ids", NULL,                 0, dspark_target_layer_ids, n_dspark_target_layer_ids, DSV4Q_MAX_LAYERS),
 };
+#define DSPARK_LIST 4   /* V41_LISTS index of dspark_target_layer_ids (emitted with DSPARK_FIELDS) */
 /* clang-format on */
 #define NV41LISTS (sizeof V41_LISTS / sizeof V41_LISTS[0])
 
@@ -238,6 +255,7 @@ static void cfg_defaults(dsv4q_config *c, dsv4q_arch arch)
     c->engram_max_ngram_size = 1;
     c->engram_pad_id = 2;
     c->image_token_id = 129264;
+    c->dspark_markov_rank = 256;
     c->dtype = DSV4Q_WDT_FP8;
     c->expert_dtype = DSV4Q_WDT_FP4;
     c->scale_ue8m0 = 1;
@@ -683,8 +701,19 @@ static int parse_v41(dsv4q_config *c, const json_t *root, const char *origin, ch
         if (v && cfg_v41_scalar(f, v, used, (char *)c + f->off, origin, err, errlen) != 0) return -1;
     }
     for (size_t i = 0; i < NV41LISTS; i++)
-        if (parse_list(c, root, &V41_LISTS[i], origin, err, errlen) != 0) return -1;
-    /* C8: mtp.* holds DSpark stages (only with dspark_block_size > 0), not run by the oracle: the backbone only */
+        if (i != DSPARK_LIST && parse_list(c, root, &V41_LISTS[i], origin, err, errlen) != 0) return -1;
+    if (c->dspark_block_size > 0) {
+        /* C8: the mtp.* layers are DSpark stages; their keys are read */
+        for (size_t i = 0; i < NDSPARKFIELDS; i++) {
+            const cfg_field *f = &DSPARK_FIELDS[i];
+            const json_t *v;
+            const char *used;
+            if (cfg_get2(root, f->key, f->hf, &v, &used, origin, err, errlen) != 0) return -1;
+            if (v && cfg_v41_scalar(f, v, used, (char *)c + f->off, origin, err, errlen) != 0) return -1;
+        }
+        return parse_list(c, root, &V41_LISTS[DSPARK_LIST], origin, err, errlen);
+    }
+    /* C8: no DSpark (dspark_block_size 0): the reference builds no mtp.* layers, the backbone only */
     c->n_mtp_layers = 0;
     c->n_compress_ratios = c->n_layers;
     for (int i = c->n_layers; i < DSV4Q_MAX_LAYERS + CFG_MAX_MTP; i++) c->compress_ratios[i] = 0;
@@ -791,6 +820,9 @@ static json_t *merge_text_config(const json_t *root, const json_t *text, const c
     for (size_t i = 0; !bad && i < NV41FIELDS; i++)
         bad = merge_spelling(m, root, V41_FIELDS[i].key, origin, err, errlen) ||
               merge_spelling(m, root, V41_FIELDS[i].hf, origin, err, errlen);
+    for (size_t i = 0; !bad && i < NDSPARKFIELDS; i++)
+        bad = merge_spelling(m, root, DSPARK_FIELDS[i].key, origin, err, errlen) ||
+              merge_spelling(m, root, DSPARK_FIELDS[i].hf, origin, err, errlen);
     for (size_t i = 0; !bad && i < NV41LISTS; i++)
         bad = merge_spelling(m, root, V41_LISTS[i].key, origin, err, errlen) ||
               merge_spelling(m, root, V41_LISTS[i].hf, origin, err, errlen);
@@ -1042,6 +1074,53 @@ static int validate_engram(const dsv4q_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The DSpark rules (C8; model.py DSparkBlock, ModelArgs.get_moe_config).
+ * Off (dspark_block_size 0): no stages and the dspark_* defaults. On:
+ * every stage window-only, targets distinct backbone layers (at least one
+ * when there is a stage: stage 0's main_proj reads them), the noise token
+ * in the vocabulary, a positive Markov rank, the stage expert counts
+ * consistent. */
+static int validate_dspark(const dsv4q_config *c, char *err, size_t errlen)
+{
+    if (c->dspark_block_size == 0) {
+        VREQ(c->n_mtp_layers == 0,
+             "field 'n_mtp_layers' is %d, must be 0 for " V41_NAME " without DSpark (dspark_block_size 0)",
+             c->n_mtp_layers);
+        VREQ(c->n_dspark_target_layer_ids == 0 && c->dspark_noise_token_id == 0 && c->dspark_markov_rank == 256 &&
+                 c->dspark_n_routed_experts == 0 && c->dspark_n_activated_experts == 0,
+             "field 'dspark_block_size' is 0 but other dspark_* fields are set");
+        return 0;
+    }
+    VREQ(c->dspark_block_size > 0, "field 'dspark_block_size' must be non-negative, got %d", c->dspark_block_size);
+    for (int j = 0; j < c->n_mtp_layers; j++)
+        VREQ(c->compress_ratios[c->n_layers + j] == 0,
+             "field 'compress_ratios' entry %d (DSpark stage %d) is %d, must be 0 (DSpark attention is window-only)",
+             c->n_layers + j, j, c->compress_ratios[c->n_layers + j]);
+    const int nt = c->n_dspark_target_layer_ids;
+    VREQ(nt >= 0 && nt <= DSV4Q_MAX_LAYERS, "field 'dspark_target_layer_ids': count %d out of range", nt);
+    VREQ(c->n_mtp_layers == 0 || nt >= 1,
+         "field 'dspark_target_layer_ids' is empty, but DSpark stage 0's main_proj needs at least one target layer");
+    for (int k = 0; k < nt; k++) {
+        const int L = c->dspark_target_layer_ids[k];
+        VREQ(L >= 0 && L < c->n_layers, "field 'dspark_target_layer_ids' entry %d is %d, outside the layers [0, %d)", k,
+             L, c->n_layers);
+        for (int q = 0; q < k; q++)
+            VREQ(c->dspark_target_layer_ids[q] != L, "field 'dspark_target_layer_ids' entry %d repeats layer %d", k, L);
+    }
+    VREQ(c->dspark_noise_token_id >= 0 && c->dspark_noise_token_id < c->vocab_size,
+         "field 'dspark_noise_token_id' is %d, outside the vocabulary [0, %d)", c->dspark_noise_token_id,
+         c->vocab_size);
+    VREQ(c->dspark_markov_rank >= 1, "field 'dspark_markov_rank' must be positive, got %d", c->dspark_markov_rank);
+    VREQ(c->dspark_n_routed_experts >= 0 && c->dspark_n_activated_experts >= 0,
+         "field 'dspark_n_routed_experts' / 'dspark_n_activated_experts' must be non-negative, got %d / %d",
+         c->dspark_n_routed_experts, c->dspark_n_activated_experts);
+    const int nr = c->dspark_n_routed_experts ? c->dspark_n_routed_experts : c->n_routed_experts;
+    const int na = c->dspark_n_activated_experts ? c->dspark_n_activated_experts : c->n_activated_experts;
+    VREQ(na <= nr, "field 'dspark_n_activated_experts' (%d activated) exceeds the DSpark stages' %d routed experts", na,
+         nr);
+    return 0;
+}
+
 /* Every rule a V4.1 config must satisfy (docs/model.md, V4.1 configs,
  * rules 1-15); the V4 rules it shares are restated here, the V4 block rules
  * (128, Hadamard, ratios 4/128) do not apply. */
@@ -1051,9 +1130,7 @@ static int validate_v41(const dsv4q_config *c, char *err, size_t errlen)
          c->fp8_block);
     VREQ(c->n_hash_layers == 0, "field 'n_hash_layers' is %d, must be 0 for " V41_NAME " (no hash-routed layers)",
          c->n_hash_layers);
-    VREQ(c->n_mtp_layers == 0,
-         "field 'n_mtp_layers' is %d, must be 0 for " V41_NAME " (its mtp.* DSpark stages are not loaded)",
-         c->n_mtp_layers);
+    if (validate_dspark(c, err, errlen)) return -1;
     VREQ(c->scale_ue8m0 == 1, "field 'scale_fmt' must be \"ue8m0\" for " V41_NAME);
     for (int i = 0; i < c->n_compress_ratios; i++) {
         int r = c->compress_ratios[i];
@@ -1163,7 +1240,6 @@ static int validate_v41(const dsv4q_config *c, char *err, size_t errlen)
     if (validate_engram(c, err, errlen)) return -1;
     VREQ(c->vision_n_layers >= 0, "field 'vision_n_layers' must be non-negative, got %d", c->vision_n_layers);
     VREQ(c->image_token_id >= 0, "field 'image_token_id' must be non-negative, got %d", c->image_token_id);
-    VREQ(c->dspark_block_size >= 0, "field 'dspark_block_size' must be non-negative, got %d", c->dspark_block_size);
     return 0;
 }
 
@@ -1301,8 +1377,13 @@ static int emit_v41(json_t *o, const dsv4q_config *c)
         const cfg_field *f = &V41_FIELDS[i];
         bad |= json_object_set_new(o, f->key, v41_field_json(c, f));
         const size_t lo = !strcmp(f->key, "norm_topk_prob") ? 0 : !strcmp(f->key, "candidate_block_size") ? 2 : 9;
-        for (size_t k = lo; k < lo + 2 && k < NV41LISTS; k++)
+        for (size_t k = lo; k < lo + 2 && k < DSPARK_LIST; k++)
             bad |= json_object_set_new(o, V41_LISTS[k].key, v41_list_json(c, &V41_LISTS[k]));
+    }
+    if (c->dspark_block_size > 0) {
+        for (size_t i = 0; i < NDSPARKFIELDS; i++)
+            bad |= json_object_set_new(o, DSPARK_FIELDS[i].key, v41_field_json(c, &DSPARK_FIELDS[i]));
+        bad |= json_object_set_new(o, V41_LISTS[DSPARK_LIST].key, v41_list_json(c, &V41_LISTS[DSPARK_LIST]));
     }
     return bad;
 }

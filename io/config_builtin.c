@@ -131,6 +131,28 @@ static const char CFG_TINY_V41[] =
     " \"engram_pad_id\": 2, \"engram_compressed_vocab_size\": 400, \"vision_n_layers\": 0,\n"
     " \"image_token_id\": 129264, \"dspark_block_size\": 0}\n";
 
+/* tiny-v41-dspark: ours: tiny-v41 plus two DSpark draft stages (mtp.0, mtp.1: window-only blocks
+ * with 4 routed experts, top-2), block size 3, noise token 1, main_hidden from layers 2 and 6
+ * (one of them an Engram layer's input, taken after its Engram), Markov rank 32 */
+static const char CFG_TINY_V41_DSPARK[] =
+    "{\"name\": \"tiny-v41-dspark\", \"model_type\": \"deepseek_v41\", \"vocab_size\": 512, \"dim\": 192,\n"
+    " \"moe_inter_dim\": 96, \"n_layers\": 9, \"n_hash_layers\": 0, \"n_mtp_layers\": 2, \"n_heads\": 4,\n"
+    " \"n_routed_experts\": 6, \"n_shared_experts\": 1, \"n_activated_experts\": 2,\n"
+    " \"score_func\": \"sqrtsoftplus\", \"route_scale\": 1.5, \"swiglu_limit\": 10.0, \"q_lora_rank\": 96,\n"
+    " \"head_dim\": 64, \"rope_head_dim\": 32, \"norm_eps\": 1e-20, \"o_groups\": 2, \"o_lora_rank\": 48,\n"
+    " \"window_size\": 12, \"compress_ratios\": [0, 2, 2, 2, 1, 1, 1, 0, 1, 0, 0], \"compress_rope_theta\": 160000.0,\n"
+    " \"original_seq_len\": 65536, \"rope_theta\": 10000.0, \"rope_factor\": 16.0, \"beta_fast\": 32.0,\n"
+    " \"beta_slow\": 1.0, \"index_n_heads\": 4, \"index_head_dim\": 64, \"index_topk\": 5, \"hc_mult\": 4,\n"
+    " \"hc_sinkhorn_iters\": 20, \"hc_eps\": 1e-06, \"dtype\": \"fp8\", \"expert_dtype\": \"fp4\",\n"
+    " \"scale_fmt\": \"ue8m0\", \"gate_temp\": 1.25, \"norm_topk_prob\": true, \"kv_source_layers\": [1, 4],\n"
+    " \"index_source_layers\": [1, 3, 4, 6], \"candidate_source_layer\": 4, \"candidate_topk_blocks\": 2,\n"
+    " \"candidate_block_size\": 3, \"engram_layer_ids\": [1, 6], \"engram_num_embeddings\": [240, 306],\n"
+    " \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 50, \"engram_n_heads\": 2, \"engram_head_dim\": 32,\n"
+    " \"engram_pad_id\": 2, \"engram_compressed_vocab_size\": 400, \"vision_n_layers\": 0,\n"
+    " \"image_token_id\": 129264, \"dspark_block_size\": 3,\n"
+    " \"dspark_noise_token_id\": 1, \"dspark_target_layer_ids\": [2, 6], \"dspark_markov_rank\": 32,\n"
+    " \"dspark_n_routed_experts\": 4, \"dspark_n_activated_experts\": 2}\n";
+
 /* flash41-slice: ours: four layers at DeepSeek-V4.1-Flash's widths (dim 5120, 64 heads x 512,
  * q_lora 1280, o 8 x 1024, indexer 32 x 128 top-512, experts 2304 wide, Engram 8 heads x 256,
  * n-gram 4) with ratios 2, 2, 1, 1 (kv sources 0 and 2, index sources 0, 2, 3, candidate source 2
@@ -164,6 +186,7 @@ static const struct {
     {"pro", CFG_PRO},
     {"pub-tiny-like", CFG_PUB_TINY_LIKE},
     {"tiny-v41", CFG_TINY_V41},
+    {"tiny-v41-dspark", CFG_TINY_V41_DSPARK},
     {"flash41-slice", CFG_FLASH41_SLICE},
 };
 /* clang-format on */

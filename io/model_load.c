@@ -633,14 +633,58 @@ static int bind_engram(dsv4q_model *m, const char *pre, int e, dsv4q_engram_w *E
     return bind_plain_bf16(m, n, g->hc_mult, g->dim, "engram k_weight [hc_mult, dim]", &E->k_weight, err, errlen);
 }
 
-/* One V4.1 block, layers.{li} (docs/model.md, V4.1 checkpoints). */
+/* The DSpark-only tensors of stage j under pre = "mtp.{j}" (model.py
+ * DSparkBlock's state_dict names): main_proj + main_norm on stage 0; norm,
+ * markov_head.embed / head, confidence_head.proj on the last stage. The
+ * stages' embed / head are the main model's (shared modules): copies
+ * under mtp.{j}.embed / .head, if a checkpoint has them, are not read. */
+static int bind_dspark_v41(dsv4q_model *m, const char *pre, int j, dsv4q_layer_w *L, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &m->cfg;
+    const long d = g->dim, R = g->dspark_markov_rank;
+    char n[256];
+    if (j == 0) {
+        P(n, "%s.main_proj", pre);
+        if (bind_linear(m, n, d, d * g->n_dspark_target_layer_ids, CLS_FP8,
+                        "main_proj [dim, dim*len(dspark_target_layer_ids)]", &L->main_proj, err, errlen))
+            return -1;
+        P(n, "%s.main_norm.weight", pre);
+        if (bind_vec_bf16(m, n, d, &L->main_norm, err, errlen)) return -1;
+    }
+    if (j != g->n_mtp_layers - 1) return 0;
+    P(n, "%s.norm.weight", pre);
+    if (bind_vec_bf16(m, n, d, &L->norm, err, errlen)) return -1;
+    P(n, "%s.markov_head.embed.weight", pre);
+    if (bind_plain_bf16(m, n, g->vocab_size, R, "markov_head.embed [vocab_size, dspark_markov_rank]", &L->markov_embed,
+                        err, errlen))
+        return -1;
+    /* ParallelHead / the confidence Linear: FP32 parameters (BF16 in the checkpoint), bound as head.weight is */
+    P(n, "%s.markov_head.head.weight", pre);
+    if (bind_plain(m, n, g->vocab_size, R, "markov_head.head [vocab_size, dspark_markov_rank]", &L->markov_head, err,
+                   errlen))
+        return -1;
+    P(n, "%s.confidence_head.proj.weight", pre);
+    return bind_plain(m, n, 1, d + R, "confidence_head.proj [1, dim+dspark_markov_rank]", &L->conf_proj, err, errlen);
+}
+
+/* One V4.1 block, layers.{li} (docs/model.md, V4.1 checkpoints); li >=
+ * n_layers: DSpark stage li - n_layers under mtp.{j} (window-only, the
+ * DSpark expert counts, then bind_dspark_v41). */
 static int bind_layer_v41(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_t errlen)
 {
     const dsv4q_config *g = &m->cfg;
     char pre[64], n[256];
-    P(pre, "layers.%d", li);
+    const int stage = li >= g->n_layers ? li - g->n_layers : -1;
+    if (stage >= 0) P(pre, "mtp.%d", stage);
+    else P(pre, "layers.%d", li);
     L->ratio = g->compress_ratios[li];
     roles_v41(g, li, L);
+    L->is_mtp = stage >= 0;
+    const int n_routed = stage >= 0 && g->dspark_n_routed_experts ? g->dspark_n_routed_experts : g->n_routed_experts;
+    if (stage >= 0) {
+        L->n_routed = n_routed;
+        L->n_activated = g->dspark_n_activated_experts ? g->dspark_n_activated_experts : g->n_activated_experts;
+    }
     const long d = g->dim, H = g->n_heads, D = g->head_dim, Hi = g->index_n_heads, Di = g->index_head_dim;
     if (bind_hc(m, pre, L, 1, err, errlen)) return -1;
     P(n, "%s.attn.attn_sink", pre);
@@ -700,20 +744,21 @@ static int bind_layer_v41(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, s
     }
     /* the gate (BF16 weight, FP32 bias; bias_vl of a vision checkpoint is not loaded: text only) */
     P(n, "%s.ffn.gate.weight", pre);
-    if (bind_plain_bf16(m, n, g->n_routed_experts, d, "gate [n_routed_experts, dim]", &L->gate, err, errlen)) return -1;
+    if (bind_plain_bf16(m, n, n_routed, d, "gate [n_routed_experts, dim]", &L->gate, err, errlen)) return -1;
     P(n, "%s.ffn.gate.bias", pre);
-    if (bind_vec(m, n, g->n_routed_experts, &L->gate_bias, err, errlen)) return -1;
-    L->experts = calloc((size_t)g->n_routed_experts, sizeof *L->experts);
+    if (bind_vec(m, n, n_routed, &L->gate_bias, err, errlen)) return -1;
+    L->experts = calloc((size_t)n_routed, sizeof *L->experts);
     if (own(m, L->experts)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (int e = 0; e < g->n_routed_experts; e++) {
+    for (int e = 0; e < n_routed; e++) {
         P(n, "%s.ffn.experts.%d", pre, e);
         if (bind_expert(m, n, CLS_EXPERT, &L->experts[e], err, errlen)) return -1;
     }
     P(n, "%s.ffn.shared_experts", pre);
     if (bind_expert(m, n, CLS_FP8, &L->shared, err, errlen)) return -1;
+    if (stage >= 0) return bind_dspark_v41(m, pre, stage, L, err, errlen);
     if (L->engram_index >= 0 && bind_engram(m, pre, L->engram_index, &L->engram, err, errlen)) return -1;
     return 0;
 }
@@ -781,16 +826,35 @@ static int engram_hash_v41(dsv4q_model *m, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether the checkpoint holds any mtp.* tensor (DSpark stages). */
+static int has_mtp_tensors(const dsv4q_model *m)
+{
+    for (size_t i = 0, n = dsv4q_st_count(m->st); i < n; i++)
+        if (!strncmp(dsv4q_st_at(m->st, i)->name, "mtp.", 4)) return 1;
+    return 0;
+}
+
+/* The backbone, then the DSpark stages when the config has them
+ * (dspark_block_size > 0, n_mtp_layers stages): a checkpoint with no mtp.*
+ * tensor at all loads as the backbone only (cfg.n_mtp_layers set to 0 and
+ * compress_ratios cut to n_layers: DSpark is optional, callers say so);
+ * one with some mtp.* tensors must have every one (missing: refused,
+ * named). */
 static int bind_v41(dsv4q_model *m, char *err, size_t errlen)
 {
-    const dsv4q_config *g = &m->cfg;
+    dsv4q_config *g = &m->cfg;
     if (bind_globals_v41(m, err, errlen)) return -1;
-    m->layers = calloc((size_t)g->n_layers, sizeof *m->layers);
+    if (g->n_mtp_layers > 0 && !has_mtp_tensors(m)) {
+        g->n_mtp_layers = 0;
+        g->n_compress_ratios = g->n_layers;
+    }
+    const int nl = g->n_layers + g->n_mtp_layers;
+    m->layers = calloc((size_t)nl, sizeof *m->layers);
     if (own(m, m->layers)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (int li = 0; li < g->n_layers; li++)
+    for (int li = 0; li < nl; li++)
         if (bind_layer_v41(m, li, &m->layers[li], err, errlen)) return -1;
     return engram_hash_v41(m, err, errlen);
 }

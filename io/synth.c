@@ -700,10 +700,39 @@ static int engram(sy_ctx *c, const char *pre, int e)
     return plain_st(c, n, hc, d, V_EGATE, 0, S_BF16);
 }
 
-/* One V4.1 block: what io/model_load.c's bind_layer_v41 binds. */
+/* The DSpark-only tensors of stage j (mtp.{j}.*, model.py DSparkBlock):
+ * main_proj + main_norm on stage 0; norm, markov_head.embed / head and
+ * confidence_head.proj on the last stage. */
+static int dspark_v41(sy_ctx *c, const char *pre, int j)
+{
+    const dsv4q_config *g = c->cfg;
+    const int64_t d = g->dim, R = g->dspark_markov_rank, V = g->vocab_size;
+    char n[256];
+    if (j == 0) {
+        NM(n, "%s.main_proj", pre);
+        if (linear(c, n, d, d * g->n_dspark_target_layer_ids, wdt_storage(g->dtype))) return -1;
+        NM(n, "%s.main_norm.weight", pre);
+        if (plain_st(c, n, 0, d, V_NORM, 0, S_BF16)) return -1;
+    }
+    if (j != g->n_mtp_layers - 1) return 0;
+    NM(n, "%s.norm.weight", pre);
+    if (plain_st(c, n, 0, d, V_NORM, 0, S_BF16)) return -1;
+    NM(n, "%s.markov_head.embed.weight", pre);
+    if (plain_st(c, n, V, R, V_LINEAR, 1.0, S_BF16)) return -1;
+    NM(n, "%s.markov_head.head", pre);
+    if (linear(c, n, V, R, S_F32B)) return -1;
+    NM(n, "%s.confidence_head.proj", pre);
+    return linear(c, n, 1, d + R, S_F32B);
+}
+
+/* One V4.1 block: what io/model_load.c's bind_layer_v41 binds (li >=
+ * n_layers: DSpark stage li - n_layers, a window-only block under mtp.*
+ * with the DSpark expert counts, then dspark_v41's tensors). */
 static int layer_v41(sy_ctx *c, int li)
 {
     const dsv4q_config *g = c->cfg;
+    const int stage = li >= g->n_layers ? li - g->n_layers : -1;
+    const int n_routed = stage >= 0 && g->dspark_n_routed_experts ? g->dspark_n_routed_experts : g->n_routed_experts;
     const int ratio = g->compress_ratios[li];
     const int kv = v41_index(g->kv_source_layers, g->n_kv_source_layers, li) >= 0;
     const int ix = v41_index(g->index_source_layers, g->n_index_source_layers, li) >= 0;
@@ -712,7 +741,8 @@ static int layer_v41(sy_ctx *c, int li)
     const int64_t G = g->o_groups, q = g->q_lora_rank, Hi = g->index_n_heads, Di = g->index_head_dim;
     const storage lin = wdt_storage(g->dtype), exp_st = wdt_storage(g->expert_dtype);
     char pre[64], n[256];
-    NM(pre, "layers.%d", li);
+    if (stage >= 0) NM(pre, "mtp.%d", stage);
+    else NM(pre, "layers.%d", li);
 
     NM(n, "%s.hc_attn_fn", pre);
     if (plain_st(c, n, nmix, hc * d, V_HCFN, (double)(hc * d), S_F32B)) return -1;
@@ -774,15 +804,16 @@ static int layer_v41(sy_ctx *c, int li)
     }
 
     NM(n, "%s.ffn.gate", pre);
-    if (linear(c, n, g->n_routed_experts, d, S_BF16)) return -1;
+    if (linear(c, n, n_routed, d, S_BF16)) return -1;
     NM(n, "%s.ffn.gate.bias", pre);
-    if (plain_st(c, n, 0, g->n_routed_experts, V_SMALL, 0, S_F32B)) return -1;
-    for (int e = 0; e < g->n_routed_experts; e++) {
+    if (plain_st(c, n, 0, n_routed, V_SMALL, 0, S_F32B)) return -1;
+    for (int e = 0; e < n_routed; e++) {
         NM(n, "%s.ffn.experts.%d", pre, e);
         if (expert(c, n, exp_st)) return -1;
     }
     NM(n, "%s.ffn.shared_experts", pre);
     if (expert(c, n, lin)) return -1;
+    if (stage >= 0) return dspark_v41(c, pre, stage);
     return eg >= 0 ? engram(c, pre, eg) : 0;
 }
 

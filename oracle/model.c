@@ -151,17 +151,18 @@ static int o_moe(void *c, int li, const real *x, long s, const int32_t *ids, rea
     const X(dsv4q_runstate) *r = c;
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
-    const int k = g->n_activated_experts;
+    /* a DSpark stage has its own expert counts (ModelArgs.get_moe_config); 0 on every other layer */
+    const int k = L->n_activated > 0 ? L->n_activated : g->n_activated_experts;
+    const int nr = L->n_routed > 0 ? L->n_routed : g->n_routed_experts;
     if (g->arch == DSV4Q_ARCH_V41) {
-        if (X(dsv4q_moe_gate41)(x, s, g->dim, &L->gate, V(L->gate_bias), g->n_routed_experts, k, g->score_func,
-                                g->gate_temp, g->norm_topk_prob, g->route_scale, wts, ix))
+        if (X(dsv4q_moe_gate41)(x, s, g->dim, &L->gate, V(L->gate_bias), nr, k, g->score_func, g->gate_temp,
+                                g->norm_topk_prob, g->route_scale, wts, ix))
             return -1;
     } else if (X(dsv4q_moe_gate)(x, s, g->dim, &L->gate, L->hash ? NULL : V(L->gate_bias), L->hash ? L->tid2eid : NULL,
                                  ids, g->n_routed_experts, k, g->score_func, g->route_scale, wts, ix)) {
         return -1;
     }
-    return X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, g->n_routed_experts, &L->shared, x, s, g->dim, wts, ix, k,
-                        g->swiglu_limit, out);
+    return X(dsv4q_moe)(r->bs, r->ue8m0, L->experts, nr, &L->shared, x, s, g->dim, wts, ix, k, g->swiglu_limit, out);
 }
 
 static const X(dsv4q_provider) oracle_provider = {
@@ -214,6 +215,7 @@ void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
         }
     free(r->ls);
     X(dsv4q_v41_free)(r->v41);
+    X(dsv4q_dspark_free)(r->dspark);
     X(dsv4q_rope_free)(&r->rope0);
     X(dsv4q_rope_free)(&r->ropec);
     free(r->lastX);
@@ -242,7 +244,9 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
                             g->rope_factor,   g->beta_fast,           g->beta_slow};
     int nl = g->n_layers + g->n_mtp_layers;
     r->ls = calloc((size_t)nl, sizeof *r->ls);
-    if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos, bs) ||
+    /* DSpark drafts sit at positions up to max_pos - 1 + dspark_block_size (window RoPE) */
+    const long ds_extra = g->arch == DSV4Q_ARCH_V41 && g->n_mtp_layers > 0 ? g->dspark_block_size : 0;
+    if (!r->ls || X(dsv4q_rope_build)(&r->rope0, &p0, max_pos + ds_extra, bs) ||
         X(dsv4q_rope_build)(&r->ropec, &pc, max_pos, bs))
         goto fail;
     for (int li = 0; li < nl; li++) {
@@ -265,6 +269,7 @@ X(dsv4q_runstate) *X(dsv4q_run_new)(const dsv4q_model *m, uint64_t bs, long max_
         }
     }
     if (g->arch == DSV4Q_ARCH_V41 && !(r->v41 = X(dsv4q_v41_new)(r))) goto fail;
+    if (g->arch == DSV4Q_ARCH_V41 && g->n_mtp_layers > 0 && !(r->dspark = X(dsv4q_dspark_new)(r))) goto fail;
     return r;
 fail:
     X(dsv4q_run_free)(r);

@@ -40,6 +40,8 @@ typedef struct lstate {
 
 /* The V4.1 pass's own state (oracle/model_v41.c), NULL for a V4 model. */
 struct X(dsv4q_v41);
+/* The DSpark stages' state (oracle/dspark41.c), NULL without stages. */
+struct X(dsv4q_dspark);
 
 struct X(dsv4q_runstate) {
     const dsv4q_model *m;
@@ -60,6 +62,7 @@ struct X(dsv4q_runstate) {
     const X(dsv4q_provider) * P; /* the operators (default: the oracle's, model.c) */
     void *pctx;
     struct X(dsv4q_v41) * v41; /* V4.1 checkpoints: that pass's caches */
+    struct X(dsv4q_dspark) * dspark; /* V4.1 with DSpark stages loaded: main_hidden */
     char err[256];             /* why a step failed other than by allocation, or "" */
 };
 
@@ -112,6 +115,18 @@ static inline void tap_i32(X(dsv4q_runstate) * r, int layer, const char *stage, 
 struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r);
 int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double *logits);
 void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v);
+/* The DSpark state for run r (a V4.1 model with n_mtp_layers > 0 stages;
+ * its rings are r->ls[n_layers + j]), NULL on allocation failure; its
+ * release. */
+struct X(dsv4q_dspark) * X(dsv4q_dspark_new)(X(dsv4q_runstate) * r);
+void X(dsv4q_dspark_free)(struct X(dsv4q_dspark) * v);
+/* Called by the V4.1 pass: at the start of a call of s tokens (0, or -1 on
+ * allocation), and with the stream Xs [s, hc, dim] entering layer li
+ * (after its Engram), kept as main_hidden when li is a target layer
+ * (model.py Transformer.forward's main_hiddens: h.mean over the hc
+ * copies). No-ops when r has no DSpark state. */
+int X(dsv4q_dspark_begin)(X(dsv4q_runstate) * r, long s);
+void X(dsv4q_dspark_capture)(X(dsv4q_runstate) * r, int li, const real *Xs, long s);
 /* 1 if provider p has every entry the V4.1 pass calls. */
 int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p);
 /* The oracle's V4.1 provider entries (model_v41.c), for model.c's table. */

@@ -89,6 +89,17 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 /* MTP logits from the last call's hidden streams and the given ids (one per
  * row of that call). -1 if the model has no MTP layer. */
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
+/* DeepSeek V4.1 DSpark (oracle/dspark41.c, model.py Transformer.forward_spec)
+ * after the last feed, on the token sampled from its logits (tok; the CLI
+ * uses the argmax, temperature 0). A prefill (the first feed) only seeds
+ * the stages' window caches: returns 1, outputs untouched. After a decode
+ * feed at position p: 0, logits [dspark_block_size, vocab] of the draft
+ * positions p+1.. (Markov bias added), ids [dspark_block_size + 1] (tok,
+ * then the argmax drafts), conf [dspark_block_size] (confidence_head).
+ * Call it after every feed: each call writes that feed's main_kv into the
+ * stages' caches. -1 + message: no DSpark stage, tok out of range, a run
+ * that stops early, allocation. */
+int dsv4q_run_dspark(dsv4q_run *r, int32_t tok, double *logits, int32_t *ids, double *conf, char *err, size_t errlen);
 /* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */
 void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
 /* Stop every call after layer `layer`'s block (0-based): the later layers

@@ -89,7 +89,15 @@ typedef struct dsv4q_config {
     int64_t engram_vocab_size, engram_compressed_vocab_size;
     int    vision_n_layers;    /* > 0: the checkpoint has a vision tower (text-only runs ignore it) */
     int    image_token_id;     /* an image token in the input is refused (out of scope) */
-    int    dspark_block_size;  /* > 0: DSpark draft stages under mtp.* (not run: n_mtp_layers is 0 for us) */
+    /* DSpark (model.py ModelArgs dspark_*): dspark_block_size > 0 makes the
+     * n_mtp_layers mtp.* layers DSpark draft stages (window-only blocks);
+     * with 0 the other dspark_* members hold their defaults (io/config.c parse_v41)
+     * and n_mtp_layers is 0. */
+    int dspark_block_size;                                                    /* draft tokens per decode call */
+    int dspark_noise_token_id;                                                /* fills draft slots 1..block_size-1 */
+    int dspark_target_layer_ids[DSV4Q_MAX_LAYERS], n_dspark_target_layer_ids; /* in [0, n_layers) */
+    int dspark_markov_rank;                                                   /* markov_head width (default 256) */
+    int dspark_n_routed_experts, dspark_n_activated_experts;                  /* 0 = the backbone's */
 } dsv4q_config;
 
 /* A small vector decoded once, in both widths. */
@@ -155,6 +163,17 @@ typedef struct dsv4q_layer_w {
     dsv4q_vec idx_k_norm;      /* kv sources: [index_head_dim] */
     int engram_index;          /* its index in engram_layer_ids, -1 */
     dsv4q_engram_w engram;
+    /* ---- V4.1 DSpark stage (is_mtp; mtp.{j}.*, model.py DSparkBlock) ---
+     * a window-only block whose MoE has n_routed / n_activated experts
+     * (ModelArgs.get_moe_config: the dspark_* counts, 0 = the backbone's;
+     * 0 here on backbone layers). Stage 0 also holds main_proj
+     * [dim, dim * n_targets] (FP8 class) and main_norm [dim]; the last
+     * stage norm [dim] (above), markov_embed [vocab, markov_rank] BF16,
+     * markov_head [vocab, markov_rank] (FP32 math of BF16 values) and
+     * conf_proj [1, dim + markov_rank] (FP32 math). */
+    int n_routed, n_activated;
+    dsv4q_weight main_proj, markov_embed, markov_head, conf_proj;
+    dsv4q_vec main_norm;
 } dsv4q_layer_w;
 
 typedef struct dsv4q_model {
@@ -166,7 +185,7 @@ typedef struct dsv4q_model {
     dsv4q_weight head;         /* [vocab, dim] FP32 math */
     dsv4q_weight hc_head_fn;   /* [hc, hc*dim] */
     dsv4q_vec hc_head_base, hc_head_scale, norm;
-    dsv4q_layer_w *layers;     /* n_layers + n_mtp_layers (MTP last) */
+    dsv4q_layer_w *layers; /* n_layers + n_mtp_layers (MTP / DSpark stages last) */
     /* V4.1: the Engram n-gram hash (oracle/engram_hash.h), built at load
      * from the config and the compressed-token map of the checkpoint
      * directory (engram_token_map.json, io/engram_map.h); NULL without

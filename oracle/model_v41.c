@@ -450,6 +450,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
     ALLOC(premix, s * hc);
     ALLOC(y, s * d);
     ALLOC(logits, g->vocab_size);
+    if (X(dsv4q_dspark_begin)(r, s)) goto oom;
     if (ne > 0) { /* one n-gram hash per call, every Engram layer at once */
         const dsv4q_engram_hash *eh = r->m->engram_hash;
         char err[200];
@@ -492,6 +493,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
             if (erc || rrc) goto oom;
             tap(r, li, TAP(ENGRAM_OUT), Xs, s * hc * d, s);
         }
+        X(dsv4q_dspark_capture)(r, li, Xs, s); /* main_hidden: the input of a target layer, after its Engram */
         if (block41(r, li, Xs, premix, s, p0, ids)) goto oom;
         if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0); /* progress */
     }

@@ -161,12 +161,38 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
         snprintf(err, errlen, "the model has no MTP layer");
         return -1;
     }
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41) {
+        snprintf(err, errlen, "the V4.1 mtp.* layers are DSpark draft stages, not a V4 MTP block");
+        return -1;
+    }
     if (r->stopped) {
         snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run stops early (last layer set)");
         return -1;
     }
     int rc = ON_WIDTH(r, dsv4q_run_mtp, ids, logits);
     if (rc) snprintf(err, errlen, "MTP forward failed (no prior call, or out of memory)");
+    return rc;
+}
+
+int dsv4q_run_dspark(dsv4q_run *r, int32_t tok, double *logits, int32_t *ids, double *conf, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->arch != DSV4Q_ARCH_V41 || g->n_mtp_layers < 1) {
+        snprintf(err, errlen,
+                 "the model has no DSpark stage (a V4.1 checkpoint with mtp.* stages and "
+                 "dspark_block_size > 0)");
+        return -1;
+    }
+    if (tok < 0 || tok >= g->vocab_size) {
+        snprintf(err, errlen, "DSpark: token %d outside the vocabulary [0, %d)", (int)tok, g->vocab_size);
+        return -1;
+    }
+    if (r->stopped) {
+        snprintf(err, errlen, "DSpark needs every target layer's input; this run stops early (last layer set)");
+        return -1;
+    }
+    int rc = ON_WIDTH(r, dsv4q_run_dspark, tok, logits, ids, conf);
+    if (rc < 0) snprintf(err, errlen, "DSpark forward failed (no prior call, or out of memory)");
     return rc;
 }
 

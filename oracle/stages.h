@@ -165,7 +165,10 @@ typedef struct dsv4q_stage_info {
  * cand_blocks (the candidate source's blocks per row) and final_collapse
  * ([s, d] before the final norm; V4.1's final_norm has s rows, V4's one)
  * and ckv (a kv source's new compressed-KV rows of the call, after RoPE
- * and the ckv_fp4 codec, [rows, head_dim]).
+ * and the ckv_fp4 codec, [rows, head_dim]). DSpark (oracle/dspark41.c):
+ * dspark_logits [block, vocab] (Markov bias added), dspark_ids
+ * [block + 1] (the sampled token, then the drafts), dspark_confidence
+ * [block], model-level (layer -1), one set per decode call.
  */
 #define DSV4Q_TAP_LIST(X)                                                                                              \
     X(EMBED, embed, 0)                                                                                                 \
@@ -191,7 +194,10 @@ typedef struct dsv4q_stage_info {
     X(BLOCK_PREMIX, block_premix, 0)                                                                                   \
     X(CAND_BLOCKS, cand_blocks, 1)                                                                                     \
     X(FINAL_COLLAPSE, final_collapse, 0)                                                                               \
-    X(CKV, ckv, 0)
+    X(CKV, ckv, 0)                                                                                                     \
+    X(DSPARK_LOGITS, dspark_logits, 0)                                                                                 \
+    X(DSPARK_IDS, dspark_ids, 0)                                                                                       \
+    X(DSPARK_CONFIDENCE, dspark_confidence, 0)
 
 #define DSV4Q_TAP_ENUM_(E, name, sel) DSV4Q_TAP_##E,
 typedef enum dsv4q_tap { DSV4Q_TAP_LIST(DSV4Q_TAP_ENUM_) DSV4Q_TAP_COUNT } dsv4q_tap;

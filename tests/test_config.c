@@ -57,6 +57,12 @@ static const char *cfg_diff(const dsv4q_config *a, const dsv4q_config *b, int wi
     CI(vision_n_layers);
     CI(image_token_id);
     CI(dspark_block_size);
+    CI(dspark_noise_token_id);
+    CI(dspark_markov_rank);
+    CI(dspark_n_routed_experts);
+    CI(dspark_n_activated_experts);
+    CI(n_dspark_target_layer_ids);
+    for (int i = 0; i < a->n_dspark_target_layer_ids; i++) CI(dspark_target_layer_ids[i]);
     for (int i = 0; i < a->n_kv_source_layers; i++) CI(kv_source_layers[i]);
     for (int i = 0; i < a->n_index_source_layers; i++) CI(index_source_layers[i]);
     for (int i = 0; i < a->n_engram_layers; i++) {
@@ -756,6 +762,7 @@ static void test_v41_hf_composite(void **state)
         " \"text_config\": {\"model_type\": \"deepseek_v41_text\", \"dtype\": \"bfloat16\", \"vocab_size\": 384,\n"
         "   \"hidden_size\": 128, \"moe_intermediate_size\": 64, \"num_hidden_layers\": 8,\n"
         "   \"num_nextn_predict_layers\": 3, \"dspark_block_size\": 5, \"dspark_num_experts_per_tok\": 3,\n"
+        "   \"dspark_target_layer_ids\": [6, 2], \"dspark_noise_token_id\": 7, \"dspark_markov_rank\": 32,\n"
         "   \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"n_routed_experts\": 4, \"n_shared_experts\": 1,\n"
         "   \"num_experts_per_tok\": 2, \"scoring_func\": \"sqrtsoftplus\", \"gate_temp\": 1.0, \"norm_topk_prob\": "
         "true,\n"
@@ -777,13 +784,27 @@ static void test_v41_hf_composite(void **state)
     parse_ok(&hf, HF);
     if (dsv4q_config_load(&inf, PUB_V41, err, sizeof err)) fail_msg("%s", err);
     /* vision_config.num_hidden_layers is the HF spelling of vision_n_layers (accepted: C8);
-     * dspark_block_size 5 with 3 mtp layers: the backbone only, as in the inference config */
+     * dspark_block_size 5 with 3 mtp layers: three DSpark stages (their ratios 0, 0, 0), the dspark_* keys
+     * read, dspark_num_experts_per_tok the HF spelling of dspark_n_activated_experts */
     assert_int_equal(hf.vision_n_layers, 24);
     assert_int_equal(hf.dspark_block_size, 5);
-    assert_int_equal(hf.n_mtp_layers, 0);
-    assert_int_equal(hf.n_compress_ratios, 8);
+    assert_int_equal(hf.n_mtp_layers, 3);
+    assert_int_equal(hf.n_compress_ratios, 11);
+    assert_int_equal(hf.dspark_n_activated_experts, 3);
+    assert_int_equal(hf.dspark_n_routed_experts, 0);
+    assert_int_equal(hf.dspark_noise_token_id, 7);
+    assert_int_equal(hf.dspark_markov_rank, 32);
+    assert_int_equal(hf.n_dspark_target_layer_ids, 2);
+    assert_int_equal(hf.dspark_target_layer_ids[0], 6);
+    assert_int_equal(hf.dspark_target_layer_ids[1], 2);
+    /* the backbone is the inference config's */
     hf.vision_n_layers = 0;
     hf.dspark_block_size = 0;
+    hf.n_mtp_layers = 0;
+    hf.n_compress_ratios = 8;
+    hf.dspark_n_activated_experts = hf.dspark_noise_token_id = hf.n_dspark_target_layer_ids = 0;
+    hf.dspark_target_layer_ids[0] = hf.dspark_target_layer_ids[1] = 0;
+    hf.dspark_markov_rank = 256;
     assert_same(&hf, &inf, 1);
     check_pub_v41(&hf);
 
@@ -852,6 +873,7 @@ static void test_v41_defaults(void **state)
     json_object_set_new(o, "dtype", json_string("bfloat16"));
     json_object_set_new(o, "n_mtp_layers", json_integer(1));
     json_object_set_new(o, "dspark_block_size", json_integer(4));
+    json_object_set_new(o, "dspark_target_layer_ids", json_pack("[i]", 1));
     json_object_set_new(o, "compress_ratios", json_pack("[i,i,i]", 0, 0, 0));
     char *s = json_dumps(o, JSON_COMPACT);
     parse_ok(&c, s);
@@ -860,9 +882,10 @@ static void test_v41_defaults(void **state)
     assert_int_equal(c.candidate_source_layer, -1);
     assert_int_equal(c.dtype, DSV4Q_WDT_FP8);
     assert_int_equal(c.expert_dtype, DSV4Q_WDT_FP8);
-    assert_int_equal(c.n_mtp_layers, 0);
-    assert_int_equal(c.n_compress_ratios, 2);
+    assert_int_equal(c.n_mtp_layers, 1); /* one DSpark stage */
+    assert_int_equal(c.n_compress_ratios, 3);
     assert_int_equal(c.dspark_block_size, 4);
+    assert_int_equal(c.dspark_markov_rank, 256); /* ModelArgs' default */
     /* scale keys are module constants in V4.1; bf16 experts under fp8 would be FP8 in the reference */
     json_object_set_new(o, "scale_fmt", json_string("fp32"));
     s = json_dumps(o, JSON_COMPACT);

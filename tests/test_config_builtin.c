@@ -11,8 +11,8 @@
 #include <jansson.h>
 #include "io/config.h"
 
-static const char *const names[] = {"tiny", "tiny-bf16",     "flash-slice", "flash",
-                                    "pro",  "pub-tiny-like", "tiny-v41",    "flash41-slice"};
+static const char *const names[] = {"tiny",          "tiny-bf16", "flash-slice",     "flash",        "pro",
+                                    "pub-tiny-like", "tiny-v41",  "tiny-v41-dspark", "flash41-slice"};
 
 static void texts_state_every_field(void **state)
 {
