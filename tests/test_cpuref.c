@@ -304,6 +304,12 @@ static const char *const op_keys[] = {
     "expert(n=3,d=512,I=256,fmt=fp4,recipe=normal,seed=2)",
     "expert(n=2,d=512,I=256,fmt=fp4,recipe=extreme,seed=2)",
     "expert(n=2,d=512,I=256,fmt=fp8,recipe=normal,seed=2)",
+    "kv41_quant(rows=16,n=512,recipe=normal,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=e4m3scale,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=floor,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=ties,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=subnormal,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=saturate,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -371,11 +377,12 @@ static void test_ops_vs_oracle(void **state)
 /* The operators cpu-ref implements, written out (not "every operator the
  * ABI knows": a new ABI operator is not cpu-ref's until it has a kernel). */
 static const uint64_t CPUREF_CAPS =
-    DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_QHEAD_NORM) | DSV4Q_CAP(DSV4Q_OP_ROPE) |
-    DSV4Q_CAP(DSV4Q_OP_ACT_QUANT) | DSV4Q_CAP(DSV4Q_OP_FP4_QUANT) | DSV4Q_CAP(DSV4Q_OP_HADAMARD) |
-    DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_COMPRESSOR) | DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) |
-    DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) |
-    DSV4Q_CAP(DSV4Q_OP_MOE_GATE) | DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE);
+    DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_QHEAD_NORM) |
+    DSV4Q_CAP(DSV4Q_OP_ROPE) | DSV4Q_CAP(DSV4Q_OP_ACT_QUANT) | DSV4Q_CAP(DSV4Q_OP_FP4_QUANT) |
+    DSV4Q_CAP(DSV4Q_OP_HADAMARD) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_COMPRESSOR) |
+    DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
+    DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
+    DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */

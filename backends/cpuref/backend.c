@@ -196,6 +196,9 @@ static int r_quant(R_ARGS)
         cpuref_act_quant(y, rows, n, (int)p[0], p[1] != 0, mut);
     } else if (c->op == DSV4Q_OP_FP4_QUANT) {
         cpuref_fp4_quant(y, rows, n);
+    } else if (c->op == DSV4Q_OP_KV41_QUANT) {
+        if (n % 16) return fail(err, errlen, "cpu-ref kv41_quant: n=%ld not a multiple of 16", n);
+        cpuref_kv41_quant(y, rows, n);
     } else {
         if (n < 1 || (n & (n - 1))) return fail(err, errlen, "cpu-ref hadamard: n=%ld not a power of two", n);
         cpuref_hadamard(y, rows, n);
@@ -389,12 +392,14 @@ static int r_window_attn_decode(R_ARGS)
  * operator the ABI gains is not cpu-ref's until it has a kernel and a row
  * here (its cases are skipped for cpu-ref meanwhile).
  *     X(ENUM, kernel) */
+/* clang-format off */
 #define CPUREF_OPS(X)                                                                                           \
     X(LINEAR, r_linear) X(RMSNORM, r_rmsnorm) X(QHEAD_NORM, r_qhead_norm) X(ROPE, r_rope)                      \
     X(ACT_QUANT, r_quant) X(FP4_QUANT, r_quant) X(HADAMARD, r_quant) X(SPARSE_ATTN, r_sparse_attn)             \
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
-    X(WINDOW_ATTN_DECODE, r_window_attn_decode)
+    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant)
+/* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);
 #define R_ROW(E, fn) [DSV4Q_OP_##E] = fn,

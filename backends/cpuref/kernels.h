@@ -111,6 +111,8 @@ int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16
 void cpuref_act_quant(float *x, long rows, long n, int block, int ue8m0, int mut);
 /* In-place FP4 act_quant simulation (blocks of 32). */
 void cpuref_fp4_quant(float *x, long rows, long n);
+/* In-place V4.1 compressed-KV simulation (blocks of 16, E4M3 scales). */
+void cpuref_kv41_quant(float *x, long rows, long n);
 /* In-place normalised Walsh-Hadamard (n a power of two), BF16 output. */
 void cpuref_hadamard(float *x, long rows, long n);
 
