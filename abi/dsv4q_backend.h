@@ -161,6 +161,11 @@
  *   oracle       oracle/kv41.c dsv4q_kv41_quant; V4.1 model.py
  *                Attention._compress_kv (fp4_act_quant, 16, inplace, E4M3
  *                scale); kernel.py fp4_quant_kernel
+ * MOE_GATE41     x [s,d], W [n_exp,d], bias? [n_exp]
+ *   params       0 k, 1 route_scale, 2 score_func, 3 gate_temp, 4
+ *                norm_topk_prob
+ *   out          weights [s,k], indices [s,k]
+ *   oracle       oracle/moe.c dsv4q_moe_gate41; V4.1 model.py Gate.forward
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -215,6 +220,7 @@ extern "C" {
     X(EXPERT, expert, 5, 1, 2) \
     X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3) \
     X(KV41_QUANT, kv41_quant, 1, 1, 0) \
+    X(MOE_GATE41, moe_gate41, 3, 2, 5) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

@@ -346,6 +346,25 @@ static int r_moe_gate(R_ARGS)
     return 0;
 }
 
+static int r_moe_gate41(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    cpuref_w W;
+    CHECK(wview(&in[1], &W, op, err, errlen));
+    const float *bias = NULL;
+    const int k = (int)p[0], n_exp = (int)W.out;
+    if (in[2].ndim) {
+        CHECK(want(&in[2], 1, 0, op, err, errlen));
+        bias = in[2].data;
+    }
+    if (k < 1 || k > n_exp || W.in != in[0].shape[1] || (bias && in[2].shape[0] != n_exp) || (int)p[2] < 0 ||
+        (int)p[2] > 2 || !(p[3] > 0) || numel(&out[0]) != in[0].shape[0] * k)
+        return fail(err, errlen, "cpu-ref moe_gate41: bad k / shapes / score_func / gate_temp");
+    OOM(cpuref_moe_gate41(in[0].data, (long)in[0].shape[0], &W, bias, n_exp, k, (int)p[2], (float)p[3], p[4] != 0,
+                          (float)p[1], out[0].data, out[1].data));
+    return 0;
+}
+
 static int r_expert(R_ARGS)
 {
     CHECK(want(&in[0], 2, 0, op, err, errlen));
@@ -398,7 +417,7 @@ static int r_window_attn_decode(R_ARGS)
     X(ACT_QUANT, r_quant) X(FP4_QUANT, r_quant) X(HADAMARD, r_quant) X(SPARSE_ATTN, r_sparse_attn)             \
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
-    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant)
+    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

@@ -180,6 +180,10 @@ int cpuref_hc_head(const float *X, long s, int hc, long d, const float *fn, cons
 int cpuref_moe_gate(const float *x, long s, long d, const cpuref_w *W, const float *bias,
                     const int32_t *tid2eid, long vocab, const int32_t *ids, int n_exp, int k,
                     int score_func, float route_scale, float *weights, int32_t *indices);
+/* V4.1's gate (no hash routing): logits / gate_temp, weights / (sum +
+ * 1e-20) when norm and k > 1. 0 or -1 (allocation). */
+int cpuref_moe_gate41(const float *x, long s, const cpuref_w *W, const float *bias, int n_exp, int k, int score_func,
+                      float gate_temp, int norm, float route_scale, float *weights, int32_t *indices);
 int cpuref_expert(const float *x, long n, const cpuref_w *w1, const cpuref_w *w2, const cpuref_w *w3,
                   const float *weight, float limit, int ue8m0, float *y, int mut);
 
