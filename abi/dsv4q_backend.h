@@ -166,6 +166,11 @@
  *                norm_topk_prob
  *   out          weights [s,k], indices [s,k]
  *   oracle       oracle/moe.c dsv4q_moe_gate41; V4.1 model.py Gate.forward
+ * CANDIDATE_BLOCKS  score [rows,T], clen [rows]
+ *   params       0 topb, 1 B
+ *   out          blocks [rows,topb]
+ *   oracle       oracle/index41.c dsv4q_candidate_blocks; V4.1 model.py
+ *                select_candidate_blocks
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -221,6 +226,7 @@ extern "C" {
     X(WINDOW_ATTN_DECODE, window_attn_decode, 6, 2, 3) \
     X(KV41_QUANT, kv41_quant, 1, 1, 0) \
     X(MOE_GATE41, moe_gate41, 3, 2, 5) \
+    X(CANDIDATE_BLOCKS, candidate_blocks, 2, 1, 2) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

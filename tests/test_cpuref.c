@@ -315,6 +315,11 @@ static const char *const op_keys[] = {
     "moe_gate41(s=4,d=512,E=64,k=6,func=sqrtsoftplus,temp=1,norm=0,recipe=near,seed=2)",
     "moe_gate41(s=4,d=512,E=64,k=1,func=sqrtsoftplus,temp=1,norm=1,recipe=normal,seed=2)",
     "moe_gate41(s=4,d=512,E=64,k=6,func=sigmoid,temp=1,norm=1,recipe=tiny,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=normal,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=partial,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=cuttie,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=neginf,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=clen0,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -388,7 +393,7 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
     DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
     DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
-    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41);
+    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */

@@ -281,6 +281,21 @@ static int r_topk(R_ARGS)
     return 0;
 }
 
+static int r_candidate_blocks(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    CHECK(want(&in[1], 1, 1, op, err, errlen));
+    const long rows = (long)in[0].shape[0], T = (long)in[0].shape[1];
+    const int32_t *clen = in[1].data;
+    if (in[1].shape[0] != rows || p[0] < 1 || p[1] < 1 || numel(&out[0]) != rows * (int64_t)p[0])
+        return fail(err, errlen, "cpu-ref candidate_blocks: clen / topb / B do not match score [%ld,%ld]", rows, T);
+    for (long i = 0; i < rows; i++)
+        if (clen[i] < 0 || clen[i] > T)
+            return fail(err, errlen, "cpu-ref candidate_blocks: clen[%ld] = %d", i, clen[i]);
+    OOM(cpuref_candidate_blocks(in[0].data, rows, T, clen, (int)p[0], (int)p[1], out[0].data));
+    return 0;
+}
+
 static int r_hc_pre_head(R_ARGS)
 {
     const int pre = c->op == DSV4Q_OP_HC_PRE;
@@ -417,7 +432,8 @@ static int r_window_attn_decode(R_ARGS)
     X(ACT_QUANT, r_quant) X(FP4_QUANT, r_quant) X(HADAMARD, r_quant) X(SPARSE_ATTN, r_sparse_attn)             \
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
-    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)
+    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
+    X(CANDIDATE_BLOCKS, r_candidate_blocks)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

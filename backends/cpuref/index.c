@@ -88,3 +88,52 @@ int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int 
     free(tmp);
     return 0;
 }
+
+/* V4.1 level one: block maxima, the newest block pinned, then a sort of
+ * (score descending, id ascending) pairs: the first min(topb, nb) whose
+ * score is not -inf are kept, written ascending. (The oracle picks by
+ * repeated arg-max; this sorts.) */
+typedef struct {
+    float s;
+    int32_t b;
+} cpuref_bscore;
+
+static int bscore_cmp(const void *pa, const void *pb)
+{
+    const cpuref_bscore *a = pa, *b = pb;
+    if (a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+static int i32_cmp(const void *pa, const void *pb)
+{
+    const int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
+}
+
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out)
+{
+    const long nb = (T + B - 1) / B;
+    cpuref_bscore *bs = malloc(sizeof *bs * (size_t)(nb > 0 ? nb : 1));
+    if (!bs) return -1;
+    for (long r = 0; r < rows; r++) {
+        const float *sc = score + r * T;
+        for (long b = 0; b < nb; b++) {
+            float m = -INFINITY;
+            const long end = (b + 1) * B < T ? (b + 1) * B : T;
+            for (long t = b * B; t < end; t++) m = fmaxf(m, sc[t]);
+            bs[b].s = m;
+            bs[b].b = (int32_t)b;
+        }
+        if (clen[r] > 0) bs[(clen[r] - 1) / B].s = INFINITY;
+        qsort(bs, (size_t)nb, sizeof *bs, bscore_cmp);
+        int32_t *o = out + r * topb;
+        int n = 0;
+        for (long j = 0; j < nb && n < topb; j++)
+            if (bs[j].s != -INFINITY) o[n++] = bs[j].b;
+        qsort(o, (size_t)n, sizeof *o, i32_cmp);
+        for (int j = n; j < topb; j++) o[j] = -1;
+    }
+    free(bs);
+    return 0;
+}

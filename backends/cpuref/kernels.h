@@ -164,6 +164,10 @@ int cpuref_compressor(const cpuref_cmp_args *a, const float *x, long s, float *r
 void cpuref_indexer_score(const float *q, const float *w, long s, int Hi, int Di, const float *K, long T,
                           long start_pos, int ratio, float *score);
 int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int mut);
+/* V4.1's candidate blocks: out [rows, topb] the kept block ids ascending,
+ * -1 padded (block score = max, the block of clen-1 pinned, ties to the
+ * lower id, -inf blocks never kept). 0 or -1 (allocation). */
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out);
 
 /* ---- hyper-connections (cpuref_hc.c) ----------------------------------- */
 
