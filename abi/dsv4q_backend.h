@@ -171,6 +171,13 @@
  *   out          blocks [rows,topb]
  *   oracle       oracle/index41.c dsv4q_candidate_blocks; V4.1 model.py
  *                select_candidate_blocks
+ * TOPK41         score [rows,T], clen [rows], blocks? [rows,topb]
+ *   params       0 k, 1 B
+ *   out          idx [rows,k]
+ *   oracle       oracle/index41.c dsv4q_topk41 (after the consumer's
+ *                candidate mask, oracle/model_v41.c); V4.1 model.py
+ *                Indexer.forward (masked score.topk, sort, idxs <
+ *                compress_lens)
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -227,6 +234,7 @@ extern "C" {
     X(KV41_QUANT, kv41_quant, 1, 1, 0) \
     X(MOE_GATE41, moe_gate41, 3, 2, 5) \
     X(CANDIDATE_BLOCKS, candidate_blocks, 2, 1, 2) \
+    X(TOPK41, topk41, 3, 1, 2) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

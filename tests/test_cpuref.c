@@ -320,6 +320,12 @@ static const char *const op_keys[] = {
     "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=cuttie,seed=2)",
     "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=neginf,seed=2)",
     "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=clen0,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=normal,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=0,recipe=normal,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=partial,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=ties,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=neginf,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=clen0,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -393,7 +399,7 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
     DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
     DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
-    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS);
+    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */

@@ -296,6 +296,29 @@ static int r_candidate_blocks(R_ARGS)
     return 0;
 }
 
+static int r_topk41(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    CHECK(want(&in[1], 1, 1, op, err, errlen));
+    const long rows = (long)in[0].shape[0], T = (long)in[0].shape[1];
+    const int32_t *clen = in[1].data, *blocks = NULL;
+    long topb = 0;
+    if (in[2].ndim) {
+        CHECK(want(&in[2], 2, 1, op, err, errlen));
+        if (in[2].shape[0] != rows)
+            return fail(err, errlen, "cpu-ref topk41: blocks has %lld rows, score %ld", (long long)in[2].shape[0],
+                        rows);
+        blocks = in[2].data;
+        topb = (long)in[2].shape[1];
+    }
+    if (in[1].shape[0] != rows || p[0] < 1 || p[1] < 1 || numel(&out[0]) != rows * (int64_t)p[0])
+        return fail(err, errlen, "cpu-ref topk41: clen / k / B do not match score [%ld,%ld]", rows, T);
+    for (long i = 0; i < rows; i++)
+        if (clen[i] < 0 || clen[i] > T) return fail(err, errlen, "cpu-ref topk41: clen[%ld] = %d", i, clen[i]);
+    OOM(cpuref_topk41(in[0].data, rows, T, clen, blocks, topb, (int)p[1], (int)p[0], out[0].data));
+    return 0;
+}
+
 static int r_hc_pre_head(R_ARGS)
 {
     const int pre = c->op == DSV4Q_OP_HC_PRE;
@@ -433,7 +456,7 @@ static int r_window_attn_decode(R_ARGS)
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
     X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
-    X(CANDIDATE_BLOCKS, r_candidate_blocks)
+    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

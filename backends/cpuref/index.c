@@ -137,3 +137,43 @@ int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t
     free(bs);
     return 0;
 }
+
+/* V4.1 level two: the positions of the listed blocks (all when blocks is
+ * NULL) with a finite score, sorted (score descending, position
+ * ascending); the first k, less those >= clen, ascending, -1 padded. */
+int cpuref_topk41(const float *score, long rows, long T, const int32_t *clen, const int32_t *blocks, long topb, int B,
+                  int k, int32_t *out)
+{
+    cpuref_bscore *c = malloc(sizeof *c * (size_t)(T > 0 ? T : 1));
+    unsigned char *in = malloc((size_t)(T > 0 ? T : 1));
+    if (!c || !in) {
+        free(c);
+        free(in);
+        return -1;
+    }
+    for (long r = 0; r < rows; r++) {
+        const float *sc = score + r * T;
+        memset(in, blocks ? 0 : 1, (size_t)T);
+        for (long j = 0; blocks && j < topb; j++) {
+            const long b = blocks[r * topb + j];
+            if (b < 0) continue;
+            for (long t = b * B; t < (b + 1) * B && t < T; t++) in[t] = 1;
+        }
+        long n = 0;
+        for (long t = 0; t < T; t++)
+            if (in[t] && sc[t] > -INFINITY) {
+                c[n].s = sc[t];
+                c[n++].b = (int32_t)t;
+            }
+        qsort(c, (size_t)n, sizeof *c, bscore_cmp);
+        int32_t *o = out + r * k;
+        int m = 0;
+        for (long j = 0; j < n && j < k; j++)
+            if (c[j].b < clen[r]) o[m++] = c[j].b;
+        qsort(o, (size_t)m, sizeof *o, i32_cmp);
+        for (int j = m; j < k; j++) o[j] = -1;
+    }
+    free(c);
+    free(in);
+    return 0;
+}

@@ -168,6 +168,11 @@ int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int 
  * -1 padded (block score = max, the block of clen-1 pinned, ties to the
  * lower id, -inf blocks never kept). 0 or -1 (allocation). */
 int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out);
+/* V4.1's position top-k: out [rows, k] the k best finite positions inside
+ * the listed blocks [rows, topb] of B (NULL: every position), ties to the
+ * lower position, those >= clen dropped, ascending, -1 padded. 0 or -1. */
+int cpuref_topk41(const float *score, long rows, long T, const int32_t *clen, const int32_t *blocks, long topb, int B,
+                  int k, int32_t *out);
 
 /* ---- hyper-connections (cpuref_hc.c) ----------------------------------- */
 
