@@ -304,6 +304,28 @@ static const char *const op_keys[] = {
     "expert(n=3,d=512,I=256,fmt=fp4,recipe=normal,seed=2)",
     "expert(n=2,d=512,I=256,fmt=fp4,recipe=extreme,seed=2)",
     "expert(n=2,d=512,I=256,fmt=fp8,recipe=normal,seed=2)",
+    "kv41_quant(rows=16,n=512,recipe=normal,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=e4m3scale,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=floor,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=ties,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=subnormal,seed=2)",
+    "kv41_quant(rows=8,n=512,recipe=saturate,seed=2)",
+    "moe_gate41(s=4,d=512,E=64,k=6,func=sqrtsoftplus,temp=1.25,norm=1,recipe=normal,seed=2)",
+    "moe_gate41(s=4,d=512,E=64,k=6,func=softmax,temp=1,norm=1,recipe=normal,seed=2)",
+    "moe_gate41(s=4,d=512,E=64,k=6,func=sqrtsoftplus,temp=1,norm=0,recipe=near,seed=2)",
+    "moe_gate41(s=4,d=512,E=64,k=1,func=sqrtsoftplus,temp=1,norm=1,recipe=normal,seed=2)",
+    "moe_gate41(s=4,d=512,E=64,k=6,func=sigmoid,temp=1,norm=1,recipe=tiny,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=normal,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=partial,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=cuttie,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=neginf,seed=2)",
+    "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=clen0,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=normal,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=0,recipe=normal,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=partial,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=ties,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=neginf,seed=2)",
+    "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=clen0,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -324,7 +346,7 @@ static void check_vs_oracle(const char *key)
             assert_true(a && b);
             for (long k = 0; k < n; k++) { a[k] = (int32_t)cpu.v[i][k]; b[k] = (int32_t)o64.v[i][k]; }
             long row = (long)c.out[i].shape[1];
-            if (c.op == DSV4Q_OP_MOE_GATE)
+            if (c.op == DSV4Q_OP_MOE_GATE || c.op == DSV4Q_OP_MOE_GATE41)
                 for (long r0 = 0; r0 < n; r0 += row) {
                     qsort(a + r0, (size_t)row, sizeof *a, cmp_i32);
                     qsort(b + r0, (size_t)row, sizeof *b, cmp_i32);
@@ -371,11 +393,13 @@ static void test_ops_vs_oracle(void **state)
 /* The operators cpu-ref implements, written out (not "every operator the
  * ABI knows": a new ABI operator is not cpu-ref's until it has a kernel). */
 static const uint64_t CPUREF_CAPS =
-    DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_QHEAD_NORM) | DSV4Q_CAP(DSV4Q_OP_ROPE) |
-    DSV4Q_CAP(DSV4Q_OP_ACT_QUANT) | DSV4Q_CAP(DSV4Q_OP_FP4_QUANT) | DSV4Q_CAP(DSV4Q_OP_HADAMARD) |
-    DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_COMPRESSOR) | DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) |
-    DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) | DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) |
-    DSV4Q_CAP(DSV4Q_OP_MOE_GATE) | DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE);
+    DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_QHEAD_NORM) |
+    DSV4Q_CAP(DSV4Q_OP_ROPE) | DSV4Q_CAP(DSV4Q_OP_ACT_QUANT) | DSV4Q_CAP(DSV4Q_OP_FP4_QUANT) |
+    DSV4Q_CAP(DSV4Q_OP_HADAMARD) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_COMPRESSOR) |
+    DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
+    DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
+    DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
+    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */

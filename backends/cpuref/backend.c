@@ -196,6 +196,9 @@ static int r_quant(R_ARGS)
         cpuref_act_quant(y, rows, n, (int)p[0], p[1] != 0, mut);
     } else if (c->op == DSV4Q_OP_FP4_QUANT) {
         cpuref_fp4_quant(y, rows, n);
+    } else if (c->op == DSV4Q_OP_KV41_QUANT) {
+        if (n % 16) return fail(err, errlen, "cpu-ref kv41_quant: n=%ld not a multiple of 16", n);
+        cpuref_kv41_quant(y, rows, n);
     } else {
         if (n < 1 || (n & (n - 1))) return fail(err, errlen, "cpu-ref hadamard: n=%ld not a power of two", n);
         cpuref_hadamard(y, rows, n);
@@ -278,6 +281,44 @@ static int r_topk(R_ARGS)
     return 0;
 }
 
+static int r_candidate_blocks(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    CHECK(want(&in[1], 1, 1, op, err, errlen));
+    const long rows = (long)in[0].shape[0], T = (long)in[0].shape[1];
+    const int32_t *clen = in[1].data;
+    if (in[1].shape[0] != rows || p[0] < 1 || p[1] < 1 || numel(&out[0]) != rows * (int64_t)p[0])
+        return fail(err, errlen, "cpu-ref candidate_blocks: clen / topb / B do not match score [%ld,%ld]", rows, T);
+    for (long i = 0; i < rows; i++)
+        if (clen[i] < 0 || clen[i] > T)
+            return fail(err, errlen, "cpu-ref candidate_blocks: clen[%ld] = %d", i, clen[i]);
+    OOM(cpuref_candidate_blocks(in[0].data, rows, T, clen, (int)p[0], (int)p[1], out[0].data));
+    return 0;
+}
+
+static int r_topk41(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    CHECK(want(&in[1], 1, 1, op, err, errlen));
+    const long rows = (long)in[0].shape[0], T = (long)in[0].shape[1];
+    const int32_t *clen = in[1].data, *blocks = NULL;
+    long topb = 0;
+    if (in[2].ndim) {
+        CHECK(want(&in[2], 2, 1, op, err, errlen));
+        if (in[2].shape[0] != rows)
+            return fail(err, errlen, "cpu-ref topk41: blocks has %lld rows, score %ld", (long long)in[2].shape[0],
+                        rows);
+        blocks = in[2].data;
+        topb = (long)in[2].shape[1];
+    }
+    if (in[1].shape[0] != rows || p[0] < 1 || p[1] < 1 || numel(&out[0]) != rows * (int64_t)p[0])
+        return fail(err, errlen, "cpu-ref topk41: clen / k / B do not match score [%ld,%ld]", rows, T);
+    for (long i = 0; i < rows; i++)
+        if (clen[i] < 0 || clen[i] > T) return fail(err, errlen, "cpu-ref topk41: clen[%ld] = %d", i, clen[i]);
+    OOM(cpuref_topk41(in[0].data, rows, T, clen, blocks, topb, (int)p[1], (int)p[0], out[0].data));
+    return 0;
+}
+
 static int r_hc_pre_head(R_ARGS)
 {
     const int pre = c->op == DSV4Q_OP_HC_PRE;
@@ -343,6 +384,25 @@ static int r_moe_gate(R_ARGS)
     return 0;
 }
 
+static int r_moe_gate41(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    cpuref_w W;
+    CHECK(wview(&in[1], &W, op, err, errlen));
+    const float *bias = NULL;
+    const int k = (int)p[0], n_exp = (int)W.out;
+    if (in[2].ndim) {
+        CHECK(want(&in[2], 1, 0, op, err, errlen));
+        bias = in[2].data;
+    }
+    if (k < 1 || k > n_exp || W.in != in[0].shape[1] || (bias && in[2].shape[0] != n_exp) || (int)p[2] < 0 ||
+        (int)p[2] > 2 || !(p[3] > 0) || numel(&out[0]) != in[0].shape[0] * k)
+        return fail(err, errlen, "cpu-ref moe_gate41: bad k / shapes / score_func / gate_temp");
+    OOM(cpuref_moe_gate41(in[0].data, (long)in[0].shape[0], &W, bias, n_exp, k, (int)p[2], (float)p[3], p[4] != 0,
+                          (float)p[1], out[0].data, out[1].data));
+    return 0;
+}
+
 static int r_expert(R_ARGS)
 {
     CHECK(want(&in[0], 2, 0, op, err, errlen));
@@ -389,12 +449,15 @@ static int r_window_attn_decode(R_ARGS)
  * operator the ABI gains is not cpu-ref's until it has a kernel and a row
  * here (its cases are skipped for cpu-ref meanwhile).
  *     X(ENUM, kernel) */
+/* clang-format off */
 #define CPUREF_OPS(X)                                                                                           \
     X(LINEAR, r_linear) X(RMSNORM, r_rmsnorm) X(QHEAD_NORM, r_qhead_norm) X(ROPE, r_rope)                      \
     X(ACT_QUANT, r_quant) X(FP4_QUANT, r_quant) X(HADAMARD, r_quant) X(SPARSE_ATTN, r_sparse_attn)             \
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
-    X(WINDOW_ATTN_DECODE, r_window_attn_decode)
+    X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
+    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41)
+/* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);
 #define R_ROW(E, fn) [DSV4Q_OP_##E] = fn,

@@ -179,6 +179,22 @@ void cpuref_fp4_quant(float *x, long rows, long n)
         }
 }
 
+/* V4.1's compressed-KV codec: blocks of 16, the scale amax/6 (amax floored
+ * at 6*2^-9 = 0x1.8p-7) rounded onto the E4M3 grid from its bits (the
+ * quotient capped at 448 first: the grid's largest finite value), then
+ * E2M1 of x/s clamped to +-6. */
+void cpuref_kv41_quant(float *x, long rows, long n)
+{
+    for (long r = 0; r < rows; r++)
+        for (long b0 = 0; b0 < n; b0 += 16) {
+            float *v = x + r * n + b0;
+            float amax = 0x1.8p-7f;
+            for (int i = 0; i < 16; i++) amax = fmaxf(amax, fabsf(v[i]));
+            const float s = cpuref_e4m3_round(fminf(amax / 6.0f, 448.0f));
+            for (int i = 0; i < 16; i++) v[i] = cpuref_e2m1_round(fminf(fmaxf(v[i] / s, -6.0f), 6.0f)) * s;
+        }
+}
+
 void cpuref_hadamard(float *x, long rows, long n)
 {
     const float norm = (float)(1.0 / sqrt((double)n));

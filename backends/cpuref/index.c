@@ -88,3 +88,92 @@ int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int 
     free(tmp);
     return 0;
 }
+
+/* V4.1 level one: block maxima, the newest block pinned, then a sort of
+ * (score descending, id ascending) pairs: the first min(topb, nb) whose
+ * score is not -inf are kept, written ascending. (The oracle picks by
+ * repeated arg-max; this sorts.) */
+typedef struct {
+    float s;
+    int32_t b;
+} cpuref_bscore;
+
+static int bscore_cmp(const void *pa, const void *pb)
+{
+    const cpuref_bscore *a = pa, *b = pb;
+    if (a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+static int i32_cmp(const void *pa, const void *pb)
+{
+    const int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
+}
+
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out)
+{
+    const long nb = (T + B - 1) / B;
+    cpuref_bscore *bs = malloc(sizeof *bs * (size_t)(nb > 0 ? nb : 1));
+    if (!bs) return -1;
+    for (long r = 0; r < rows; r++) {
+        const float *sc = score + r * T;
+        for (long b = 0; b < nb; b++) {
+            float m = -INFINITY;
+            const long end = (b + 1) * B < T ? (b + 1) * B : T;
+            for (long t = b * B; t < end; t++) m = fmaxf(m, sc[t]);
+            bs[b].s = m;
+            bs[b].b = (int32_t)b;
+        }
+        if (clen[r] > 0) bs[(clen[r] - 1) / B].s = INFINITY;
+        qsort(bs, (size_t)nb, sizeof *bs, bscore_cmp);
+        int32_t *o = out + r * topb;
+        int n = 0;
+        for (long j = 0; j < nb && n < topb; j++)
+            if (bs[j].s != -INFINITY) o[n++] = bs[j].b;
+        qsort(o, (size_t)n, sizeof *o, i32_cmp);
+        for (int j = n; j < topb; j++) o[j] = -1;
+    }
+    free(bs);
+    return 0;
+}
+
+/* V4.1 level two: the positions of the listed blocks (all when blocks is
+ * NULL) with a finite score, sorted (score descending, position
+ * ascending); the first k, less those >= clen, ascending, -1 padded. */
+int cpuref_topk41(const float *score, long rows, long T, const int32_t *clen, const int32_t *blocks, long topb, int B,
+                  int k, int32_t *out)
+{
+    cpuref_bscore *c = malloc(sizeof *c * (size_t)(T > 0 ? T : 1));
+    unsigned char *in = malloc((size_t)(T > 0 ? T : 1));
+    if (!c || !in) {
+        free(c);
+        free(in);
+        return -1;
+    }
+    for (long r = 0; r < rows; r++) {
+        const float *sc = score + r * T;
+        memset(in, blocks ? 0 : 1, (size_t)T);
+        for (long j = 0; blocks && j < topb; j++) {
+            const long b = blocks[r * topb + j];
+            if (b < 0) continue;
+            for (long t = b * B; t < (b + 1) * B && t < T; t++) in[t] = 1;
+        }
+        long n = 0;
+        for (long t = 0; t < T; t++)
+            if (in[t] && sc[t] > -INFINITY) {
+                c[n].s = sc[t];
+                c[n++].b = (int32_t)t;
+            }
+        qsort(c, (size_t)n, sizeof *c, bscore_cmp);
+        int32_t *o = out + r * k;
+        int m = 0;
+        for (long j = 0; j < n && j < k; j++)
+            if (c[j].b < clen[r]) o[m++] = c[j].b;
+        qsort(o, (size_t)m, sizeof *o, i32_cmp);
+        for (int j = m; j < k; j++) o[j] = -1;
+    }
+    free(c);
+    free(in);
+    return 0;
+}

@@ -111,6 +111,8 @@ int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16
 void cpuref_act_quant(float *x, long rows, long n, int block, int ue8m0, int mut);
 /* In-place FP4 act_quant simulation (blocks of 32). */
 void cpuref_fp4_quant(float *x, long rows, long n);
+/* In-place V4.1 compressed-KV simulation (blocks of 16, E4M3 scales). */
+void cpuref_kv41_quant(float *x, long rows, long n);
 /* In-place normalised Walsh-Hadamard (n a power of two), BF16 output. */
 void cpuref_hadamard(float *x, long rows, long n);
 
@@ -162,6 +164,15 @@ int cpuref_compressor(const cpuref_cmp_args *a, const float *x, long s, float *r
 void cpuref_indexer_score(const float *q, const float *w, long s, int Hi, int Di, const float *K, long T,
                           long start_pos, int ratio, float *score);
 int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int mut);
+/* V4.1's candidate blocks: out [rows, topb] the kept block ids ascending,
+ * -1 padded (block score = max, the block of clen-1 pinned, ties to the
+ * lower id, -inf blocks never kept). 0 or -1 (allocation). */
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out);
+/* V4.1's position top-k: out [rows, k] the k best finite positions inside
+ * the listed blocks [rows, topb] of B (NULL: every position), ties to the
+ * lower position, those >= clen dropped, ascending, -1 padded. 0 or -1. */
+int cpuref_topk41(const float *score, long rows, long T, const int32_t *clen, const int32_t *blocks, long topb, int B,
+                  int k, int32_t *out);
 
 /* ---- hyper-connections (cpuref_hc.c) ----------------------------------- */
 
@@ -178,6 +189,10 @@ int cpuref_hc_head(const float *X, long s, int hc, long d, const float *fn, cons
 int cpuref_moe_gate(const float *x, long s, long d, const cpuref_w *W, const float *bias,
                     const int32_t *tid2eid, long vocab, const int32_t *ids, int n_exp, int k,
                     int score_func, float route_scale, float *weights, int32_t *indices);
+/* V4.1's gate (no hash routing): logits / gate_temp, weights / (sum +
+ * 1e-20) when norm and k > 1. 0 or -1 (allocation). */
+int cpuref_moe_gate41(const float *x, long s, const cpuref_w *W, const float *bias, int n_exp, int k, int score_func,
+                      float gate_temp, int norm, float route_scale, float *weights, int32_t *indices);
 int cpuref_expert(const float *x, long n, const cpuref_w *w1, const cpuref_w *w2, const cpuref_w *w3,
                   const float *weight, float limit, int ue8m0, float *y, int mut);
 

@@ -75,6 +75,63 @@ int cpuref_moe_gate(const float *x, long s, long d, const cpuref_w *W, const flo
     return 0;
 }
 
+/* V4.1's gate: logits / gate_temp, the score function, the top-k of
+ * score + bias by repeated arg-max (the first of equal values wins: the
+ * lower id), weights renormalised by sum + 1e-20 only when norm and k > 1
+ * (softmax too), then route_scale. */
+int cpuref_moe_gate41(const float *x, long s, const cpuref_w *W, const float *bias, int n_exp, int k, int score_func,
+                      float gate_temp, int norm, float route_scale, float *weights, int32_t *indices)
+{
+    float *z = malloc(sizeof(float) * (size_t)(s * n_exp + 1));
+    unsigned char *used = malloc((size_t)n_exp + 1);
+    if (!z || !used || cpuref_linear(W, x, s, 0, 0, z, CPUREF_OK)) {
+        free(z);
+        free(used);
+        return -1;
+    }
+    for (long t = 0; t < s; t++) {
+        float *sc = z + t * n_exp;
+        for (int e = 0; e < n_exp; e++) sc[e] = sc[e] / gate_temp;
+        if (score_func == 2) {
+            float mx = -INFINITY, sum = 0;
+            for (int e = 0; e < n_exp; e++) mx = fmaxf(mx, sc[e]);
+            for (int e = 0; e < n_exp; e++) {
+                sc[e] = expf(sc[e] - mx);
+                sum += sc[e];
+            }
+            const float inv = 1.0f / sum;
+            for (int e = 0; e < n_exp; e++) sc[e] *= inv;
+        } else if (score_func == 1) {
+            for (int e = 0; e < n_exp; e++) sc[e] = 1.0f / (1.0f + expf(-sc[e]));
+        } else {
+            for (int e = 0; e < n_exp; e++) sc[e] = sqrtf(sc[e] > 20.0f ? sc[e] : log1pf(expf(sc[e])));
+        }
+        int32_t *ix = indices + t * k;
+        memset(used, 0, (size_t)n_exp);
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            float bv = -INFINITY;
+            for (int e = 0; e < n_exp; e++) {
+                if (used[e]) continue;
+                const float v = bias ? sc[e] + bias[e] : sc[e];
+                if (best < 0 || v > bv) {
+                    best = e;
+                    bv = v;
+                }
+            }
+            used[best] = 1;
+            ix[j] = best;
+        }
+        float *w = weights + t * k, sum = 0;
+        for (int j = 0; j < k; j++) sum += w[j] = sc[ix[j]];
+        const float den = sum + 1e-20f;
+        for (int j = 0; j < k; j++) w[j] = (norm && k > 1 ? w[j] / den : w[j]) * route_scale;
+    }
+    free(z);
+    free(used);
+    return 0;
+}
+
 int cpuref_expert(const float *x, long n, const cpuref_w *w1, const cpuref_w *w2, const cpuref_w *w3,
                   const float *weight, float limit, int ue8m0, float *y, int mut)
 {
