@@ -106,8 +106,10 @@ void dsv4q_cli_model_notes(const char *cmd, const dsv4q_model *m)
                 "(`dsv4q run` runs them): the main model only (docs/v41.md)\n",
                 cmd, m->cfg.n_mtp_layers);
     if (m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.vision_n_layers > 0)
-        fprintf(stderr, "dsv4q %s: note: the vision tower (vision_n_layers %d) is not loaded: text only, image "
-                "tokens are refused (docs/v41.md)\n", cmd, m->cfg.vision_n_layers);
+        fprintf(stderr,
+                "dsv4q %s: note: the vision tower (vision_n_layers %d) is not loaded: text only, image "
+                "tokens are refused (docs/v41.md)\n",
+                cmd, m->cfg.vision_n_layers);
 }
 
 /* Deterministic synthetic ids: splitmix64's output function over (seed,

@@ -229,8 +229,9 @@ static int check_scale_v41(const dsv4q_st_tensor *s, char *err, size_t errlen)
         int e;
         const float f = frexpf(v, &e);
         if (!(v > 0) || f != 0.5f || e - 1 < -127 || e - 1 > 127) {
-            snprintf(err, errlen, "%s: tensor '%s' element %ld is %g: V4.1 scales are E8M0 (powers of two 2^-127..2^127)",
-                     tfile(s), s->name, i, (double)v);
+            snprintf(err, errlen,
+                     "%s: tensor '%s' element %ld is %g: V4.1 scales are E8M0 (powers of two 2^-127..2^127)", tfile(s),
+                     s->name, i, (double)v);
             return -1;
         }
     }
@@ -311,7 +312,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
         const double *e4 = dsv4q_e4m3_table();
         const uint8_t *codes = t->data;
         const int64_t nkb = (in + B - 1) / B;
-        #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
         for (int64_t o = 0; o < out; o++)
             for (int64_t k = 0; k < in; k++) {
                 int64_t si = (o / B) * nkb + k / B;
@@ -341,7 +342,7 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     if (v41 && check_scale_v41(s, err, errlen)) return -1;
     w->scale = s->data;
     w->scale_dtype = s->dtype;
-    if (v41) w->blk = DSV4Q_FP8_BLOCK_V41;   /* FP8 tiles and 1 x 32 act blocks; FP4: 1 x 32 act blocks */
+    if (v41) w->blk = DSV4Q_FP8_BLOCK_V41; /* FP8 tiles and 1 x 32 act blocks; FP4: 1 x 32 act blocks */
     if (want == DSV4Q_WDT_FP4 && t->dtype == DSV4Q_DT_I8) {
         /* packed E2M1: [out, in/2] bytes, scales [out, in/32] */
         if (check_shape(t, 2, out, in / 2, "packed FP4 E2M1 pairs [out, in/2]", err, errlen) ||
@@ -355,8 +356,8 @@ static int bind_linear(dsv4q_model *m, const char *prefix, int64_t out, int64_t 
     if (t->dtype != DSV4Q_DT_F8_E4M3)
         return bad_dtype(t, want == DSV4Q_WDT_FP4 ? "I8 (packed FP4)" : "F8_E4M3", err, errlen);
     if (check_shape(t, 2, out, in, what, err, errlen) ||
-        check_shape(s, 2, (out + B - 1) / B, (in + B - 1) / B, sgrid, err, errlen) ||
-        check_finite(t, err, errlen) || check_finite(s, err, errlen))
+        check_shape(s, 2, (out + B - 1) / B, (in + B - 1) / B, sgrid, err, errlen) || check_finite(t, err, errlen) ||
+        check_finite(s, err, errlen))
         return -1;
     w->fmt = DSV4Q_WF_FP8;
     w->data = t->data;
@@ -456,7 +457,7 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
     L->ratio = g->compress_ratios[li];
     L->hash = !mtp && li < g->n_hash_layers;
     L->is_mtp = mtp;
-    L->kv_src = L->idx_src = L->engram_index = -1;   /* the V4.1 roles: none */
+    L->kv_src = L->idx_src = L->engram_index = -1; /* the V4.1 roles: none */
     const int hc = g->hc_mult;
     const long d = g->dim, H = g->n_heads, D = g->head_dim;
     if (bind_hc(m, pre, L, 0, err, errlen)) return -1;
@@ -543,8 +544,8 @@ static int bind_layer(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, size_
 /* DeepSeek V4.1                                                             */
 
 /* bind_plain / bind_vec of a BF16 parameter of the V4.1 reference. */
-static int bind_plain_bf16(dsv4q_model *m, const char *name, int64_t out, int64_t in, const char *what,
-                           dsv4q_weight *w, char *err, size_t errlen)
+static int bind_plain_bf16(dsv4q_model *m, const char *name, int64_t out, int64_t in, const char *what, dsv4q_weight *w,
+                           char *err, size_t errlen)
 {
     if (bind_plain(m, name, out, in, what, w, err, errlen)) return -1;
     return check_bf16_param(dsv4q_st_find(m->st, w->name), err, errlen);
@@ -713,8 +714,8 @@ static int bind_layer_v41(dsv4q_model *m, int li, dsv4q_layer_w *L, char *err, s
     if (L->kv_source) {
         /* Compressor: ratio 1 a BF16 projection, ratio 2 FP32 wkv + wgate (softmax pooling); no ape */
         P(n, "%s.attn.compressor.wkv.weight", pre);
-        if (L->ratio == 1 ? bind_plain_bf16(m, n, D, d, "compressor wkv [head_dim, dim] (BF16 at ratio 1)",
-                                            &L->cmp.wkv, err, errlen)
+        if (L->ratio == 1 ? bind_plain_bf16(m, n, D, d, "compressor wkv [head_dim, dim] (BF16 at ratio 1)", &L->cmp.wkv,
+                                            err, errlen)
                           : bind_plain(m, n, D, d, "compressor wkv [head_dim, dim]", &L->cmp.wkv, err, errlen))
             return -1;
         if (L->ratio > 1) {
@@ -817,7 +818,7 @@ static int engram_hash_v41(dsv4q_model *m, char *err, size_t errlen)
         return -1;
     }
     for (int e = 0; e < g->n_engram_layers; e++)
-        if (m->engram_hash->rows[e] != g->engram_num_embeddings[e]) {   /* validate checked the sums: never */
+        if (m->engram_hash->rows[e] != g->engram_num_embeddings[e]) { /* validate checked the sums: never */
             snprintf(err, errlen, "%s: Engram layer %d has %lld rows, engram_num_embeddings[%d] says %lld", path,
                      g->engram_layer_ids[e], (long long)m->engram_hash->rows[e], e,
                      (long long)g->engram_num_embeddings[e]);

@@ -239,8 +239,8 @@ static void sensitivity_rows_follow_the_roles(void **state)
     char js[300], db[300], err[200];
     snprintf(js, sizeof js, "%s/sens.json", root);
     snprintf(db, sizeof db, "%s/sens.db", root);
-    assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", CASE, "--prompt-len", "24", "--decode",
-                          "2", "--profile", "exact", "--json", js, "--db", db, "--quiet", NULL),
+    assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", CASE, "--prompt-len", "24", "--decode", "2",
+                          "--profile", "exact", "--json", js, "--db", db, "--quiet", NULL),
                      0);
     json_error_t je;
     json_t *root_j = json_load_file(js, 0, &je);
@@ -266,8 +266,8 @@ static void sensitivity_rows_follow_the_roles(void **state)
     snprintf(dir, sizeof dir, "%s/tiny-v41", root);
     snprintf(out, sizeof out, "%s/tv41.safetensors", root);
     assert_int_equal(call(dsv4q_cmd_synth, "synth", "--config", "tiny-v41", "--out", dir, NULL), 0);
-    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--prompt-len", "12", "--decode",
-                          "2", "--out", out, "--quiet", NULL),
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--width", "f32", "--model", dir, "--prompt-len", "12", "--decode", "2",
+                          "--out", out, "--quiet", NULL),
                      0);
     dsv4q_st *st;
     assert_int_equal(dsv4q_st_open(&st, out, err, sizeof err), 0);

@@ -57,9 +57,9 @@ static dsv4q_model *open_ok(const char *dir)
 /* ---- every tensor of weights_table.txt bound ---------------------------- */
 
 typedef struct {
-    const dsv4q_weight *w;      /* a linear / matrix: .weight = w->data, .scale = w->scale */
-    const dsv4q_vec *v;         /* a vector: its decoded values */
-    const void *table;          /* an Engram table / scale: the pointer bound */
+    const dsv4q_weight *w; /* a linear / matrix: .weight = w->data, .scale = w->scale */
+    const dsv4q_vec *v;    /* a vector: its decoded values */
+    const void *table;     /* an Engram table / scale: the pointer bound */
     int is_scale;
 } member;
 
@@ -80,8 +80,11 @@ static member resolve(const dsv4q_model *m, const char *name)
     char base[200];
     snprintf(base, sizeof base, "%s", name + off);
     char *dot = strrchr(base, '.');
-    if (dot && (!strcmp(dot, ".weight") || !strcmp(dot, ".scale"))) *dot = '\0';   /* module path */
-    static const struct { const char *mod; size_t woff; } W[] = {
+    if (dot && (!strcmp(dot, ".weight") || !strcmp(dot, ".scale"))) *dot = '\0'; /* module path */
+    static const struct {
+        const char *mod;
+        size_t woff;
+    } W[] = {
         {"hc_attn_fn", offsetof(dsv4q_layer_w, hc_attn_fn)},
         {"hc_ffn_fn", offsetof(dsv4q_layer_w, hc_ffn_fn)},
         {"attn.wq_a", offsetof(dsv4q_layer_w, wq_a)},
@@ -102,7 +105,10 @@ static member resolve(const dsv4q_model *m, const char *name)
         {"engram.q_weight", offsetof(dsv4q_layer_w, engram.q_weight)},
         {"engram.k_weight", offsetof(dsv4q_layer_w, engram.k_weight)},
     };
-    static const struct { const char *mod; size_t voff; } V[] = {
+    static const struct {
+        const char *mod;
+        size_t voff;
+    } V[] = {
         {"hc_attn_base", offsetof(dsv4q_layer_w, hc_attn_base)},
         {"hc_ffn_base", offsetof(dsv4q_layer_w, hc_ffn_base)},
         {"hc_attn_scale", offsetof(dsv4q_layer_w, hc_attn_scale)},
@@ -213,22 +219,23 @@ static void test_pub_roles(void **state)
     (void)state;
     static const int want[8][8] = {
         /* L kvs ixs kv_src idx_src cand cons eng */
-        {0, 0, 0, -1, -1, 0, 0, -1},   /* sliding window only */
-        {1, 1, 1, 1, 1, 0, 0, -1},     /* kv + index source, ratio 2 */
-        {2, 0, 0, 1, 1, 0, 0, 0},      /* consumer of 1; Engram (hash layer 0) */
-        {3, 0, 1, 1, 3, 0, 0, -1},     /* index source on layer 1's keys */
-        {4, 1, 1, 4, 4, 1, 0, -1},     /* kv + index source, ratio 1; candidate source */
-        {5, 0, 0, 4, 4, 0, 0, 1},      /* consumer of 4; Engram (hash layer 1) */
-        {6, 0, 1, 4, 6, 0, 1, -1},     /* index source, candidate consumer */
-        {7, 0, 0, 4, 6, 0, 0, -1},     /* consumer: KV of 4, top-k of 6 */
+        {0, 0, 0, -1, -1, 0, 0, -1}, /* sliding window only */
+        {1, 1, 1, 1, 1, 0, 0, -1},   /* kv + index source, ratio 2 */
+        {2, 0, 0, 1, 1, 0, 0, 0},    /* consumer of 1; Engram (hash layer 0) */
+        {3, 0, 1, 1, 3, 0, 0, -1},   /* index source on layer 1's keys */
+        {4, 1, 1, 4, 4, 1, 0, -1},   /* kv + index source, ratio 1; candidate source */
+        {5, 0, 0, 4, 4, 0, 0, 1},    /* consumer of 4; Engram (hash layer 1) */
+        {6, 0, 1, 4, 6, 0, 1, -1},   /* index source, candidate consumer */
+        {7, 0, 0, 4, 6, 0, 0, -1},   /* consumer: KV of 4, top-k of 6 */
     };
     dsv4q_model *m = open_ok(PUB);
     for (int i = 0; i < 8; i++) {
         const dsv4q_layer_w *L = &m->layers[i];
-        const int got[8] = {i, L->kv_source, L->index_source, L->kv_src, L->idx_src, L->candidate_source,
-                            L->candidate_consumer, L->engram_index};
+        const int got[8] = {i,          L->kv_source,        L->index_source,       L->kv_src,
+                            L->idx_src, L->candidate_source, L->candidate_consumer, L->engram_index};
         for (int k = 0; k < 8; k++)
-            if (got[k] != want[i][k]) fail_msg("layer %d role column %d is %d, the README says %d", i, k, got[k], want[i][k]);
+            if (got[k] != want[i][k])
+                fail_msg("layer %d role column %d is %d, the README says %d", i, k, got[k], want[i][k]);
         /* what a role binds */
         assert_int_equal(L->cmp.wkv.data != NULL, L->kv_source);
         assert_int_equal(L->cmp.wgate.data != NULL, L->kv_source && L->ratio == 2);
@@ -239,8 +246,8 @@ static void test_pub_roles(void **state)
         assert_int_equal(L->hash, 0);
         assert_null(L->tid2eid);
     }
-    assert_int_equal(m->layers[1].cmp.wkv.fmt, DSV4Q_WF_F32);    /* ratio 2: FP32 */
-    assert_int_equal(m->layers[4].cmp.wkv.fmt, DSV4Q_WF_BF16);   /* ratio 1: BF16 */
+    assert_int_equal(m->layers[1].cmp.wkv.fmt, DSV4Q_WF_F32);  /* ratio 2: FP32 */
+    assert_int_equal(m->layers[4].cmp.wkv.fmt, DSV4Q_WF_BF16); /* ratio 1: BF16 */
     assert_non_null(m->engram_hash);
     assert_int_equal(m->engram_hash->n_layers, 2);
     assert_true(m->engram_hash->rows[0] == 304 && m->engram_hash->rows[1] == 462);
@@ -252,11 +259,11 @@ static void test_pub_roles(void **state)
 /* ---- hostile copies of the case ------------------------------------------ */
 
 typedef struct {
-    const char *name;          /* tensor to edit, or NULL */
+    const char *name; /* tensor to edit, or NULL */
     int drop;
-    int64_t rows;              /* > 0: keep the first `rows` rows */
-    int64_t shape0, shape1;    /* > 0: replace by zero bytes of this 2-D shape (same dtype) */
-    int to_f32;                /* store as F32 with this first value */
+    int64_t rows;           /* > 0: keep the first `rows` rows */
+    int64_t shape0, shape1; /* > 0: replace by zero bytes of this 2-D shape (same dtype) */
+    int to_f32;             /* store as F32 with this first value */
     float f32_first;
 } tedit;
 
@@ -316,7 +323,7 @@ static void make_case(char *dir, size_t n, const char *tag, const tedit *ed)
                 shape[1] = ed->shape1;
                 nb = (size_t)(ed->shape0 * ed->shape1) * (nb / (size_t)t->numel);
                 own = calloc(nb, 1);
-                if (dt == DSV4Q_DT_F8_E8M0) memset(own, 127, nb);   /* scale 1 */
+                if (dt == DSV4Q_DT_F8_E8M0) memset(own, 127, nb); /* scale 1 */
             }
             if (ed->to_f32) {
                 dt = DSV4Q_DT_F32;
@@ -388,8 +395,8 @@ static void test_refuse_table_rows(void **state)
     char d[256];
     tedit e = {.name = "layers.2.engram.embed.weight", .rows = 303};
     make_case(d, sizeof d, "rows303", &e);
-    refused(d, "model.safetensors", "tensor 'layers.2.engram.embed.weight' has 303 rows, engram_num_embeddings[0] says 304",
-            NULL);
+    refused(d, "model.safetensors",
+            "tensor 'layers.2.engram.embed.weight' has 303 rows, engram_num_embeddings[0] says 304", NULL);
     tedit s = {.name = "layers.5.engram.embed.scale", .rows = 461};
     make_case(d, sizeof d, "scale461", &s);
     refused(d, "tensor 'layers.5.engram.embed.scale' has shape [461, 2], expected [462, 2]", NULL, NULL);
@@ -433,8 +440,8 @@ static void test_refuse_token_map(void **state)
     /* another compressed vocabulary than the config's (the reference asserts it) */
     make_case(d, sizeof d, "map_vocab", NULL);
     edit_json(d, "engram_token_map.json", "compressed_vocab_size", json_integer(322));
-    refused(d, "engram_token_map.json", "compressed_vocab_size (322) differs from field 'engram_compressed_vocab_size' (321)",
-            NULL);
+    refused(d, "engram_token_map.json",
+            "compressed_vocab_size (322) differs from field 'engram_compressed_vocab_size' (321)", NULL);
 
     /* an id outside the compressed vocabulary */
     make_case(d, sizeof d, "map_range", NULL);
@@ -509,14 +516,13 @@ static void test_fp8_wo_a_dequantized(void **state)
             fail_msg("%s", err);
     }
     uint8_t codes[64 * 64], sc[4] = {127 - 3, 127 - 5, 127 + 1, 127};
-    for (int i = 0; i < 64 * 64; i++) codes[i] = (uint8_t)((i * 37 + 11) % 0x7E);   /* no NaN code */
+    for (int i = 0; i < 64 * 64; i++) codes[i] = (uint8_t)((i * 37 + 11) % 0x7E); /* no NaN code */
     const int64_t ws[2] = {64, 64}, ss[2] = {2, 2};
     assert_int_equal(dsv4q_st_writer_add(w, "layers.3.attn.wo_a.weight", DSV4Q_DT_F8_E4M3, 2, ws, codes, sizeof codes,
                                          err, sizeof err),
                      0);
-    assert_int_equal(dsv4q_st_writer_add(w, "layers.3.attn.wo_a.scale", DSV4Q_DT_F8_E8M0, 2, ss, sc, sizeof sc, err,
-                                         sizeof err),
-                     0);
+    assert_int_equal(
+        dsv4q_st_writer_add(w, "layers.3.attn.wo_a.scale", DSV4Q_DT_F8_E8M0, 2, ss, sc, sizeof sc, err, sizeof err), 0);
     dsv4q_st_close(st);
     if (dsv4q_st_writer_write(w, p, err, sizeof err)) fail_msg("%s", err);
     dsv4q_model *m = open_ok(d);
@@ -526,7 +532,8 @@ static void test_fp8_wo_a_dequantized(void **state)
     for (int o = 0; o < 64; o++)
         for (int k = 0; k < 64; k++) {
             const double want = e4[codes[o * 64 + k]] * ldexp(1.0, sc[(o / 32) * 2 + k / 32] - 127);
-            if (dsv4q_weight_at(wo, o, k) != want) fail_msg("wo_a[%d][%d] = %g, want %g", o, k, dsv4q_weight_at(wo, o, k), want);
+            if (dsv4q_weight_at(wo, o, k) != want)
+                fail_msg("wo_a[%d][%d] = %g, want %g", o, k, dsv4q_weight_at(wo, o, k), want);
         }
     dsv4q_model_close(m);
     /* with V4's 128 grid ([1, 1]) it is refused */
@@ -543,8 +550,8 @@ static void test_fp8_wo_a_dequantized(void **state)
     assert_int_equal(dsv4q_st_writer_add(w, "layers.3.attn.wo_a.weight", DSV4Q_DT_F8_E4M3, 2, ws, codes, sizeof codes,
                                          err, sizeof err),
                      0);
-    assert_int_equal(dsv4q_st_writer_add(w, "layers.3.attn.wo_a.scale", DSV4Q_DT_F8_E8M0, 2, s1, sc, 1, err, sizeof err),
-                     0);
+    assert_int_equal(
+        dsv4q_st_writer_add(w, "layers.3.attn.wo_a.scale", DSV4Q_DT_F8_E8M0, 2, s1, sc, 1, err, sizeof err), 0);
     dsv4q_st_close(st);
     if (dsv4q_st_writer_write(w, p, err, sizeof err)) fail_msg("%s", err);
     refused(d, "tensor 'layers.3.attn.wo_a.scale' has shape [1, 1], expected [2, 2]", NULL, NULL);
@@ -587,16 +594,17 @@ static void test_synth_tiny_v41_loads(void **state)
      * Engram [1, 6] */
     static const int want[9][7] = {
         /* kvs ixs kv_src idx_src cand cons eng */
-        {0, 0, -1, -1, 0, 0, -1}, {1, 1, 1, 1, 0, 0, 0},  {0, 0, 1, 1, 0, 0, -1},
-        {0, 1, 1, 3, 0, 0, -1},   {1, 1, 4, 4, 1, 0, -1}, {0, 0, 4, 4, 0, 0, -1},
+        {0, 0, -1, -1, 0, 0, -1}, {1, 1, 1, 1, 0, 0, 0},    {0, 0, 1, 1, 0, 0, -1},
+        {0, 1, 1, 3, 0, 0, -1},   {1, 1, 4, 4, 1, 0, -1},   {0, 0, 4, 4, 0, 0, -1},
         {0, 1, 4, 6, 0, 1, 1},    {0, 0, -1, -1, 0, 0, -1}, {0, 0, 4, 6, 0, 0, -1},
     };
     for (int i = 0; i < 9; i++) {
         const dsv4q_layer_w *L = &m->layers[i];
-        const int got[7] = {L->kv_source, L->index_source, L->kv_src, L->idx_src, L->candidate_source,
-                            L->candidate_consumer, L->engram_index};
+        const int got[7] = {L->kv_source,        L->index_source,       L->kv_src,      L->idx_src,
+                            L->candidate_source, L->candidate_consumer, L->engram_index};
         for (int k = 0; k < 7; k++)
-            if (got[k] != want[i][k]) fail_msg("tiny-v41 layer %d role column %d is %d, want %d", i, k, got[k], want[i][k]);
+            if (got[k] != want[i][k])
+                fail_msg("tiny-v41 layer %d role column %d is %d, want %d", i, k, got[k], want[i][k]);
         assert_int_equal(L->wq_a.blk, 32);
         assert_int_equal(L->experts[0].w1.fmt, DSV4Q_WF_FP4);
         assert_int_equal(L->experts[0].w1.blk, 32);
@@ -619,16 +627,11 @@ static void test_synth_tiny_v41_loads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pub_every_tensor_bound),
-        cmocka_unit_test(test_pub_roles),
-        cmocka_unit_test(test_refuse_missing_table),
-        cmocka_unit_test(test_refuse_table_rows),
-        cmocka_unit_test(test_refuse_bucket_count),
-        cmocka_unit_test(test_refuse_token_map),
-        cmocka_unit_test(test_refuse_v4_scale_grid),
-        cmocka_unit_test(test_refuse_bf16_params),
-        cmocka_unit_test(test_fp8_wo_a_dequantized),
-        cmocka_unit_test(test_cli_exit_2),
+        cmocka_unit_test(test_pub_every_tensor_bound), cmocka_unit_test(test_pub_roles),
+        cmocka_unit_test(test_refuse_missing_table),   cmocka_unit_test(test_refuse_table_rows),
+        cmocka_unit_test(test_refuse_bucket_count),    cmocka_unit_test(test_refuse_token_map),
+        cmocka_unit_test(test_refuse_v4_scale_grid),   cmocka_unit_test(test_refuse_bf16_params),
+        cmocka_unit_test(test_fp8_wo_a_dequantized),   cmocka_unit_test(test_cli_exit_2),
         cmocka_unit_test(test_synth_tiny_v41_loads),
     };
     return cmocka_run_group_tests_name("v41_load", tests, setup, teardown);
