@@ -1018,6 +1018,30 @@ static int check_sources(const dsv4q_config *c, const int *list, int n, const ch
  * could ask for 30720 primes near 2^40. */
 #define CFG_PRIME_WORK_MAX (1.0 * (1 << 28))
 
+/* The FP8 block rules of V4 (blk 128) and V4.1 (blk 32): every FP8
+ * linear's input dim, and the FP4/FP8 experts' dims, are a whole number of
+ * blk-blocks (act_quant), each refusal naming the field. */
+static int validate_blocks(const dsv4q_config *c, int blk, char *err, size_t errlen)
+{
+    if (c->dtype == DSV4Q_WDT_FP8) {
+        VREQ(c->dim % blk == 0, "field 'dim' (%d) must be a multiple of %d for dtype fp8", c->dim, blk);
+        VREQ(c->q_lora_rank % blk == 0, "field 'q_lora_rank' (%d) must be a multiple of %d for dtype fp8",
+             c->q_lora_rank, blk);
+        VREQ(((long long)c->o_groups * c->o_lora_rank) % blk == 0,
+             "field 'o_lora_rank' (o_groups * o_lora_rank = %lld) must be a multiple of %d for dtype fp8",
+             (long long)c->o_groups * c->o_lora_rank, blk);
+        VREQ(c->moe_inter_dim % blk == 0, "field 'moe_inter_dim' (%d) must be a multiple of %d for dtype fp8",
+             c->moe_inter_dim, blk);
+    }
+    if (c->expert_dtype != DSV4Q_WDT_BF16) {
+        const char *e = wdt_name(c->expert_dtype);
+        VREQ(c->dim % blk == 0, "field 'dim' (%d) must be a multiple of %d for expert_dtype %s", c->dim, blk, e);
+        VREQ(c->moe_inter_dim % blk == 0, "field 'moe_inter_dim' (%d) must be a multiple of %d for expert_dtype %s",
+             c->moe_inter_dim, blk, e);
+    }
+    return 0;
+}
+
 /* Rules 7-8 (Engram). */
 static int validate_engram(const dsv4q_config *c, char *err, size_t errlen)
 {
@@ -1167,23 +1191,7 @@ static int validate_v41(const dsv4q_config *c, char *err, size_t errlen)
          c->gate_temp);
     VREQ(c->norm_topk_prob == 0 || c->norm_topk_prob == 1, "field 'norm_topk_prob' must be true or false, got %d",
          c->norm_topk_prob);
-    if (c->dtype == DSV4Q_WDT_FP8) {
-        /* every FP8 linear's input dim is a whole number of 32-blocks (act_quant) */
-        VREQ(c->dim % 32 == 0, "field 'dim' (%d) must be a multiple of 32 for dtype fp8", c->dim);
-        VREQ(c->q_lora_rank % 32 == 0, "field 'q_lora_rank' (%d) must be a multiple of 32 for dtype fp8",
-             c->q_lora_rank);
-        VREQ(((long long)c->o_groups * c->o_lora_rank) % 32 == 0,
-             "field 'o_lora_rank' (o_groups * o_lora_rank = %lld) must be a multiple of 32 for dtype fp8",
-             (long long)c->o_groups * c->o_lora_rank);
-        VREQ(c->moe_inter_dim % 32 == 0, "field 'moe_inter_dim' (%d) must be a multiple of 32 for dtype fp8",
-             c->moe_inter_dim);
-    }
-    if (c->expert_dtype != DSV4Q_WDT_BF16) {
-        const char *e = wdt_name(c->expert_dtype);
-        VREQ(c->dim % 32 == 0, "field 'dim' (%d) must be a multiple of 32 for expert_dtype %s", c->dim, e);
-        VREQ(c->moe_inter_dim % 32 == 0, "field 'moe_inter_dim' (%d) must be a multiple of 32 for expert_dtype %s",
-             c->moe_inter_dim, e);
-    }
+    if (validate_blocks(c, DSV4Q_FP8_BLOCK_V41, err, errlen)) return -1;
 
     /* sources (rules 2-5) */
     const int nk = c->n_kv_source_layers, ni = c->n_index_source_layers;
@@ -1307,23 +1315,7 @@ int dsv4q_config_validate(const dsv4q_config *c, char *err, size_t errlen)
          "field 'expert_dtype' must be bf16, fp8 or fp4, got %d", (int)c->expert_dtype);
     VREQ(c->scale_ue8m0 == 0 || c->scale_ue8m0 == 1, "field 'scale_fmt' (scale_ue8m0) must be 0 or 1, got %d",
          c->scale_ue8m0);
-    if (c->dtype == DSV4Q_WDT_FP8) {
-        /* every FP8 linear's input dim is a whole number of 128-blocks */
-        VREQ(c->dim % 128 == 0, "field 'dim' (%d) must be a multiple of 128 for dtype fp8", c->dim);
-        VREQ(c->q_lora_rank % 128 == 0, "field 'q_lora_rank' (%d) must be a multiple of 128 for dtype fp8",
-             c->q_lora_rank);
-        VREQ(((long long)c->o_groups * c->o_lora_rank) % 128 == 0,
-             "field 'o_lora_rank' (o_groups * o_lora_rank = %lld) must be a multiple of 128 for dtype fp8",
-             (long long)c->o_groups * c->o_lora_rank);
-        VREQ(c->moe_inter_dim % 128 == 0, "field 'moe_inter_dim' (%d) must be a multiple of 128 for dtype fp8",
-             c->moe_inter_dim);
-    }
-    if (c->expert_dtype != DSV4Q_WDT_BF16) {
-        const char *e = wdt_name(c->expert_dtype);
-        VREQ(c->dim % 128 == 0, "field 'dim' (%d) must be a multiple of 128 for expert_dtype %s", c->dim, e);
-        VREQ(c->moe_inter_dim % 128 == 0, "field 'moe_inter_dim' (%d) must be a multiple of 128 for expert_dtype %s",
-             c->moe_inter_dim, e);
-    }
+    if (validate_blocks(c, 128, err, errlen)) return -1;
     /* a V4 config holds no V4.1 structure (0 = the zeroed struct of a GGUF or a test) */
     VREQ(c->fp8_block == 0 || c->fp8_block == DSV4Q_FP8_BLOCK_V4,
          "the FP8 block (fp8_block) is %d, must be 128 for deepseek_v4", c->fp8_block);
