@@ -63,8 +63,10 @@ typedef dsv4q_receipts_args RCPT;
 
 /* ENUM values, one per metavar word */
 static const int WIDTHS[] = {32, 64};                                   /* f32|f64 */
-static const int SHAPES[] = {DSV4Q_CASE_SET_FLASH, DSV4Q_CASE_SET_PRO,  /* flash|pro|all|long */
-                             DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO, DSV4Q_CASE_SET_LONG};
+/* flash|pro|flash41|all|long: all = every set but the opt-in long one */
+static const int SHAPES[] = {DSV4Q_CASE_SET_FLASH, DSV4Q_CASE_SET_PRO, DSV4Q_CASE_SET_FLASH41,
+                             DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO | DSV4Q_CASE_SET_FLASH41,
+                             DSV4Q_CASE_SET_LONG};
 static const int DTYPES[] = {DSV4Q_DT_F64, DSV4Q_DT_F32, DSV4Q_DT_BF16}; /* f64|f32|storage */
 
 /* --- the shared vocabulary ------------------------------------------------ */
@@ -96,7 +98,7 @@ static const int DTYPES[] = {DSV4Q_DT_F64, DSV4Q_DT_F32, DSV4Q_DT_BF16}; /* f64|
 #define O_MD(T) {FLAG("--markdown", T, markdown), HELP("print as a Markdown table")}
 #define O_SELECT(nm, f) {FLAG(nm, QUAL, f), REQ, HELP("select this mode")}
 #define O_BACKEND {LIST("--backend", "B", QUAL, backend, nb), REQ, HELP("oracle-f32, cpu-ref, mutant:NAME, or a plugin .so")}
-#define O_SHAPES(h) {ENUM("--shapes", "flash|pro|all|long", QUAL, sets, SHAPES), DFLT("flash"), HELP(h)}
+#define O_SHAPES(h) {ENUM("--shapes", "flash|pro|flash41|all|long", QUAL, sets, SHAPES), DFLT("flash"), HELP(h)}
 #define O_INPUT O_MODEL, O_TOKENS, O_PLEN, O_DECODE, O_SEED
 #define O_RECEIPT O_DB, O_KEY
 #define O_CI                                                                                                    \
@@ -147,7 +149,7 @@ static const dsv4q_mode MODES[] = {
          O_BACKEND,
          O_GATES(QUAL),
          {STR("--ops", "LIST", QUAL, ops), DOC("all"), HELP("operators to qualify (comma-separated)")},
-         O_SHAPES("which shape sets (long: opt-in 1M-context sizes, docs/gates.md)"),
+         O_SHAPES("which shape sets (flash41: DeepSeek V4.1 Flash; long: opt-in 1M-context sizes, docs/gates.md)"),
          {LIST("--case", "KEY|GLOB", QUAL, cases, nk), DOC("all"),
           HELP("only cases whose key contains KEY or matches GLOB")},
          {STR("--seeds", "A-B", QUAL, seeds), DOC("the key's seed"), HELP("every selected case once per seed A..B")},

@@ -355,7 +355,7 @@ static void parser_fills_the_struct(void **state)
     assert_int_equal(q.nk, 1);
     assert_string_equal(q.c.boundary, "kv_fp8=on,gemm_act_fp8=off");
     assert_true(q.stop_on_fail && q.c.quiet && !q.c.profile_set);
-    assert_int_equal(q.sets, (int)(DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO));
+    assert_int_equal(q.sets, (int)(DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO | DSV4Q_CASE_SET_FLASH41));
     char *bad[] = {"qualify", "--backend", "a", "--timeout", "0", NULL};
     assert_int_equal(dsv4q_cli_parse(5, bad, &q, sizeof q), 2);
     dsv4q_cli_opts o;

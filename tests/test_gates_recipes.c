@@ -349,10 +349,11 @@ static void test_kv_f16_fails_f32_attention(void **state)
     dsv4q_qualify_free(&q);
 }
 
-/* CI runs the Flash suite at 3 seeds: seed 1 is tests/test_qualify.c
- * (oracle-f32) and tests/test_qualify_mutants.c (cpu-ref and the
- * mutants); here cpu-ref and oracle-f32 pass every Flash case at seeds 2
- * and 3 (one pass: inputs and references built once for both). */
+/* CI runs the Flash and V4.1 Flash suites at 3 seeds: seed 1 is
+ * tests/test_qualify.c (oracle-f32) and tests/test_qualify_mutants.c
+ * (cpu-ref and the mutants); here cpu-ref and oracle-f32 pass every case
+ * of both at seeds 2 and 3 (one pass: inputs and references built once for
+ * both). */
 static void test_flash_seeds_2_3(void **state)
 {
     (void)state;
@@ -360,11 +361,11 @@ static void test_flash_seeds_2_3(void **state)
     char err[1024];
     const char *spec[2] = {"oracle-f32", "cpu-ref"};
     dsv4q_qualify_result q[2];
-    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .seed_lo = 2, .seed_hi = 3, .iso = {300, 0},
-                         .quiet = 1};
+    const unsigned sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_FLASH41;
+    dsv4q_qualify_opts o = {.gates = &G, .sets = sets, .seed_lo = 2, .seed_hi = 3, .iso = {300, 0}, .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, 2, &o, q, err, sizeof err), 0);
     int nflash = 0;
-    for (int i = 0; i < dsv4q_case_count(); i++) nflash += (dsv4q_case_at(i)->sets & DSV4Q_CASE_SET_FLASH) != 0;
+    for (int i = 0; i < dsv4q_case_count(); i++) nflash += (dsv4q_case_at(i)->sets & sets) != 0;
     for (int b = 0; b < 2; b++) {
         assert_false(q[b].load_failed);
         assert_int_equal(q[b].ncases, 2 * nflash);

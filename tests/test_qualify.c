@@ -37,7 +37,8 @@ static int setup_gates(void **state)
 
 static dsv4q_qualify_opts opts(uint64_t ops, double timeout)
 {
-    dsv4q_qualify_opts o = {.gates = &G, .sets = DSV4Q_CASE_SET_FLASH, .ops = ops, .iso = {timeout, 0}, .quiet = 1};
+    dsv4q_qualify_opts o = {
+        .gates = &G, .sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_FLASH41, .ops = ops, .iso = {timeout, 0}, .quiet = 1};
     return o;
 }
 
@@ -58,10 +59,10 @@ static void test_case_table(void **state)
         snprintf(op, sizeof op, "%.*s", (int)strcspn(e->key, "("), e->key);
         int o = dsv4q_op_find(op);
         assert_true(o >= 0);
-        if (e->sets & DSV4Q_CASE_SET_FLASH) flash_ops |= 1u << o;
+        if (e->sets & (DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_FLASH41)) flash_ops |= 1u << o;
         if (e->sets & DSV4Q_CASE_SET_PRO) pro_ops |= 1u << o;
     }
-    /* every operator has Flash cases (the CI suite covers the ABI) */
+    /* every operator has Flash or V4.1 Flash cases (the CI suite covers the ABI) */
     assert_int_equal(flash_ops, (1u << DSV4Q_OP_COUNT) - 1);
     assert_true(pro_ops != 0);
 }
@@ -131,7 +132,7 @@ static void test_every_case_builds(void **state)
     char err[1024];
     for (int i = 0; i < dsv4q_case_count(); i++) {
         const dsv4q_case_entry *e = dsv4q_case_at(i);
-        if (!(e->sets & DSV4Q_CASE_SET_FLASH)) continue;
+        if (!(e->sets & (DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_FLASH41))) continue;
         dsv4q_case c;
         if (dsv4q_case_build(&c, e->key, err, sizeof err)) fail_msg("%s", err);
         dsv4q_case_free(&c);

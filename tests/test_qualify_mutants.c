@@ -65,7 +65,7 @@ static void test_cpuref_passes_mutants_fail(void **state)
     }
     dsv4q_qualify_result *q = calloc((size_t)n, sizeof *q);
     assert_non_null(q);
-    dsv4q_qualify_opts o = {.gates = &g, .sets = DSV4Q_CASE_SET_FLASH, .iso = {300, 0}, .quiet = 1};
+    dsv4q_qualify_opts o = {.gates = &g, .sets = DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_FLASH41, .iso = {300, 0}, .quiet = 1};
     assert_int_equal(dsv4q_qualify(spec, n, &o, q, err, sizeof err), 0);
 
     /* cpu-ref: every case passes */

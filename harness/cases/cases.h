@@ -43,6 +43,10 @@
 /* Opt-in (`qualify --shapes long`, never in CI): 1M-context KV and indexer
  * sizes and a KV tensor past 2^31 bytes (docs/gates.md: memory and time). */
 #define DSV4Q_CASE_SET_LONG 4u
+/* DeepSeek V4.1 Flash shapes (`qualify --shapes flash41`): the operators
+ * V4.1 adds, and V4's operators at V4.1's widths (dim 5120, 32 index heads,
+ * 32x32 FP8 blocks). A V4 engine's run never needs it. */
+#define DSV4Q_CASE_SET_FLASH41 8u
 
 /* Most tensors / params an operator call has (the ABI's arity bound). */
 #define DSV4Q_OPS_MAX_T 8

@@ -127,12 +127,12 @@ DSV4Q_OP_DESC(
     .keys = {{"rows", "4"}, {"T", "2048"}, {"B", "8"}, {"topb", "64"}},
     .cases =
         (const dsv4q_case_entry[]){
-            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
-            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=partial,seed=1)", SET_FLASH | SET_PRO},
-            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=cuttie,seed=1)", SET_FLASH | SET_PRO},
-            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=neginf,seed=1)", SET_FLASH | SET_PRO},
-            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=clen0,seed=1)", SET_FLASH | SET_PRO},
-            {"candidate_blocks(rows=2,T=32768,B=8,topb=2048,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
+            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=normal,seed=1)", SET_FLASH41},
+            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=partial,seed=1)", SET_FLASH41},
+            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=cuttie,seed=1)", SET_FLASH41},
+            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=neginf,seed=1)", SET_FLASH41},
+            {"candidate_blocks(rows=4,T=2048,B=8,topb=64,recipe=clen0,seed=1)", SET_FLASH41},
+            {"candidate_blocks(rows=2,T=32768,B=8,topb=2048,recipe=normal,seed=1)", SET_FLASH41},
             {NULL, 0}},
     .build = build, .check = check, .sel = 1u)
 #endif

@@ -122,12 +122,12 @@ DSV4Q_OP_DESC(
              "(0.25->0, 0.75->1, 2.5->2, 5->4). The result lies on a discrete grid: a wrong scale or tie moves "
              "an element by a whole grid step.",
     .keys = {{"rows", "64"}, {"n", "512"}},
-    .cases = (const dsv4q_case_entry[]){{"kv41_quant(rows=64,n=512,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
-                                        {"kv41_quant(rows=16,n=512,recipe=e4m3scale,seed=1)", SET_FLASH | SET_PRO},
-                                        {"kv41_quant(rows=16,n=512,recipe=floor,seed=1)", SET_FLASH | SET_PRO},
-                                        {"kv41_quant(rows=16,n=512,recipe=ties,seed=1)", SET_FLASH | SET_PRO},
-                                        {"kv41_quant(rows=16,n=512,recipe=subnormal,seed=1)", SET_FLASH | SET_PRO},
-                                        {"kv41_quant(rows=8,n=512,recipe=saturate,seed=1)", SET_FLASH | SET_PRO},
+    .cases = (const dsv4q_case_entry[]){{"kv41_quant(rows=64,n=512,recipe=normal,seed=1)", SET_FLASH41},
+                                        {"kv41_quant(rows=16,n=512,recipe=e4m3scale,seed=1)", SET_FLASH41},
+                                        {"kv41_quant(rows=16,n=512,recipe=floor,seed=1)", SET_FLASH41},
+                                        {"kv41_quant(rows=16,n=512,recipe=ties,seed=1)", SET_FLASH41},
+                                        {"kv41_quant(rows=16,n=512,recipe=subnormal,seed=1)", SET_FLASH41},
+                                        {"kv41_quant(rows=8,n=512,recipe=saturate,seed=1)", SET_FLASH41},
                                         {NULL, 0}},
     .build = build, .check = check)
 #endif

@@ -82,6 +82,7 @@ enum { DSV4Q_OP_LIST(DSV4Q_OP_CONST_) };
 #define SET_FLASH DSV4Q_CASE_SET_FLASH
 #define SET_PRO DSV4Q_CASE_SET_PRO
 #define SET_LONG DSV4Q_CASE_SET_LONG
+#define SET_FLASH41 DSV4Q_CASE_SET_FLASH41
 
 /* A contract tensor slot: name, shape, dtype, doc. */
 #define T(n, s, d, doc) { n, s, d, doc }

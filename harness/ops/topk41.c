@@ -165,13 +165,13 @@ DSV4Q_OP_DESC(
     .keys = {{"rows", "4"}, {"T", "4096"}, {"k", "512"}, {"B", "8"}, {"topb", "128"}},
     .cases =
         (const dsv4q_case_entry[]){
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=0,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=partial,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=ties,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=0,recipe=ties,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=neginf,seed=1)", SET_FLASH | SET_PRO},
-            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=clen0,seed=1)", SET_FLASH | SET_PRO},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=normal,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=0,recipe=normal,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=partial,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=ties,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=0,recipe=ties,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=neginf,seed=1)", SET_FLASH41},
+            {"topk41(rows=4,T=4096,k=512,B=8,topb=128,recipe=clen0,seed=1)", SET_FLASH41},
             {NULL, 0}},
     .build = build, .check = check, .sel = 1u)
 #endif
