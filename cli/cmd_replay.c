@@ -69,10 +69,6 @@ int dsv4q_cmd_replay(int argc, char **argv)
     }
     dsv4q_model *m;
     if (dsv4q_cli_start("replay", o, dir, sizeof dir, &m, NULL)) return 2;
-    if (dsv4q_cli_v4_only("replay", &m->cfg, dir)) {
-        dsv4q_model_close(m);
-        return 2;
-    }
     char csha[65], wsha[65];
     char *pin = NULL, *metrics = NULL;
     dsv4q_capture *cap = NULL;

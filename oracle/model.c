@@ -673,16 +673,17 @@ static int mtp(X(dsv4q_runstate) *r, const real *Xin, long s, long p0, const int
  * arrive as double and are converted to the working width (exact at f64),
  * the outputs go back as double. `attn` uses and advances the layer's
  * caches in r, so the caller feeds a layer's calls in order; the wrapper in
- * run.c checks that, and has validated the stage, layer, s, pos0 and ids. */
+ * run.c checks that, and has validated the stage, layer, s, pos0 and ids.
+ * A V4.1 model's stages (dsv4q_stage41) are oracle/model_v41.c's. */
 int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
     const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(g->arch, io->stage);
     const long s = io->s, p0 = io->pos0;
     const int li = io->layer;
     real *in[DSV4Q_STAGE_MAX_T] = {0}, *out[DSV4Q_STAGE_MAX_T] = {0};
     int rc = -1;
-    if (!si || r->v41) return -1; /* V4.1: whole calls only (dsv4q_run_stage says so) */
+    if (!si) return -1;
     for (int t = 0; t < si->nin; t++) {
         long n = (long)dsv4q_stage_numel(&si->in[t], g, s);
         ALLOC(in[t], n ? n : 1);
@@ -693,6 +694,10 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
         ALLOC(out[t], n ? n : 1);
     }
     AT(si->per_layer ? li : -1, p0, s);   /* a provider names the place of its calls */
+    if (r->v41) {
+        rc = X(dsv4q_v41_stage)(r, io->stage, si->per_layer ? li : -1, in, out, s, p0, io->ids);
+        goto done;
+    }
     switch (io->stage) {
     case DSV4Q_STAGE_EMBED: st_embed(r, io->ids, s, out[0]); rc = 0; break;
     case DSV4Q_STAGE_HC_ATTN_PRE:
@@ -713,6 +718,7 @@ int X(dsv4q_stage_exec)(X(dsv4q_runstate) *r, const dsv4q_stage_io *io)
     case DSV4Q_STAGE_MTP: rc = g->n_mtp_layers < 1 ? -1 : mtp(r, in[0], s, p0, io->ids, out[0]); break;
     default: break;
     }
+done:
     if (!rc)
         for (int t = 0; t < si->nout; t++) {
             long n = (long)dsv4q_stage_numel(&si->out[t], g, s);

@@ -114,6 +114,10 @@ static inline void tap_i32(X(dsv4q_runstate) * r, int layer, const char *stage, 
  * allocation failure), one call of it, and its release. */
 struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r);
 int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double *logits);
+/* One V4.1 stage (dsv4q_stage41 st, layer li or -1) of the call (s, p0,
+ * ids) on in / out at the working width (oracle/model_v41.c J4). 0, -1. */
+int X(dsv4q_v41_stage)(X(dsv4q_runstate) * r, int st, int li, real *const *in, real *const *out, long s, long p0,
+                       const int32_t *ids);
 void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v);
 /* The DSpark state for run r (a V4.1 model with n_mtp_layers > 0 stages;
  * its rings are r->ls[n_layers + j]), NULL on allocation failure; its

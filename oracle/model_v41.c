@@ -34,6 +34,11 @@
  *      incomplete, the ratio-2 indexers read the keys of whichever owner
  *      published last). The switch idxk_per_source (oracle/boundary.h B4)
  *      makes every owner publish on every call.
+ *  J4. One stage at a time (dsv4q_v41_stage, a capture's replay): a call
+ *      is known by its position (J1), so the first attn stage at a new
+ *      position starts a new call; the caller (oracle/run.c
+ *      dsv4q_run_stage) has checked that every source layer before the
+ *      reader ran this call, so the slots hold what the whole call would.
  *  J3. The config's roles were validated at load (io/config.c): every
  *      ratio > 0 layer has a kv source and an index source at or before it
  *      with its ratio, and a candidate consumer has the candidate source's
@@ -78,6 +83,7 @@ struct X(dsv4q_v41) {
     long topk_rows, topk_k, topk_cap;
     uint8_t *cand; /* the candidate mask of this call [rows, T] */
     long cand_rows, cand_T, cand_cap;
+    long call_p0; /* the call the per-call slots above belong to (J4), -1 */
 };
 
 void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v)
@@ -108,6 +114,7 @@ struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r)
     struct X(dsv4q_v41) *v = calloc(1, sizeof *v);
     if (!v) return NULL;
     v->index_k = v->ckv = -1;
+    v->call_p0 = -1;
     v->L = calloc((size_t)g->n_layers, sizeof *v->L);
     if (!v->L) goto fail;
     v->nl = g->n_layers;
@@ -141,6 +148,15 @@ struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r)
 fail:
     X(dsv4q_v41_free)(v);
     return NULL;
+}
+
+/* A new call at p0: the per-call shared slots start empty (J2, J4). */
+static void new_call(struct X(dsv4q_v41) * v, long p0)
+{
+    v->ckv = -1;
+    v->topk_rows = -1;
+    v->cand_rows = -1;
+    v->call_p0 = p0;
 }
 
 /* Publish this call's top-k [rows, k] (J2). */
@@ -458,9 +474,7 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         if (dsv4q_engram_hash_ids(eh, &v->ecache, p0, ids, NULL, s, hash, err, sizeof err))
             FAIL("%s", err); /* the hash names itself */
     }
-    v->ckv = -1;
-    v->topk_rows = -1;
-    v->cand_rows = -1;
+    new_call(v, p0);
     AT(-1, p0, s);
     for (long t = 0; t < s; t++) { /* embed, copied to the hc streams; the identity pre-mix */
         for (long i = 0; i < d; i++) Xs[t * hc * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
@@ -523,6 +537,96 @@ oom:
     free(y);
     free(logits);
     free(hash);
+    return rc;
+}
+
+/* The call's n-gram hash ids of Engram layer li [s, ncols] (hashing every
+ * Engram layer, as the step does, and keeping li's columns). */
+static int64_t *hash_layer(X(dsv4q_runstate) * r, int li, const int32_t *ids, long s, long p0)
+{
+    const dsv4q_engram_hash *eh = r->m->engram_hash;
+    const int ne = r->m->cfg.n_engram_layers, e = r->v41->L[li].engram, C = eh ? eh->ncols : 0;
+    int64_t *all = NULL, *one = NULL;
+    char err[200];
+    if (e < 0 || !eh) {
+        snprintf(r->err, sizeof r->err, "layer %d has no Engram", li);
+        return NULL;
+    }
+    all = malloc(sizeof(int64_t) * (size_t)(s * ne * C));
+    one = malloc(sizeof(int64_t) * (size_t)(s * C));
+    if (all && one && dsv4q_engram_hash_ids(eh, &r->v41->ecache, p0, ids, NULL, s, all, err, sizeof err)) {
+        snprintf(r->err, sizeof r->err, "%s", err);
+        free(one);
+        one = NULL;
+    } else if (all && one) {
+        for (long t = 0; t < s; t++) memcpy(one + t * C, all + (t * ne + e) * C, sizeof(int64_t) * (size_t)C);
+    }
+    free(all);
+    return one;
+}
+
+/* One V4.1 stage (dsv4q_stage41) on given inputs at the working width, for
+ * dsv4q_stage_exec (model.c converts and checks): the same operator calls
+ * as the step makes for it, in the same order (J4 for attn). 0, or -1. */
+int X(dsv4q_v41_stage)(X(dsv4q_runstate) * r, int st, int li, real *const *in, real *const *out, long s, long p0,
+                       const int32_t *ids)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const dsv4q_layer_w *W = li >= 0 ? &r->m->layers[li] : NULL;
+    const int hc = g->hc_mult, ffn = st == DSV4Q_S41_HC_FFN_PRE || st == DSV4Q_S41_FFN_NORM;
+    const long d = g->dim;
+    real *y = NULL;
+    int rc = -1;
+    switch (st) {
+    case DSV4Q_S41_EMBED:
+        for (long t = 0; t < s; t++)
+            for (int j = 0; j < hc; j++)
+                for (long i = 0; i < d; i++)
+                    out[0][(t * hc + j) * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
+        return 0;
+    case DSV4Q_S41_ENGRAM: {
+        int64_t *h = hash_layer(r, li, ids, s, p0);
+        if (!h) return -1;
+        memcpy(out[0], in[0], sizeof(real) * (size_t)(s * hc * d));
+        rc = OP(engram, li, h, out[0], s);
+        free(h);
+        return rc ? -1 : 0;
+    }
+    case DSV4Q_S41_HC_ATTN_PRE:
+    case DSV4Q_S41_HC_FFN_PRE:
+        /* mixes from X, the collapse with the incoming pre-mix in[1] */
+        return OP(hc_mixes, in[0], s, ffn ? &W->hc_ffn_fn : &W->hc_attn_fn, ffn ? &W->hc_ffn_scale : &W->hc_attn_scale,
+                  ffn ? &W->hc_ffn_base : &W->hc_attn_base, out[1], out[2], out[3]) ||
+                       OP(hc_collapse, in[0], in[1], s, out[0])
+                   ? -1
+                   : 0;
+    case DSV4Q_S41_ATTN_NORM:
+    case DSV4Q_S41_FFN_NORM: return OP(rmsnorm, in[0], s, d, ffn ? &W->ffn_norm : &W->attn_norm, out[0]) ? -1 : 0;
+    case DSV4Q_S41_ATTN:
+        if (p0 != r->v41->call_p0) new_call(r->v41, p0);
+        return attention41(r, li, in[0], s, p0, out[0]) ? -1 : 0;
+    case DSV4Q_S41_HC_ATTN_POST:
+    case DSV4Q_S41_HC_FFN_POST: return OP(hc_post, in[0], in[1], in[2], in[3], s, out[0]) ? -1 : 0;
+    case DSV4Q_S41_MOE: {
+        const int k = g->n_activated_experts;
+        real *wts = malloc(sizeof(real) * (size_t)(s * k));
+        int32_t *ix = malloc(sizeof(int32_t) * (size_t)(s * k));
+        rc = !wts || !ix || OP(moe, li, in[0], s, ids, wts, ix, out[0]) ? -1 : 0;
+        free(wts);
+        free(ix);
+        return rc;
+    }
+    case DSV4Q_S41_HEAD: /* the last token's final collapse, norm and logits */
+        ALLOC(y, d);
+        if (OP(hc_collapse, in[0], in[1], 1, y) || OP(rmsnorm, y, 1, d, &r->m->norm, y) ||
+            OP(linear, &r->m->head, y, 1, out[0], -1))
+            goto oom;
+        rc = 0;
+        break;
+    default: snprintf(r->err, sizeof r->err, "unknown V4.1 stage %d", st);
+    }
+oom:
+    free(y);
     return rc;
 }
 

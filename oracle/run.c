@@ -221,12 +221,8 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
 
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
     const dsv4q_config *g = &r->m->cfg;
-    if (g->arch == DSV4Q_ARCH_V41)
-        return dsv4q_errf(err, errlen,
-                          "DeepSeek V4.1 stages are not run one at a time yet (whole calls are: "
-                          "dsv4q_run_feed; docs/v41.md)");
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(g->arch, io->stage);
     if (!si) {
         snprintf(err, errlen, "unknown stage id %d", io->stage);
         return -1;
@@ -255,12 +251,16 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         return -1;
     }
     const int ci = dsv4q_stage_cache_index(io->stage, io->layer, g);   /* -1: stateless */
-    if (io->stage == DSV4Q_STAGE_MTP && g->n_mtp_layers < 1) {
+    if (g->arch == DSV4Q_ARCH_V41 && io->stage == DSV4Q_S41_ENGRAM && ci < 0) {
+        snprintf(err, errlen, "stage engram: layer %d has no Engram", io->layer);
+        return -1;
+    }
+    if (g->arch == DSV4Q_ARCH_V4 && io->stage == DSV4Q_STAGE_MTP && g->n_mtp_layers < 1) {
         snprintf(err, errlen, "stage mtp: the model has no MTP layer");
         return -1;
     }
     if (ci >= 0) {
-        if (!r->attn_next && !(r->attn_next = calloc((size_t)(g->n_layers + g->n_mtp_layers), sizeof(long)))) {
+        if (!r->attn_next && !(r->attn_next = calloc((size_t)dsv4q_stage_cache_count(g), sizeof(long)))) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
@@ -271,9 +271,21 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
             return -1;
         }
     }
+    if (g->arch == DSV4Q_ARCH_V41 && io->stage == DSV4Q_S41_ATTN) {
+        const int src = dsv4q_v41_unready_source(g, io->layer, r->attn_next, io->pos0 + io->s);
+        if (src >= 0) {
+            snprintf(err, errlen,
+                     "stage attn of layer %d at position %ld reads the caches of source layer %d, "
+                     "whose attn has not run this call (source layers run first, in layer order)",
+                     io->layer, io->pos0, src);
+            return -1;
+        }
+    }
     int rc = ON_WIDTH(r, dsv4q_stage_exec, io);
     if (rc) {
-        snprintf(err, errlen, "out of memory in stage %s at position %ld", si->name, io->pos0);
+        const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
+        snprintf(err, errlen, "stage %s at position %ld: %s", si->name, io->pos0,
+                 why && why[0] ? why : "out of memory");
         return -1;
     }
     if (ci >= 0) r->attn_next[ci] = io->pos0 + io->s;

@@ -129,7 +129,7 @@ static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
                            ST(RESID_BF16)}},
                          0, "oracle/model_v41.c dsv4q_v41_step (embed.weight, exact BF16 decode)",
                          "V4.1 model.py Transformer.forward embed + repeat to hc", "linear", "embed", 0, ""},
-    [DSV4Q_S41_ENGRAM] = {DSV4Q_S41_ENGRAM, "engram", 1, 0, 1, 1, 1,
+    [DSV4Q_S41_ENGRAM] = {DSV4Q_S41_ENGRAM, "engram", 1, 1, 1, 1, 1,
                           {{"X", 3, {S_, HC, D_}, "hc streams entering the block (+ the call's token ids, hashed)",
                             ST(RESID_BF16)}},
                           {{"X", 3, {S_, HC, D_}, "the streams with the gated Engram value added", ST(RESID_BF16)}},
@@ -269,21 +269,57 @@ int dsv4q_stage_slot_arch(int arch, int n_layers, long i, int *stage, int *layer
     return 0;
 }
 
-long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
+long dsv4q_stage_slot_of_arch(int arch, int n_layers, int stage, int layer)
 {
     int f, n;
-    runs(tab_of(DSV4Q_ARCH_V4), &f, &n);
-    if (stage < 0 || stage >= DSV4Q_STAGE_COUNT) return -1;
-    if (!table[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
+    const stab T = tab_of(arch);
+    runs(T, &f, &n);
+    if (stage < 0 || stage >= T.n) return -1;
+    if (!T.rows[stage].per_layer) return stage < f ? stage : stage - n + (long)n * n_layers;
     if (layer < 0 || layer >= n_layers) return -1;
     return f + (long)layer * n + (stage - f);
 }
 
+long dsv4q_stage_slot_of(int n_layers, int stage, int layer)
+{
+    return dsv4q_stage_slot_of_arch(DSV4Q_ARCH_V4, n_layers, stage, layer);
+}
+
 int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(cfg->arch, stage);
     if (!si || !si->stateful) return -1;
+    if (cfg->arch == DSV4Q_ARCH_V41 && stage == DSV4Q_S41_ENGRAM) {
+        for (int e = 0; e < cfg->n_engram_layers; e++)
+            if (cfg->engram_layer_ids[e] == layer) return cfg->n_layers + e;
+        return -1;
+    }
     return si->per_layer ? layer : cfg->n_layers;
+}
+
+static int listed(const int *a, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x) return 1;
+    return 0;
+}
+
+int dsv4q_v41_unready_source(const dsv4q_config *cfg, int layer, const long *next, long end)
+{
+    if (cfg->arch != DSV4Q_ARCH_V41 || layer < 0 || layer >= cfg->n_layers || !cfg->compress_ratios[layer]) return -1;
+    for (int j = 0; j < layer; j++) {
+        const int src = listed(cfg->kv_source_layers, cfg->n_kv_source_layers, j) ||
+                        listed(cfg->index_source_layers, cfg->n_index_source_layers, j) ||
+                        j == cfg->candidate_source_layer;
+        if (src && cfg->compress_ratios[j] && next[j] != end) return j;
+    }
+    return -1;
+}
+
+int dsv4q_stage_cache_count(const dsv4q_config *cfg)
+{
+    const int extra = cfg->arch == DSV4Q_ARCH_V41 ? cfg->n_engram_layers : cfg->n_mtp_layers;
+    return cfg->n_layers + (extra > 0 ? extra : 0);
 }
 
 const dsv4q_stage_info *dsv4q_stage_get(int id)

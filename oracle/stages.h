@@ -82,7 +82,8 @@ typedef enum dsv4q_stage {
  * are embed and head (X[hc,d] and pre[hc] of the call's last token: the
  * final collapse, norm and logits; no hc_head). No MTP / DSpark row.
  * Same invariants as V4's (S1-S3, S3 with the attention caches shared
- * between a source and the layers that read it).
+ * between a source and the layers that read it, and engram stateful too:
+ * its n-gram hash looks back at the tokens of earlier calls).
  */
 typedef enum dsv4q_stage41 {
     DSV4Q_S41_EMBED = 0,
@@ -214,11 +215,20 @@ int dsv4q_tap_is_selection(int tap);               /* 0 out of range */
  * head (S2). 0, or -1 with a message naming the row. */
 int dsv4q_stage_table_check(char *err, size_t errlen);
 
-/* Which layer's caches a stateful stage carries: its own layer for a
- * per-layer stage (attn), the first MTP layer (n_layers) for mtp; -1 for a
- * stateless stage. Callers that track "the next position of each cache"
- * size their arrays n_layers + n_mtp_layers. */
+/* Which layer's caches a stateful stage of cfg's table carries: its own
+ * layer for a per-layer stage (attn), the first MTP layer (n_layers) for
+ * mtp, n_layers + e for V4.1's engram of the e-th Engram layer (the n-gram
+ * look-back); -1 for a stateless stage. Callers that track "the next
+ * position of each cache" size their arrays dsv4q_stage_cache_count(cfg). */
 int dsv4q_stage_cache_index(int stage, int layer, const dsv4q_config *cfg);
+int dsv4q_stage_cache_count(const dsv4q_config *cfg);
+/* V4.1, one stage at a time: the attn of a compressed layer reads the
+ * caches and top-k that the source layers before it (kv, index and
+ * candidate sources) published in the same call, so those must have run
+ * it. next [dsv4q_stage_cache_count]: each cache's next position; end: the
+ * call's end position. Returns the first source layer before `layer` whose
+ * attn has not reached end, or -1 (none, or not a compressed V4.1 layer). */
+int dsv4q_v41_unready_source(const dsv4q_config *cfg, int layer, const long *next, long end);
 
 /* The forward order of one call for n_layers layers, as slots 0..n-1: the
  * model-level stages that precede the per-layer rows in the table (embed),
@@ -240,6 +250,7 @@ int dsv4q_stage_count_arch(int arch);
 const dsv4q_stage_info *dsv4q_stage_get_arch(int arch, int id); /* NULL if out of range */
 long dsv4q_stage_nslots_arch(int arch, int n_layers);
 int dsv4q_stage_slot_arch(int arch, int n_layers, long i, int *stage, int *layer);
+long dsv4q_stage_slot_of_arch(int arch, int n_layers, int stage, int layer);
 int dsv4q_stage_tensor_name_arch(int arch, char *buf, size_t len, int stage, int layer, int io, int t);
 int dsv4q_stage_parse_name_arch(int arch, const char *name, int *stage, int *layer, int *io, int *t, char *err,
                                 size_t errlen);

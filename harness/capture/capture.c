@@ -116,6 +116,7 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         return dsv4q_errf(err, errlen, "capture %s: metadata token_ids must be a non-empty JSON list of token ids", f);
     }
     c->s = (long)json_array_size(ids);
+    c->arch = cfg->arch;
     c->ids = malloc(sizeof(int32_t) * (size_t)c->s);
     if (!c->ids) {
         json_decref(ids);
@@ -341,7 +342,7 @@ out:
 const dsv4q_st_tensor *dsv4q_capture_tensor(const dsv4q_capture_call *c, int stage, int layer, int io, int t)
 {
     char name[DSV4Q_STAGE_NAME_MAX];
-    if (dsv4q_stage_tensor_name(name, sizeof name, stage, layer, io, t)) return NULL;
+    if (dsv4q_stage_tensor_name_arch(c->arch, name, sizeof name, stage, layer, io, t)) return NULL;
     return dsv4q_st_find(c->st, name);
 }
 

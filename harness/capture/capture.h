@@ -51,6 +51,7 @@ typedef struct dsv4q_capture_call {
     dsv4q_st *st;
     long pos, s;               /* start position, tokens */
     int32_t *ids;              /* [s] */
+    int arch;                  /* the stage table its tensor names follow (dsv4q_arch: the model's) */
 } dsv4q_capture_call;
 
 typedef struct dsv4q_capture {

@@ -30,14 +30,18 @@ const char *dsv4q_replay_verdict_name(dsv4q_replay_verdict v)
     return (unsigned)v < 4 ? n[v] : "?";
 }
 
-/* Result slots follow the stage table's forward order (dsv4q_stage_slot). */
-static int slot_of(int stage, int layer, int nlayers) { return (int)dsv4q_stage_slot_of(nlayers, stage, layer); }
+/* The row of a slot's stage in its own table (V4's or V4.1's). */
+#define SI(r) dsv4q_stage_get_arch((r)->arch, (r)->stage)
+/* The head stage of a table: the logits. */
+static int head_of(int arch) { return arch == DSV4Q_ARCH_V41 ? DSV4Q_S41_HEAD : DSV4Q_STAGE_HEAD; }
+/* Enough for either table's stage ids (the pooled levels are per stage kind). */
+#define STAGES_MAX 16
+_Static_assert(DSV4Q_STAGE_COUNT <= STAGES_MAX && DSV4Q_S41_COUNT <= STAGES_MAX, "STAGES_MAX");
 
 const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer)
 {
-    const long base = dsv4q_stage_nslots(0), per = dsv4q_stage_nslots(1) - base;
-    const long i = dsv4q_stage_slot_of((int)((res->nst - base) / per), stage, layer);
-    return i < 0 ? NULL : &res->st[i];
+    const long i = dsv4q_stage_slot_of_arch(res->arch, res->nl, stage, layer);
+    return i < 0 || i >= res->nst ? NULL : &res->st[i];
 }
 
 /* ---- metrics ----------------------------------------------------------- */
@@ -75,7 +79,7 @@ static void compare_out(dsv4q_replay_stage *r, int t, int dt, const double *cap,
     }
     if (u > r->ulp_val[t]) r->ulp_val[t] = u;
     if (l > r->ulp_lvl[t]) r->ulp_lvl[t] = l;
-    if (r->stage == DSV4Q_STAGE_HEAD) {
+    if (r->stage == head_of(r->arch)) {
         long a = dsv4q_argmax(f64, n);
         r->amiss_val += dsv4q_argmax(cap, n) != a;
         r->amiss_lvl += dsv4q_argmax(f32, n) != a;
@@ -98,7 +102,10 @@ static void metric_at(const dsv4q_replay_stage *r, int m, int t, double *v, doub
         break;
     case DSV4Q_M_NONFINITE: *v = (double)a->nonfinite_a; *l = (double)b->nonfinite_a; break;
     case DSV4Q_M_ARGMAX_MISS:
-        if (r->stage == DSV4Q_STAGE_HEAD) { *v = (double)r->amiss_val; *l = (double)r->amiss_lvl; }
+        if (r->stage == head_of(r->arch)) {
+            *v = (double)r->amiss_val;
+            *l = (double)r->amiss_lvl;
+        }
         break;
     default: break;   /* selections and rerun: not measured by replay */
     }
@@ -106,7 +113,7 @@ static void metric_at(const dsv4q_replay_stage *r, int m, int t, double *v, doub
 
 /* The level a stage row is gated at: per stage kind, metric and output,
  * the largest oracle-f32 level over the layers (P4 in replay.h). */
-typedef double pooled_lvl[DSV4Q_STAGE_COUNT][DSV4Q_M_COUNT][DSV4Q_STAGE_MAX_T];
+typedef double pooled_lvl[STAGES_MAX][DSV4Q_M_COUNT][DSV4Q_STAGE_MAX_T];
 
 /* Gate every measured metric of a stage (P3) and set its verdict. */
 static void judge(dsv4q_replay_stage *r, const dsv4q_gates *g, const pooled_lvl *pool)
@@ -118,7 +125,7 @@ static void judge(dsv4q_replay_stage *r, const dsv4q_gates *g, const pooled_lvl 
     int ok = 1;
     for (int m = 0; m < DSV4Q_M_COUNT; m++) {
         dsv4q_replay_row *w = &r->row[m];
-        const dsv4q_gate_rule *rule = dsv4q_stage_rule(g, r->stage, m);   /* no gates: reported, ungated */
+        const dsv4q_gate_rule *rule = dsv4q_stage_rule_arch(g, r->arch, r->stage, m); /* no gates: ungated */
         double worst = -INFINITY;
         memset(w, 0, sizeof *w);
         w->out = -1;
@@ -195,8 +202,9 @@ static int grow(rctx *x, long n)
 static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int layer, char *err, size_t errlen)
 {
     const dsv4q_config *g = &x->m->cfg;
-    const dsv4q_stage_info *si = dsv4q_stage_get(stage);
-    dsv4q_replay_stage *r = &x->res->st[slot_of(stage, layer, g->n_layers)];
+    const int arch = g->arch;
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(arch, stage);
+    dsv4q_replay_stage *r = &x->res->st[dsv4q_stage_slot_of_arch(arch, g->n_layers, stage, layer)];
     const dsv4q_st_tensor *tin[DSV4Q_STAGE_MAX_T] = {0}, *tout[DSV4Q_STAGE_MAX_T] = {0};
     int nin = 0, nout = 0, missing_in = -1;
     for (int t = 0; t < si->nin; t++) {
@@ -209,13 +217,22 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
     char name[DSV4Q_STAGE_NAME_MAX];
     const int ci = dsv4q_stage_cache_index(stage, layer, g);   /* -1: stateless */
     if (ci >= 0 && x->attn_next[ci] != c->pos) {
-        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, 0);
+        dsv4q_stage_tensor_name_arch(arch, name, sizeof name, stage, layer, 0, 0);
         set_why(r, "missing earlier call: %s at position %ld is not in the capture (the layer's caches need every "
                 "earlier call)", name, x->attn_next[ci]);
         return 0;
     }
+    const int src = arch == DSV4Q_ARCH_V41 && stage == DSV4Q_S41_ATTN
+                        ? dsv4q_v41_unready_source(g, layer, x->attn_next, c->pos + c->s)
+                        : -1;
+    if (src >= 0) { /* V4.1: a reader needs its sources' attn of the same call (oracle/model_v41.c J4) */
+        dsv4q_stage_tensor_name_arch(arch, name, sizeof name, stage, src, 0, 0);
+        set_why(r, "missing source layer: %s at position %ld (whose caches this layer reads) was not replayed", name,
+                c->pos);
+        return 0;
+    }
     if (missing_in >= 0) {
-        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 0, missing_in);
+        dsv4q_stage_tensor_name_arch(arch, name, sizeof name, stage, layer, 0, missing_in);
         set_why(r, "missing input %s (call at position %ld)", name, c->pos);
         return 0;
     }
@@ -250,7 +267,7 @@ static int replay_stage(rctx *x, const dsv4q_capture_call *c, int stage, int lay
     }
     if (ci >= 0) x->attn_next[ci] = c->pos + c->s;
     if (!nout) {
-        dsv4q_stage_tensor_name(name, sizeof name, stage, layer, 1, 0);
+        dsv4q_stage_tensor_name_arch(arch, name, sizeof name, stage, layer, 1, 0);
         set_why(r, "no output captured (%s, call at position %ld)", name, c->pos);
         return 0;
     }
@@ -280,7 +297,7 @@ void dsv4q_replay_add(dsv4q_replay_stage *r, const double *const *cand, const do
         if (!cand[t]) continue;
         for (long i = 0; i < n[t]; i++)
             if (isfinite(cand[t][i]) != isfinite(f64[t][i])) {
-                dsv4q_stage_tensor_name(name, sizeof name, r->stage, r->layer, 1, t);
+                dsv4q_stage_tensor_name_arch(r->arch, name, sizeof name, r->stage, r->layer, 1, t);
                 if (isfinite(cand[t][i])) {
                     snprintf(what, sizeof what, "the oracle's output is non-finite where the %s is finite:", noun);
                     set_nonfinite(r, what, name, i, f64[t][i], pos);
@@ -302,9 +319,9 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
     const dsv4q_capture *cap = x->cap;
     dsv4q_rmodel *M = &x->res->model;
     const long V = x->m->cfg.vocab_size;
+    const int arch = x->m->cfg.arch, H = head_of(arch);
     long have = 0;
-    for (int i = 0; i < cap->ncalls; i++)
-        have += dsv4q_capture_tensor(&cap->calls[i], DSV4Q_STAGE_HEAD, -1, 1, 0) != NULL;
+    for (int i = 0; i < cap->ncalls; i++) have += dsv4q_capture_tensor(&cap->calls[i], H, -1, 1, 0) != NULL;
     if (!have) {
         M->verdict = DSV4Q_RV_ABSENT;
         return 0;
@@ -318,7 +335,7 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
                      "position %ld, next call at %ld)", expect, c->pos);
             return 0;
         }
-        if (!dsv4q_capture_tensor(c, DSV4Q_STAGE_HEAD, -1, 1, 0)) {
+        if (!dsv4q_capture_tensor(c, H, -1, 1, 0)) {
             snprintf(M->why, sizeof M->why, "model.head.out missing in the call at position %ld", c->pos);
             return 0;
         }
@@ -334,14 +351,14 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         goto out;
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
-        const dsv4q_st_tensor *t = dsv4q_capture_tensor(c, DSV4Q_STAGE_HEAD, -1, 1, 0);
+        const dsv4q_st_tensor *t = dsv4q_capture_tensor(c, H, -1, 1, 0);
         if (dsv4q_run_feed(a, c->ids, c->s, l64, err, errlen) || dsv4q_run_feed(b, c->ids, c->s, l32, err, errlen))
             goto out;
         dsv4q_capture_values(t, lc);
         /* the logit gate keeps the logits' own storage (not P6, a stage rule) */
         dt = t->dtype == DSV4Q_DT_BF16 || t->dtype == DSV4Q_DT_F16
                  ? (int)t->dtype
-                 : dsv4q_stage_storage(&dsv4q_stage_get(DSV4Q_STAGE_HEAD)->out[0], cap->bs);
+                 : dsv4q_stage_storage(&dsv4q_stage_get_arch(arch, H)->out[0], cap->bs);
         dsv4q_acc_add(&M->val, lc, l64, V);
         dsv4q_acc_add(&M->lvl, l32, l64, V);
         long am = dsv4q_argmax(l64, V);
@@ -386,29 +403,36 @@ long dsv4q_stage_row_len(const dsv4q_stage_tensor *t, const dsv4q_config *cfg, l
     return nd > 0 ? (long)shape[nd - 1] : 1;
 }
 
-int dsv4q_replay_init(dsv4q_replay *res, int nl)
+int dsv4q_replay_init_arch(dsv4q_replay *res, int arch, int nl)
 {
     memset(res, 0, sizeof *res);
-    res->nst = (int)dsv4q_stage_nslots(nl);
+    res->arch = arch;
+    res->nl = nl;
+    res->nst = (int)dsv4q_stage_nslots_arch(arch, nl);
     res->st = calloc((size_t)res->nst, sizeof *res->st);
     if (!res->st) return -1;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
-        for (int l = 0; l < (dsv4q_stage_get(st)->per_layer ? nl : 1); l++) {
-            dsv4q_replay_stage *r = &res->st[slot_of(st, l, nl)];
+    for (int st = 0; st < dsv4q_stage_count_arch(arch); st++) {
+        const dsv4q_stage_info *si = dsv4q_stage_get_arch(arch, st);
+        for (int l = 0; l < (si->per_layer ? nl : 1); l++) {
+            dsv4q_replay_stage *r = &res->st[dsv4q_stage_slot_of_arch(arch, nl, st, l)];
+            r->arch = arch;
             r->stage = st;
-            r->layer = dsv4q_stage_get(st)->per_layer ? l : -1;
-            r->nout = dsv4q_stage_get(st)->nout;
+            r->layer = si->per_layer ? l : -1;
+            r->nout = si->nout;
             r->verdict = DSV4Q_RV_ABSENT;
         }
+    }
     return 0;
 }
+
+int dsv4q_replay_init(dsv4q_replay *res, int nl) { return dsv4q_replay_init_arch(res, DSV4Q_ARCH_V4, nl); }
 
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
 {
     res->npass = res->nfail = res->nunc = res->nabsent = res->npartial = 0;
     int nabsent_optional = 0;
     pooled_lvl pool_, *pool = &pool_;   /* a few KB */
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
+    for (int st = 0; st < STAGES_MAX; st++)
         for (int m = 0; m < DSV4Q_M_COUNT; m++)
             for (int t = 0; t < DSV4Q_STAGE_MAX_T; t++) (*pool)[st][m][t] = NAN;
     for (int i = 0; i < res->nst; i++) {
@@ -425,8 +449,9 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
     for (int i = 0; i < res->nst; i++) {
         dsv4q_replay_stage *r = &res->st[i];
         if (r->verdict == DSV4Q_RV_ABSENT) {
-            res->nabsent += !dsv4q_stage_get(r->stage)->optional;   /* an optional stage (mtp) may be left out */
-            nabsent_optional += dsv4q_stage_get(r->stage)->optional != 0;
+            const int may = SI(r)->optional || r->not_run; /* an optional stage (mtp) may be left out */
+            res->nabsent += !may;
+            nabsent_optional += may;
             continue;
         }
         judge(r, g, (const pooled_lvl *)pool);
@@ -435,7 +460,7 @@ void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
         for (int t = 0; t < r->nout; t++)
             if (!r->seen[t] && r->calls_checked)
                 snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", miss[0] ? ", " : "",
-                         dsv4q_stage_get(r->stage)->out[t].name);
+                         SI(r)->out[t].name);
         if (miss[0]) snprintf(r->note, sizeof r->note, "outputs never captured: %s", miss);
         res->npass += r->verdict == DSV4Q_RV_PASS;
         res->nfail += r->verdict == DSV4Q_RV_FAIL;
@@ -457,8 +482,12 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     if (dsv4q_stage_gates_check(err, errlen)) return -1;   /* no stage judged without its gate */
     rctx x = {.m = m, .cap = cap, .res = res};
     int rc = -1;
-    x.attn_next = calloc((size_t)(nl + g->n_mtp_layers), sizeof(long));
-    if (dsv4q_replay_init(res, nl) || !x.attn_next) { snprintf(err, errlen, "out of memory"); goto out; }
+    x.attn_next = calloc((size_t)dsv4q_stage_cache_count(g), sizeof(long));
+    if (dsv4q_replay_init_arch(res, g->arch, nl) || !x.attn_next) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < res->nst; i++) res->st[i].not_run = !dsv4q_stage_present(g, res->st[i].stage, res->st[i].layer);
     if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
         goto out;
@@ -467,7 +496,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
         if (!o->quiet) fprintf(stderr, "[replay] call %d/%d (position %ld, %ld tokens)\n", i + 1, cap->ncalls, c->pos, c->s);
         for (long k = 0; k < res->nst; k++) {   /* the forward order of the stage table */
             int st, l;
-            dsv4q_stage_slot(nl, k, &st, &l);
+            dsv4q_stage_slot_arch(g->arch, nl, k, &st, &l);
             if (replay_stage(&x, c, st, l, err, errlen)) goto out;
         }
     }
@@ -503,7 +532,7 @@ int dsv4q_replay_status(const dsv4q_replay *res)
 
 void dsv4q_replay_key(const dsv4q_replay_stage *r, char *buf, size_t len)
 {
-    const dsv4q_stage_info *si = dsv4q_stage_get(r->stage);
+    const dsv4q_stage_info *si = SI(r);
     if (si->per_layer) snprintf(buf, len, "L%d.%s", r->layer, si->name);
     else snprintf(buf, len, "model.%s", si->name);
 }
@@ -545,8 +574,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
             const dsv4q_replay_row *w = &r->row[m];
             if (!w->measured || (!all && !w->gated)) continue;
             char name[48], bound[24];
-            if (r->nout > 1) snprintf(name, sizeof name, "%s[%s]", dsv4q_metric_name(m),
-                                      dsv4q_stage_get(r->stage)->out[w->out].name);
+            if (r->nout > 1) snprintf(name, sizeof name, "%s[%s]", dsv4q_metric_name(m), SI(r)->out[w->out].name);
             else snprintf(name, sizeof name, "%s", dsv4q_metric_name(m));
             if (w->gated) snprintf(bound, sizeof bound, "%11.3e", w->bound);
             else snprintf(bound, sizeof bound, "%11s", "-");
@@ -566,7 +594,7 @@ void dsv4q_replay_print(FILE *f, const dsv4q_replay *res, const dsv4q_gates *g, 
         int k = 0;
         for (int i = 0; i < res->nst; i++) {
             const dsv4q_replay_stage *r = &res->st[i];
-            if (r->verdict != DSV4Q_RV_ABSENT || dsv4q_stage_get(r->stage)->optional) continue;
+            if (r->verdict != DSV4Q_RV_ABSENT || (SI(r)->optional || r->not_run)) continue;
             char key[48];
             dsv4q_replay_key(r, key, sizeof key);
             if (k < 24) fprintf(f, "%s %s", k ? "," : "", key);
@@ -614,7 +642,7 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
         char key[48];
         dsv4q_replay_key(r, key, sizeof key);
         if (r->verdict == DSV4Q_RV_ABSENT) {
-            if (absent && !dsv4q_stage_get(r->stage)->optional) json_array_append_new(absent, json_string(key));
+            if (absent && !(SI(r)->optional || r->not_run)) json_array_append_new(absent, json_string(key));
             continue;
         }
         json_t *s = json_object(), *ms = json_object();
@@ -633,7 +661,7 @@ json_t *dsv4q_replay_stages_json(const dsv4q_replay *res, json_t *absent)
             json_object_set_new(j, "bound", w->gated ? dsv4q_json_num(w->bound) : json_null());
             json_object_set_new(j, "gated", json_boolean(w->gated));
             json_object_set_new(j, "pass", json_boolean(w->pass));
-            json_object_set_new(j, "output", json_string(dsv4q_stage_get(r->stage)->out[w->out].name));
+            json_object_set_new(j, "output", json_string(SI(r)->out[w->out].name));
             json_object_set_new(ms, dsv4q_metric_name(m), j);
         }
         json_object_set_new(s, "metrics", ms);

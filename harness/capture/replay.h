@@ -72,7 +72,10 @@ typedef struct dsv4q_replay_row {
 } dsv4q_replay_row;
 
 typedef struct dsv4q_replay_stage {
-    int stage, layer;                 /* layer -1: model-level */
+    int arch;         /* the stage table: dsv4q_arch (V4's, V4.1's) */
+    int stage, layer; /* an id of that table; layer -1: model-level */
+    int not_run;      /* 1: the forward pass has no such stage (V4.1's engram of a layer without
+                         Engram): absent is expected, as for an optional stage */
     dsv4q_replay_verdict verdict;
     long calls_checked, calls_unchecked;
     char why[320];                    /* first reason a call was not checkable */
@@ -103,6 +106,7 @@ typedef struct dsv4q_rmodel {
 typedef struct dsv4q_replay {
     dsv4q_replay_stage *st;                 /* forward order (dsv4q_stage_slot): embed, L0 .. L{n-1}, head */
     int nst;
+    int arch, nl; /* the model's stage table (dsv4q_arch) and layers */
     int npass, nfail, nunc, nabsent;
     int npartial;                 /* judged stages with some calls not checkable */
     dsv4q_rmodel model;
@@ -135,6 +139,8 @@ const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, 
 /* Slots for a model of nl layers in forward order, every one ABSENT.
  * 0, or -1 when out of memory. */
 int dsv4q_replay_init(dsv4q_replay *res, int nl);
+/* The same for the stage table of arch (dsv4q_arch: V4's or V4.1's). */
+int dsv4q_replay_init_arch(dsv4q_replay *res, int arch, int nl);
 /* The dtype an output is judged in (ULPs, floor_u): a BF16/F16 dump's own,
  * else BF16 for an FP32 output with its `inner` BF16 rounding on (P6), else
  * the storage the profile bs gives the stage tensor t (stages.h). */

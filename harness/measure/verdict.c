@@ -72,6 +72,17 @@ const dsv4q_gate_rule *dsv4q_stage_rule(const dsv4q_gates *g, int st, int m)
     return op >= 0 ? &g->op[op][m] : NULL;
 }
 
+const dsv4q_gate_rule *dsv4q_stage_rule_arch(const dsv4q_gates *g, int arch, int st, int m)
+{
+    if (arch == DSV4Q_ARCH_V4) return dsv4q_stage_rule(g, st, m);
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(arch, st);
+    if (!g || !si || m < 0 || m >= DSV4Q_M_COUNT) return NULL;
+    const int v4 = dsv4q_stage_find(si->name); /* the "stages" section names stages; V4's names */
+    if (v4 >= 0 && g->stage_set[v4]) return &g->stage[v4][m];
+    const int op = si->gate_op ? dsv4q_op_find(si->gate_op) : -1;
+    return op >= 0 ? &g->op[op][m] : NULL;
+}
+
 int dsv4q_stage_gate_op(int stage)
 {
     const dsv4q_stage_info *si = dsv4q_stage_get(stage);
@@ -81,9 +92,12 @@ int dsv4q_stage_gate_op(int stage)
 int dsv4q_stage_gates_check(char *err, size_t errlen)
 {
     if (dsv4q_stage_table_check(err, errlen)) return -1;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
-        if (dsv4q_stage_gate_op(st) < 0)
-            return dsv4q_errf(err, errlen, "stage %s: gate operator '%s' is not in DSV4Q_OP_LIST",
-                              dsv4q_stage_get(st)->name, dsv4q_stage_get(st)->gate_op);
+    for (int arch = DSV4Q_ARCH_V4; arch <= DSV4Q_ARCH_V41; arch++)
+        for (int st = 0; st < dsv4q_stage_count_arch(arch); st++) {
+            const dsv4q_stage_info *si = dsv4q_stage_get_arch(arch, st);
+            if (!si->gate_op || dsv4q_op_find(si->gate_op) < 0)
+                return dsv4q_errf(err, errlen, "stage %s%s: gate operator '%s' is not in DSV4Q_OP_LIST", si->name,
+                                  arch == DSV4Q_ARCH_V41 ? " (V4.1)" : "", si->gate_op ? si->gate_op : "");
+        }
     return dsv4q_stage_ops_check(err, errlen);   /* and the stage -> operators links */
 }

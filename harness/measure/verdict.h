@@ -48,6 +48,10 @@ typedef struct dsv4q_gates {
 /* The rule of metric m for stage st's verdicts (see stage_set); NULL when
  * g is NULL or the stage has no gate operator. */
 const dsv4q_gate_rule *dsv4q_stage_rule(const dsv4q_gates *g, int st, int m);
+/* The same for stage st of arch's table (dsv4q_arch): a V4.1 stage uses the
+ * "stages" section's rules of the V4 stage of its name when the file sets
+ * them, else its own gate operator's (oracle/stages.c table41 gate_op). */
+const dsv4q_gate_rule *dsv4q_stage_rule_arch(const dsv4q_gates *g, int arch, int st, int m);
 
 /* Stable metric names ("nrms", "max_abs", ...), NULL out of range. */
 const char *dsv4q_metric_name(int m);
