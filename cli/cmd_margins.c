@@ -13,6 +13,16 @@
  * output (an f64 rerun with only that layer's flipped picks swapped in).
  * Definitions: harness/measure/margins.h, docs/margins.md.
  *
+ * DeepSeek V4.1 (docs/v41.md): the indexed layers are the index sources
+ * (ratio 1, 2 or 4); a consumer's scores are masked to its candidate
+ * blocks, so its cut is the position cut inside the candidates. The
+ * candidate source adds the block cut: block scores = the max of each
+ * block of candidate_block_size positions, the kept blocks its
+ * cand_blocks; the block holding the row's newest position is pinned
+ * (+inf, always kept) and so takes no part in the cut. --score-dtype
+ * declares the engine's score dtype: quanta and tie-runs at BF16, F16 or
+ * F32 granularity (harness/measure/margins.h dsv4q_margin_row_dt).
+ *
  * Runs: (a) f64 and (b) f32 of the profile, (c) f64 of the counterpart
  * profile, (d) per ratio-4 layer with flips, one f64 rerun with a pick
  * hook. Output: a per-layer table (median/p90/max), --csv (every row),
@@ -45,6 +55,9 @@ typedef struct mrow {
     long flips_w;              /* |picks f64 \ picks f32| */
     long flips_p;              /* |picks f64 \ picks f64 of the counterpart profile| */
     double attn_nrms;          /* row NRMS of the layer's attn output, f32 picks swapped in */
+    int has_b;                 /* V4.1 candidate source: the block cut below was measured */
+    dsv4q_margin b[2];         /* the candidate-block cut at f64 [0] and f32 [1] */
+    long flips_b;              /* |blocks f64 \ blocks f32| */
 } mrow;
 
 typedef struct ctx {
@@ -68,7 +81,19 @@ typedef struct ctx {
     const char *label;
     long calls, total_calls;
     int quiet, oom;
+    int dt, rounded;   /* score dtype; 1: dsv4q_margin_row_dt (declared or V4.1) */
+    int cand, B, topb; /* V4.1: the candidate source layer (-1), block size, kept blocks */
+    int32_t *blk[2];   /* its kept blocks per selected row, f64 / f32 runs [nidx * nsel, topb] */
+    double *bscore;    /* one row's block scores [ceil(T / B)] */
+    long bscore_cap;
 } ctx;
+
+static int index_source(const dsv4q_config *g, int L)
+{
+    for (int i = 0; i < g->n_index_source_layers; i++)
+        if (g->index_source_layers[i] == L) return 1;
+    return 0;
+}
 
 static mrow *row_at(ctx *c, int layer, long pos)
 {
@@ -98,6 +123,8 @@ static void on_scores(ctx *c, int layer, const double *data, long n, long rows)
     c->score_T = T;
 }
 
+static int block_cut(ctx *c, mrow *r, const double *score, long T);
+
 static void on_picks(ctx *c, int layer, const double *data, long n, long rows)
 {
     long k = rows ? n / rows : 0, j = 0;
@@ -111,12 +138,55 @@ static void on_picks(ctx *c, int layer, const double *data, long n, long rows)
         for (long x = 0; x < k; x++) dst[x] = p[x] = (int32_t)data[i * k + x];
         r->k[c->run] = k;
         if (c->run == RUN_F64 || c->run == RUN_F32) {
-            if (dsv4q_margin_row(c->score + j * c->score_T, c->score_T, p, k, &r->w[c->run == RUN_F32]))
+            const double *sc = c->score + j * c->score_T;
+            if (c->rounded ? dsv4q_margin_row_dt(sc, c->score_T, p, k, c->dt, &r->w[c->run == RUN_F32])
+                           : dsv4q_margin_row(sc, c->score_T, p, k, &r->w[c->run == RUN_F32]))
                 c->oom = 1;
+            if (layer == c->cand && block_cut(c, r, sc, c->score_T)) c->oom = 1;
         }
         j++;
     }
     free(p);
+}
+
+/* The candidate source's kept blocks of this call (tapped before its scores). */
+static void on_blocks(ctx *c, int layer, const double *data, long n, long rows)
+{
+    if (layer != c->cand || rows <= 0 || n != rows * c->topb) return;
+    for (long i = 0; i < rows; i++) {
+        mrow *r = row_at(c, layer, c->pos0 + i);
+        if (!r) continue;
+        int32_t *dst = c->blk[c->run == RUN_F32] + row_index(c, r) * c->topb;
+        for (long x = 0; x < c->topb; x++) dst[x] = (int32_t)data[i * c->topb + x];
+    }
+}
+
+/* The block cut of one row of the candidate source (score [T] unmasked,
+ * -inf from the row's compress length on): block b scores the max of its
+ * positions, the newest block (holding the last finite position) is
+ * pinned at +inf and so is neither the k-th nor the next. 0, -1 (memory). */
+static int block_cut(ctx *c, mrow *r, const double *score, long T)
+{
+    const long nb = (T + c->B - 1) / c->B;
+    if (nb > c->bscore_cap) {
+        double *d = realloc(c->bscore, sizeof(double) * (size_t)(nb ? nb : 1));
+        if (!d) return -1;
+        c->bscore = d;
+        c->bscore_cap = nb;
+    }
+    long last = -1;
+    for (long b = 0; b < nb; b++) {
+        double mx = -INFINITY;
+        for (long t = b * c->B; t < (b + 1) * c->B && t < T; t++) {
+            if (score[t] > mx) mx = score[t];
+            if (isfinite(score[t])) last = t;
+        }
+        c->bscore[b] = mx;
+    }
+    if (last >= 0) c->bscore[last / c->B] = INFINITY;
+    const int w = c->run == RUN_F32;
+    r->has_b = 1;
+    return dsv4q_margin_row_dt(c->bscore, nb, c->blk[w] + row_index(c, r) * c->topb, c->topb, c->dt, &r->b[w]);
 }
 
 static void on_attn(ctx *c, int layer, const double *data, long n, long rows)
@@ -160,6 +230,8 @@ static void tap_cb(void *user, int layer, const char *stage, const double *data,
     if (layer < 0 || layer >= c->m->cfg.n_layers || c->slot[layer] < 0) return;
     if (!strcmp(stage, "idx_score")) {
         if (c->run == RUN_F64 || c->run == RUN_F32) on_scores(c, layer, data, n, rows);
+    } else if (!strcmp(stage, "cand_blocks")) {
+        if (c->run == RUN_F64 || c->run == RUN_F32) on_blocks(c, layer, data, n, rows);
     } else if (!strcmp(stage, "idx_topk")) {
         if (c->run < RUN_NPICK) on_picks(c, layer, data, n, rows);
     } else if (!strcmp(stage, "attn")) {
@@ -355,6 +427,36 @@ static stat3 layer_stat(const ctx *c, int li, int w, int f, double *v, double *t
     return stats(v, n, tmp);
 }
 
+/* The same figure of the block cut (V4.1 candidate source; rows with one). */
+static stat3 block_stat(const ctx *c, int li, int w, int f, double *v, double *tmp)
+{
+    long n = 0;
+    for (long s = 0; s < c->nsel; s++) {
+        const mrow *r = &c->rows[li * c->nsel + s];
+        if (!r->has_b) continue;
+        mrow b = *r;
+        b.w[w] = r->b[w];
+        b.flips_w = r->flips_b;
+        const double x = figure(&b, w, f);
+        if (!isnan(x)) v[n++] = x;
+    }
+    return stats(v, n, tmp);
+}
+
+static json_t *jmargin(const dsv4q_margin *m)
+{
+    json_t *x = json_object();
+    json_object_set_new(x, "kth_score", m->npicks ? json_real(m->kth) : json_null());
+    json_object_set_new(x, "next_score", m->has_next ? json_real(m->next) : json_null());
+    json_object_set_new(x, "margin_quanta", m->has_next ? json_integer(m->margin) : json_null());
+    json_object_set_new(x, "tie_total", json_integer(m->tie_total));
+    json_object_set_new(x, "tie_inside", json_integer(m->tie_inside));
+    json_object_set_new(x, "tie_outside", json_integer(m->tie_outside));
+    json_object_set_new(x, "distinct", json_integer(m->distinct));
+    json_object_set_new(x, "visible", json_integer(m->visible));
+    return x;
+}
+
 /* margin histogram bins */
 #define NBINS 11
 static const char *const bin_label[NBINS] = {"0", "1", "2", "3", "4-7", "8-15", "16-31", "32-63", "64-127",
@@ -482,6 +584,13 @@ static json_t *jrow(const mrow *r)
     json_object_set_new(j, "flips_f32_f64", json_integer(r->flips_w));
     json_object_set_new(j, "flips_src_model", json_integer(r->flips_p));
     json_object_set_new(j, "attn_nrms", json_real(r->attn_nrms));
+    if (r->has_b) {
+        json_t *b = json_object();
+        json_object_set_new(b, "f64", jmargin(&r->b[0]));
+        json_object_set_new(b, "f32", jmargin(&r->b[1]));
+        json_object_set_new(b, "flips_f32_f64", json_integer(r->flips_b));
+        json_object_set_new(j, "block_cut", b);
+    }
     return j;
 }
 
@@ -542,12 +651,23 @@ int dsv4q_cmd_margins(int argc, char **argv)
     dsv4q_model *m;
     dsv4q_tokens t;
     if (dsv4q_cli_start("margins", &o, dir, sizeof dir, &m, &t)) return 2;
-    if (dsv4q_cli_v4_only("margins", &m->cfg, dir)) {
-        dsv4q_model_close(m);
-        dsv4q_tokens_free(&t);
-        return 2;
+    const int v41 = m->cfg.arch == DSV4Q_ARCH_V41;
+    ctx c = {.m = m,
+             .npos = t.nprompt + t.nteacher,
+             .kmax = m->cfg.index_topk,
+             .quiet = o.quiet,
+             .dt = x.score_dt,
+             .rounded = x.score_dt_set || v41,
+             .cand = -1};
+    if (x.score_dt != DSV4Q_DT_BF16) { /* the engine's scores are not BF16: neither are the oracle's */
+        bs &= ~DSV4Q_BIT(DSV4Q_B_IDX_SCORE_BF16);
+        bsc &= ~DSV4Q_BIT(DSV4Q_B_IDX_SCORE_BF16);
     }
-    ctx c = {.m = m, .npos = t.nprompt + t.nteacher, .kmax = m->cfg.index_topk, .quiet = o.quiet};
+    if (v41 && m->cfg.candidate_source_layer >= 0 && m->cfg.candidate_topk_blocks > 0) {
+        c.cand = m->cfg.candidate_source_layer;
+        c.B = m->cfg.candidate_block_size;
+        c.topb = m->cfg.candidate_topk_blocks;
+    }
     int rc = 2;
     const long d = m->cfg.dim;
     double *v = NULL, *tmp = NULL;
@@ -558,10 +678,14 @@ int dsv4q_cmd_margins(int argc, char **argv)
     c.sel = malloc(sizeof(long) * (size_t)c.npos);
     if (!c.slot || !c.layers || !c.sel) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     for (int L = 0; L < m->cfg.n_layers; L++) {
-        c.slot[L] = m->layers[L].ratio == 4 ? c.nidx : -1;
-        if (m->layers[L].ratio == 4) c.layers[c.nidx++] = L;
+        const int idx = v41 ? m->cfg.compress_ratios[L] != 0 && index_source(&m->cfg, L) : m->layers[L].ratio == 4;
+        c.slot[L] = idx ? c.nidx : -1;
+        if (idx) c.layers[c.nidx++] = L;
     }
-    if (!c.nidx) { snprintf(err, sizeof err, "%s has no ratio-4 (indexed) layer", dir); goto fail; }
+    if (!c.nidx) {
+        snprintf(err, sizeof err, "%s has no %s layer", dir, v41 ? "index-source (indexed)" : "ratio-4 (indexed)");
+        goto fail;
+    }
     if (parse_positions(x.positions, t.nprompt, c.npos, c.sel, err, sizeof err)) goto fail;
     for (long p = 0; p < c.npos; p++) c.nsel += c.sel[p] >= 0;
     const long nrows = c.nidx * c.nsel;
@@ -571,7 +695,9 @@ int dsv4q_cmd_margins(int argc, char **argv)
     v = malloc(sizeof(double) * (size_t)c.nsel);
     tmp = malloc(sizeof(double) * (size_t)c.nsel);
     for (int r = 0; r < RUN_NPICK; r++) c.picks[r] = malloc(sizeof(int32_t) * (size_t)(nrows * (c.kmax ? c.kmax : 1)));
-    if (!c.rows || !c.attn || !c.lacc || !v || !tmp || !c.picks[0] || !c.picks[1] || !c.picks[2]) {
+    for (int w = 0; w < 2; w++) c.blk[w] = calloc((size_t)(nrows * (c.topb ? c.topb : 1)), sizeof(int32_t));
+    if (!c.rows || !c.attn || !c.lacc || !v || !tmp || !c.picks[0] || !c.picks[1] || !c.picks[2] || !c.blk[0] ||
+        !c.blk[1]) {
         snprintf(err, sizeof err, "out of memory (%ld selected rows x %d layers)", c.nsel, c.nidx);
         goto fail;
     }
@@ -585,13 +711,22 @@ int dsv4q_cmd_margins(int argc, char **argv)
             }
 
     dsv4q_boundary_format(bs & dsv4q_boundary_arch_mask(m->cfg.arch), bnames, sizeof bnames);
-    printf("dsv4q margins: the indexer's top-k cut at every ratio-4 layer, fp32 and fp64\n");
+    static const char *const dtn[] = {[DSV4Q_DT_BF16] = "BF16", [DSV4Q_DT_F16] = "F16", [DSV4Q_DT_F32] = "F32"};
+    const char *dname = dtn[c.dt];
+    if (v41)
+        printf("dsv4q margins: the V4.1 indexer's cuts at every index-source layer (the position cut inside the "
+               "candidates; the candidate-block cut at layer %d), fp32 and fp64\n",
+               c.cand);
+    else printf("dsv4q margins: the indexer's top-k cut at every ratio-4 layer, fp32 and fp64\n");
     printf("  model      %s (%s, %d layers, %d indexed, index_topk %d)\n", dir,
            m->cfg.name[0] ? m->cfg.name : "config.json", m->cfg.n_layers, c.nidx, m->cfg.index_topk);
     printf("  tokens     %s (prompt %ld, decode %ld; sha256 %.16s...)\n", t.source, t.nprompt, t.nteacher, t.pin);
     printf("  profile    %s%s%s (flips compared against %s); effective boundaries: %s\n", o.profile,
            o.boundary[0] ? " + " : "", o.boundary, oc.profile, bnames);
     printf("  positions  %s: %ld of %ld\n", x.positions, c.nsel, c.npos);
+    if (c.rounded)
+        printf("  scores     declared %s: quanta and tie-runs at %s granularity%s\n", dname, dname,
+               c.dt == DSV4Q_DT_BF16 ? "" : " (idx_score_bf16 off in every run)");
     fflush(stdout);
 
     char lab[64];
@@ -606,7 +741,11 @@ int dsv4q_cmd_margins(int argc, char **argv)
         mrow *r = &c.rows[i];
         r->flips_w = dsv4q_pick_flips(c.picks[RUN_F64] + i * c.kmax, r->k[RUN_F64], c.picks[RUN_F32] + i * c.kmax,
                                       r->k[RUN_F32]);
-        if (r->flips_w < 0) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+        r->flips_b = r->has_b ? dsv4q_pick_flips(c.blk[0] + i * c.topb, c.topb, c.blk[1] + i * c.topb, c.topb) : 0;
+        if (r->flips_w < 0 || r->flips_b < 0) {
+            snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
     }
     partial(&c, 1, v, tmp);
     snprintf(lab, sizeof lab, "f64 %s", oc.profile);
@@ -631,11 +770,12 @@ int dsv4q_cmd_margins(int argc, char **argv)
     }
 
     /* table */
-    printf("\nper-layer figures over the selected rows: median/p90/max (nearest rank); margins in BF16 quanta\n"
+    printf("\nper-layer figures over the selected rows: median/p90/max (nearest rank); margins in %s quanta\n"
            "between the k-th and (k+1)-th score (rows without a (k+1)-th score excluded); tie-run = scores equal\n"
            "to the k-th, in/out = of them inside/outside the cut; cut-in-tie = rows with out > 0; flips = picks\n"
            "of the f64 %s selection missing from the other; attn NRMS = layer attention output with the f32\n"
-           "picks swapped in vs the f64 run, over the selected rows\n\n", o.profile);
+           "picks swapped in vs the f64 run, over the selected rows\n\n",
+           dname, o.profile);
     printf("  %5s %5s %5s %5s %16s %12s %12s %12s %13s %10s %12s %12s %9s %10s\n", "layer", "width", "rows", "k",
            "margin", "tie-run", "in", "out", "distinct", "cut-in-tie", "flips32/64", "flips s/m", "rows-flip",
            "attn NRMS");
@@ -679,6 +819,42 @@ int dsv4q_cmd_margins(int argc, char **argv)
                 printf("\n");
             }
         }
+        if (c.layers[li] == c.cand) { /* the block cut, same columns */
+            json_t *jb = json_object();
+            long rows_b = 0, nb = 0;
+            for (long s = 0; s < c.nsel; s++) {
+                rows_b += c.rows[li * c.nsel + s].flips_b > 0;
+                nb += c.rows[li * c.nsel + s].has_b;
+            }
+            for (int w = 0; w < 2; w++) {
+                char b[6][40];
+                stat3 st[F_COUNT];
+                json_t *jw = json_object();
+                for (int f = 0; f < F_COUNT; f++) {
+                    st[f] = block_stat(&c, li, w, f, v, tmp);
+                    if (f < F_FLIPS_W) json_object_set_new(jw, fig_name[f], jstat(st[f]));
+                }
+                long intie = 0;
+                for (long s = 0; s < c.nsel; s++)
+                    intie += c.rows[li * c.nsel + s].has_b && c.rows[li * c.nsel + s].b[w].tie_outside > 0;
+                json_object_set_new(jw, "rows_cut_in_tie", json_integer(intie));
+                json_object_set_new(jb, w ? "f32" : "f64", jw);
+                printf("  %5s %5s %5ld %5d %16s %12s %12s %12s %13s %5ld/%-4ld", "block", w ? "f32" : "f64", nb, c.topb,
+                       cell(b[0], 40, st[F_MARGIN]), cell(b[1], 40, st[F_TIE]), cell(b[2], 40, st[F_IN]),
+                       cell(b[3], 40, st[F_OUT]), cell(b[4], 40, st[F_DISTINCT]), intie, nb);
+                if (!w) {
+                    printf(" %12s %12s %4ld/%-4s\n", cell(b[0], 40, st[F_FLIPS_W]), "-", rows_b, "-");
+                    json_object_set_new(jb, "flips_f32_f64", jstat(st[F_FLIPS_W]));
+                } else {
+                    printf("\n");
+                }
+            }
+            json_object_set_new(jb, "rows", json_integer(nb));
+            json_object_set_new(jb, "rows_flipped_f32_f64", json_integer(rows_b));
+            json_object_set_new(jb, "blocks", json_integer(c.topb));
+            json_object_set_new(jb, "block_size", json_integer(c.B));
+            json_object_set_new(jlay, "block_cut", jb);
+        }
         json_object_set_new(jlay, "rows_flipped_f32_f64", json_integer(rows_w));
         json_object_set_new(jlay, "rows_flipped_src_model", json_integer(rows_p));
         json_object_set_new(jlay, "attn_nrms", json_real(nrms));
@@ -692,6 +868,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
     json_object_set_new(jm, "positions", json_string(x.positions));
     json_object_set_new(jm, "selected_positions", json_integer(c.nsel));
     json_object_set_new(jm, "index_topk", json_integer(m->cfg.index_topk));
+    if (c.rounded) json_object_set_new(jm, "score_dtype", json_string(dname));
     json_object_set_new(jm, "layers", jl);
     metrics = json_dumps(jm, JSON_COMPACT | JSON_SORT_KEYS);   /* receipt: summaries only */
     if (!metrics) { snprintf(err, sizeof err, "out of memory"); goto fail; }
@@ -739,6 +916,8 @@ out:
     free(c.attn);
     free(c.lacc);
     free(c.score);
+    free(c.bscore);
+    for (int w = 0; w < 2; w++) free(c.blk[w]);
     for (int r = 0; r < RUN_NPICK; r++) free(c.picks[r]);
     dsv4q_tokens_free(&t);
     dsv4q_model_close(m);

@@ -34,6 +34,7 @@ typedef struct dsv4q_qualify_args {
 typedef struct dsv4q_margins_args {
     dsv4q_cli_opts c;
     const char *positions, *csv, *svg;
+    int score_dt, score_dt_set; /* --score-dtype: DSV4Q_DT_BF16, _F16, _F32 */
 } dsv4q_margins_args;
 
 /* ablate: --base is c.profile, --width c.width. */

@@ -65,6 +65,41 @@ static void quanta_definition(void **state)
     assert_int_equal(dsv4q_bf16_ordinal(1.0 + 3 * ldexp(1, -9)), 0x3f81);
 }
 
+/* Declared score dtypes (dsv4q_score_ordinal, dsv4q_margin_row_dt), by
+ * hand: F16 1.0 = 0x3C00 and its neighbour below 0x3BFF = 1 - 2^-11 are 1
+ * quantum apart, 1.0 and 0.5 (0x3800) 1024 (one binade = 2^10 codes);
+ * F32 1.0 and nextafterf(1, 0) 1 quantum, across zero +-2^-149 2; BF16
+ * keeps dsv4q_bf16_ordinal. At F16 granularity 1 + 2^-12 rounds to 1.0
+ * (a quarter of F16's ulp 2^-10 at 1), so a row {1 + 2^-12, 1.0} with the
+ * first picked is a tie-run of 2 (1 outside, margin 0) in F16, and a clean
+ * cut of 2^11 F32 quanta (2^-12 / 2^-23) in F32. */
+static void declared_score_dtypes(void **state)
+{
+    (void)state;
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F16, 1.0) - dsv4q_score_ordinal(DSV4Q_DT_F16, 1.0 - 0x1p-11), 1);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F16, 1.0) - dsv4q_score_ordinal(DSV4Q_DT_F16, 0.5), 1024);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F16, 1.0), 0x3C00);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F16, -1.0), -0x3C00);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F32, 1.0) - dsv4q_score_ordinal(DSV4Q_DT_F32, 1.0 - 0x1p-24), 1);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_F32, 0x1p-149) - dsv4q_score_ordinal(DSV4Q_DT_F32, -0x1p-149), 2);
+    assert_int_equal(dsv4q_score_ordinal(DSV4Q_DT_BF16, 3.0), dsv4q_bf16_ordinal(3.0));
+    const double row[2] = {1.0 + 0x1p-12, 1.0};
+    const int32_t pick[1] = {0};
+    dsv4q_margin m;
+    assert_int_equal(dsv4q_margin_row_dt(row, 2, pick, 1, DSV4Q_DT_F16, &m), 0);
+    assert_int_equal(m.margin, 0);
+    assert_int_equal(m.tie_total, 2);
+    assert_int_equal(m.tie_outside, 1);
+    assert_int_equal(dsv4q_margin_row_dt(row, 2, pick, 1, DSV4Q_DT_F32, &m), 0);
+    assert_int_equal(m.margin, 2048);
+    assert_int_equal(m.tie_total, 1);
+    assert_int_equal(m.tie_outside, 0);
+    /* the raw rule (dsv4q_margin_row) sees no tie either */
+    assert_int_equal(dsv4q_margin_row(row, 2, pick, 1, &m), 0);
+    assert_int_equal(m.tie_total, 1);
+    assert_int_equal(dsv4q_margin_row_dt(row, 2, pick, 1, DSV4Q_DT_F64, &m), -1);
+}
+
 static void equal_kth_and_next(void **state)
 {
     (void)state;
@@ -514,6 +549,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(quanta_definition),
+        cmocka_unit_test(declared_score_dtypes),
         cmocka_unit_test(equal_kth_and_next),
         cmocka_unit_test(margins_of_1_and_13_quanta),
         cmocka_unit_test(fewer_visible_than_k),

@@ -1,5 +1,5 @@
 /*
- * margins.c - BF16 quanta, tie-runs and flips at the indexer's top-k cut
+ * margins.c - BF16 (F16, F32) quanta, tie-runs and flips at the indexer's top-k cut
  * (see margins.h and docs/margins.md).
  */
 #include <math.h>
@@ -20,13 +20,34 @@ long dsv4q_bf16_quanta(double a, double b)
     return dsv4q_bf16_ordinal(a) - dsv4q_bf16_ordinal(b);
 }
 
+long dsv4q_score_ordinal(int dt, double x)
+{
+    long mag, neg;
+    if (dt == DSV4Q_DT_F16) {
+        const uint16_t c = dsv4q_f16_encode(x);
+        mag = c & 0x7fff;
+        neg = c >> 15;
+    } else if (dt == DSV4Q_DT_F32) {
+        const float f = (float)x; /* RNE: one rounding from binary64 */
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        mag = (long)(u & 0x7fffffffu);
+        neg = (long)(u >> 31);
+    } else {
+        return dsv4q_bf16_ordinal(x);
+    }
+    return neg ? -mag : mag;
+}
+
 static int cmp_long(const void *a, const void *b)
 {
     long x = *(const long *)a, y = *(const long *)b;
     return (x > y) - (x < y);
 }
 
-int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, dsv4q_margin *out)
+/* rounded: 0 = the raw scores' equality (dsv4q_margin_row), else ties
+ * and quanta in the ordinals of dtype dt. */
+static int margin_row(const double *score, long T, const int32_t *picks, long k, int dt, int rounded, dsv4q_margin *out)
 {
     if (T < 0 || k < 0) return -1;
     unsigned char *in = calloc((size_t)(T ? T : 1), 1);
@@ -42,7 +63,7 @@ int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, 
         int32_t p = picks[j];
         if (p < 0 || p >= T || in[p] || !isfinite(score[p])) continue;
         in[p] = 1;
-        q[m.npicks++] = dsv4q_bf16_ordinal(score[p]);
+        q[m.npicks++] = dsv4q_score_ordinal(dt, score[p]);
         if (m.npicks == 1 || score[p] < m.kth) m.kth = score[p];
     }
     for (long t = 0; t < T; t++) {
@@ -51,10 +72,11 @@ int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, 
         m.has_next = 1;
     }
     if (!m.npicks) m.has_next = 0;   /* no cut without a pick */
-    if (m.has_next) m.margin = dsv4q_bf16_quanta(m.kth, m.next);
+    if (m.has_next) m.margin = dsv4q_score_ordinal(dt, m.kth) - dsv4q_score_ordinal(dt, m.next);
+    const long qk = m.npicks ? dsv4q_score_ordinal(dt, m.kth) : 0;
     if (m.npicks)
         for (long t = 0; t < T; t++)
-            if (isfinite(score[t]) && score[t] == m.kth) {
+            if (isfinite(score[t]) && (rounded ? dsv4q_score_ordinal(dt, score[t]) == qk : score[t] == m.kth)) {
                 m.tie_total++;
                 if (in[t]) m.tie_inside++;
                 else m.tie_outside++;
@@ -65,6 +87,17 @@ int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, 
     free(q);
     *out = m;
     return 0;
+}
+
+int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, dsv4q_margin *out)
+{
+    return margin_row(score, T, picks, k, DSV4Q_DT_BF16, 0, out);
+}
+
+int dsv4q_margin_row_dt(const double *score, long T, const int32_t *picks, long k, int dt, dsv4q_margin *out)
+{
+    if (dt != DSV4Q_DT_BF16 && dt != DSV4Q_DT_F16 && dt != DSV4Q_DT_F32) return -1;
+    return margin_row(score, T, picks, k, dt, 1, out);
 }
 
 static int cmp_i32(const void *a, const void *b)

@@ -36,6 +36,7 @@
 #define DSV4Q_MARGINS_H
 
 #include <stdint.h>
+#include "oracle/formats.h" /* DSV4Q_DT_* */
 
 typedef struct dsv4q_margin {
     long k;            /* picks requested (length of the pick list) */
@@ -62,6 +63,19 @@ long dsv4q_bf16_quanta(double a, double b);
  * indices, -1 = none; duplicates and out-of-range or masked entries are
  * ignored). Returns 0, or -1 if T < 0 or k < 0 (out untouched). */
 int dsv4q_margin_row(const double *score, long T, const int32_t *picks, long k, dsv4q_margin *out);
+
+/* The engine's declared score dtype (dt: DSV4Q_DT_BF16, _F16 or _F32,
+ * oracle/formats.h): the ordinal of x rounded (RNE) to dt in the same monotone
+ * sign-magnitude ordering as dsv4q_bf16_ordinal, so adjacent values of dt
+ * are 1 apart. Any other dt is BF16. */
+long dsv4q_score_ordinal(int dt, double x);
+/* dsv4q_margin_row in the quanta of dt, with the tie-run counted at dt's
+ * granularity: the visible rows whose score ROUNDED to dt equals the
+ * rounded kth (what an engine that stores its scores in dt sees; for
+ * scores already in dt, e.g. BF16 scores under idx_score_bf16, the same
+ * rows as the raw equality). margin and distinct in dt's ordinals. -1 as
+ * dsv4q_margin_row, or for a dt other than BF16, F16, F32. */
+int dsv4q_margin_row_dt(const double *score, long T, const int32_t *picks, long k, int dt, dsv4q_margin *out);
 
 /* |a \ b| over the k entries of a and kb entries of b, ignoring -1
  * (support flips between two pick lists of one row; duplicates count
