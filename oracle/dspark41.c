@@ -207,13 +207,13 @@ static int dspark_block(X(dsv4q_runstate) * r, int li, real *Xs, real *premix, i
     ALLOC(X2, s * hc * d);
     ALLOC(wts, s * k);
     ALLOC(ix, s * k);
-    if (OP(hc_mixes, Xs, s, &W->hc_attn_fn, &W->hc_attn_scale, &W->hc_attn_base, apre, post, comb) ||
-        OP(hc_collapse, Xs, premix, s, y) || OP(rmsnorm, y, s, d, &W->attn_norm, n) || dspark_attn(r, li, n, B, p, a) ||
+    if (OP(hc_pre41, Xs, premix, s, &W->hc_attn_fn, &W->hc_attn_scale, &W->hc_attn_base, y, apre, post, comb) ||
+        OP(rmsnorm, y, s, d, &W->attn_norm, n) || dspark_attn(r, li, n, B, p, a) ||
         OP(hc_post, a, Xs, post, comb, s, X2))
         goto oom;
-    if (OP(hc_mixes, X2, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, premix, post, comb) ||
-        OP(hc_collapse, X2, apre, s, y) || OP(rmsnorm, y, s, d, &W->ffn_norm, n) ||
-        OP(moe, li, n, s, ids, wts, ix, a) || OP(hc_post, a, X2, post, comb, s, Xs))
+    if (OP(hc_pre41, X2, apre, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, y, premix, post, comb) ||
+        OP(rmsnorm, y, s, d, &W->ffn_norm, n) || OP(moe, li, n, s, ids, wts, ix, a) ||
+        OP(hc_post, a, X2, post, comb, s, Xs))
         goto oom;
     tap(r, li, TAP(BLOCK_OUT), Xs, s * hc * d, s);
     rc = 0;

@@ -183,7 +183,7 @@ static const X(dsv4q_provider) oracle_provider = {
     .hc_head = o_hc_head,
     .moe = o_moe,
     /* V4.1 (oracle/model_v41.c) */
-    .hc_mixes = X(dsv4q_o41_hc_mixes),
+    .hc_pre41 = X(dsv4q_o41_hc_pre41),
     .hc_collapse = X(dsv4q_o41_hc_collapse),
     .engram = X(dsv4q_o41_engram),
     .compress41 = X(dsv4q_o41_compress),

@@ -134,8 +134,8 @@ void X(dsv4q_dspark_capture)(X(dsv4q_runstate) * r, int li, const real *Xs, long
 /* 1 if provider p has every entry the V4.1 pass calls. */
 int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p);
 /* The oracle's V4.1 provider entries (model_v41.c), for model.c's table. */
-int X(dsv4q_o41_hc_mixes)(void *c, const real *Xs, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,
-                          const dsv4q_vec *base, real *pre, real *post, real *comb);
+int X(dsv4q_o41_hc_pre41)(void *c, const real *Xs, const real *pre_in, long s, const dsv4q_weight *fn,
+                          const dsv4q_vec *scale, const dsv4q_vec *base, real *y, real *pre, real *post, real *comb);
 int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, real *y);
 int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s);
 long X(dsv4q_o41_compress)(void *c, int li, const real *x, long s, long p0, real *out);

@@ -406,9 +406,7 @@ static int block41(X(dsv4q_runstate) * r, int li, real *Xs, real *premix, long s
     ALLOC(wts, s * k);
     ALLOC(ix, s * k);
     /* attention half: this block's mixes from its input, the collapse with the incoming pre-mix */
-    if (OP(hc_mixes, Xs, s, &W->hc_attn_fn, &W->hc_attn_scale, &W->hc_attn_base, apre, post, comb) ||
-        OP(hc_collapse, Xs, premix, s, y))
-        goto oom;
+    if (OP(hc_pre41, Xs, premix, s, &W->hc_attn_fn, &W->hc_attn_scale, &W->hc_attn_base, y, apre, post, comb)) goto oom;
     tap(r, li, TAP(HC_ATTN_PRE), y, s * d, s);
     REPORT(DSV4Q_S41_HC_ATTN_PRE, L2(Xs, premix), L4(y, apre, post, comb));
     if (OP(rmsnorm, y, s, d, &W->attn_norm, n)) goto oom;
@@ -421,9 +419,7 @@ static int block41(X(dsv4q_runstate) * r, int li, real *Xs, real *premix, long s
     tap(r, li, TAP(HC_ATTN_POST), X2, s * hc * d, s);
     REPORT(DSV4Q_S41_HC_ATTN_POST, L4(a, Xs, post, comb), X2);
     /* FFN half: its mixes from X2 (premix becomes the FFN pre-mix), the collapse with the attention pre-mix */
-    if (OP(hc_mixes, X2, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, premix, post, comb) ||
-        OP(hc_collapse, X2, apre, s, y))
-        goto oom;
+    if (OP(hc_pre41, X2, apre, s, &W->hc_ffn_fn, &W->hc_ffn_scale, &W->hc_ffn_base, y, premix, post, comb)) goto oom;
     tap(r, li, TAP(HC_FFN_PRE), y, s * d, s);
     REPORT(DSV4Q_S41_HC_FFN_PRE, L2(X2, apre), L4(y, premix, post, comb));
     if (OP(rmsnorm, y, s, d, &W->ffn_norm, n)) goto oom;
@@ -595,9 +591,9 @@ int X(dsv4q_v41_stage)(X(dsv4q_runstate) * r, int st, int li, real *const *in, r
     case DSV4Q_S41_HC_ATTN_PRE:
     case DSV4Q_S41_HC_FFN_PRE:
         /* mixes from X, the collapse with the incoming pre-mix in[1] */
-        return OP(hc_mixes, in[0], s, ffn ? &W->hc_ffn_fn : &W->hc_attn_fn, ffn ? &W->hc_ffn_scale : &W->hc_attn_scale,
-                  ffn ? &W->hc_ffn_base : &W->hc_attn_base, out[1], out[2], out[3]) ||
-                       OP(hc_collapse, in[0], in[1], s, out[0])
+        return OP(hc_pre41, in[0], in[1], s, ffn ? &W->hc_ffn_fn : &W->hc_attn_fn,
+                  ffn ? &W->hc_ffn_scale : &W->hc_attn_scale, ffn ? &W->hc_ffn_base : &W->hc_attn_base, out[0], out[1],
+                  out[2], out[3])
                    ? -1
                    : 0;
     case DSV4Q_S41_ATTN_NORM:
@@ -632,13 +628,16 @@ oom:
 
 /* ---- the oracle's V4.1 provider entries (model.c's table) ------------- */
 
-int X(dsv4q_o41_hc_mixes)(void *c, const real *Xs, long s, const dsv4q_weight *fn, const dsv4q_vec *scale,
-                          const dsv4q_vec *base, real *pre, real *post, real *comb)
+int X(dsv4q_o41_hc_pre41)(void *c, const real *Xs, const real *pre_in, long s, const dsv4q_weight *fn,
+                          const dsv4q_vec *scale, const dsv4q_vec *base, real *y, real *pre, real *post, real *comb)
 {
     const X(dsv4q_runstate) *r = c;
     const dsv4q_config *g = &r->m->cfg;
-    return X(dsv4q_hc_mixes)(r->bs, Xs, s, g->hc_mult, g->dim, fn, V(*scale), V(*base), g->norm_eps, g->hc_eps,
-                             g->hc_sinkhorn_iters, pre, post, comb);
+    if (X(dsv4q_hc_mixes)(r->bs, Xs, s, g->hc_mult, g->dim, fn, V(*scale), V(*base), g->norm_eps, g->hc_eps,
+                          g->hc_sinkhorn_iters, pre, post, comb))
+        return -1;
+    X(dsv4q_hc_collapse)(r->bs, Xs, pre_in, s, g->hc_mult, g->dim, y);
+    return 0;
 }
 
 int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, real *y)
@@ -684,6 +683,6 @@ int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, cons
 int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p)
 {
     return p->linear && p->rmsnorm && p->rope && p->act_quant && p->fp4_quant && p->indexer_score && p->sparse_attn &&
-           p->hc_post && p->moe && p->hc_mixes && p->hc_collapse && p->engram && p->compress41 && p->kv41_quant &&
+           p->hc_post && p->moe && p->hc_pre41 && p->hc_collapse && p->engram && p->compress41 && p->kv41_quant &&
            p->candidates && p->topk41;
 }
