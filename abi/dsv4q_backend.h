@@ -178,6 +178,13 @@
  *                candidate mask, oracle/model_v41.c); V4.1 model.py
  *                Indexer.forward (masked score.topk, sort, idxs <
  *                compress_lens)
+ * ENGRAM_HASH    ids [T], primes [ncols], mult [N]
+ *   params       0 start, 1 pad, 2 V
+ *   out          bucket [T-N+1,ncols]
+ *   oracle       oracle/engram_hash.c dsv4q_engram_hash_ctx; V4.1 engram.py
+ *                NgramHashState.forward for one Engram layer (n-gram window
+ *                with DEAD / sequence-start blocking, XOR of id * multiplier,
+ *                torch's floor %, + offsets)
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -235,6 +242,7 @@ extern "C" {
     X(MOE_GATE41, moe_gate41, 3, 2, 5) \
     X(CANDIDATE_BLOCKS, candidate_blocks, 2, 1, 2) \
     X(TOPK41, topk41, 3, 1, 2) \
+    X(ENGRAM_HASH, engram_hash, 3, 1, 3) \
     /* end of the list */
 /* end generated */
 /* clang-format on */
@@ -284,7 +292,8 @@ enum { DSV4Q_SCORE_SQRTSOFTPLUS = 0, DSV4Q_SCORE_SIGMOID = 1, DSV4Q_SCORE_SOFTMA
 /* One tensor. */
 typedef struct dsv4q_bt {
     const char *name;       /* "x", "w", ... (the table's names) */
-    int32_t dtype;          /* of data: F32 (activations, decoded weights) or I32.
+    int32_t dtype;          /* of data: F32 (activations, decoded weights), I32,
+                               or I64 (ENGRAM_HASH's primes and multipliers).
                                Outputs: preset F32 (I32 for index outputs);
                                the backend may change it, see below */
     int32_t ndim;           /* 0 = empty optional input */

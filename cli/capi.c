@@ -69,6 +69,7 @@ char *dsv4q_capi_ops_json(void)
         json_object_set_new(j, "oracle", json_string(o->oracle ? o->oracle : ""));
         json_object_set_new(j, "reference", json_string(o->reference ? o->reference : ""));
         json_object_set_new(j, "selection", json_boolean(o->sel != 0));
+        json_object_set_new(j, "exact", json_boolean(o->exact != 0));
         json_array_append_new(a, j);
     }
     char *s = json_dumps(a, JSON_COMPACT);
@@ -266,10 +267,13 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
                 continue;
             }
             if (pass == 0) {
-                int want_i32 = !strcmp(o->in[i].dtype, "I32");
-                if (t->dtype != (want_i32 ? DSV4Q_BT_I32 : DSV4Q_BT_F32)) {
+                const int want_i32 = !strcmp(o->in[i].dtype, "I32"), want_i64 = !strcmp(o->in[i].dtype, "I64");
+                if (t->dtype != (want_i32 ? DSV4Q_BT_I32 : want_i64 ? DSV4Q_BT_I64 : DSV4Q_BT_F32)) {
                     snprintf(err, errlen, "%s: input %s must be %s (got dtype %d)", o->name, o->in[i].name,
-                             want_i32 ? "int32" : "float32", t->dtype);
+                             want_i32   ? "int32"
+                             : want_i64 ? "int64"
+                                        : "float32",
+                             t->dtype);
                     return -1;
                 }
                 if (!t->data) { snprintf(err, errlen, "%s: input %s has no data", o->name, o->in[i].name); return -1; }
@@ -413,12 +417,24 @@ static json_t *coords(const dsv4q_bt *t, long i)
 
 /* Where the candidate is worst: a non-finite mismatch first, else the
  * largest |a - b| (the max_abs metric's element), and the element with the
- * most ULPs ("ulp": where an ulp_max failure sits); selections: the first
- * row whose set differs. */
-static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *ref, int rowfloor)
+ * most ULPs ("ulp": where an ulp_max failure sits); exact outputs: the first
+ * element that differs; selections: the first row whose set differs. */
+static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *ref, int rowfloor, int exact)
 {
     long n = (long)dsv4q_bt_numel(tmpl);
     json_t *w = json_object();
+    if (tmpl->dtype == DSV4Q_BT_I32 && exact) {   /* exact outputs: the first element that differs */
+        const int32_t *a = cand->data, *b = ref;
+        for (long i = 0; i < n; i++)
+            if (a[i] != b[i]) {
+                json_object_set_new(w, "index", json_integer(i));
+                json_object_set_new(w, "coords", coords(tmpl, i));
+                json_object_set_new(w, "candidate", json_integer(a[i]));
+                json_object_set_new(w, "reference", json_integer(b[i]));
+                break;
+            }
+        return w;
+    }
     if (tmpl->dtype == DSV4Q_BT_I32) {
         long k = tmpl->ndim ? (long)tmpl->shape[tmpl->ndim - 1] : 1;
         const int32_t *a = cand->data, *b = ref;
@@ -523,8 +539,9 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
         for (int k = 0; k < DSV4Q_ULP_BUCKETS; k++) json_array_append_new(h, json_integer(r->m[i].ulp_hist[k]));
         json_object_set_new(jo, "ulp_hist", h);
         json_object_set_new(jo, "tie_flips", json_integer(r->m[i].tie_flips));
-        json_object_set_new(jo, "worst",
-                            worst_of(&c->out[i], &cand[i], ref[i], dsv4q_op_ulp_rowfloor(c->op, i)));
+        json_object_set_new(
+            jo, "worst",
+            worst_of(&c->out[i], &cand[i], ref[i], dsv4q_op_ulp_rowfloor(c->op, i), dsv4q_op_exact(c->op, i)));
         json_array_append_new(outs, jo);
     }
     for (int m = 0; m < DSV4Q_M_COUNT && r->verdict != DSV4Q_V_ERROR; m++) {

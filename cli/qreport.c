@@ -53,7 +53,8 @@ static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, ch
         if (w->out < 0 || !w->gated || w->pass) continue;
         char name[48];
         metric_label(r, m, w, name, sizeof name);
-        snprintf(out, n, "%s %.3e > bound %.3e (level %.3e)", name, w->value, w->bound, w->level);
+        snprintf(out, n, "%s %.3e > bound %.3e (level %.3e)%s%s", name, w->value, w->bound, w->level,
+                 r->msg[0] && !r->ew ? ": " : "", r->ew ? "" : r->msg);   /* the exact rule's count and index */
         return;
     }
     if (r->msg[0]) { snprintf(out, n, "%s", r->msg); return; }   /* e.g. the format error over --format-gate */
@@ -93,6 +94,8 @@ void dsv4q_qreport_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gat
                     "oracle on them; format = oracle on %s vs on the reference weights, max_abs %.3e)%s%s\n",
                     r->key, "format_nrms", r->fmt_nrms, "", "", r->verdict == DSV4Q_V_FAIL && r->msg[0] ? "FAIL" : "info",
                     r->ew_name, r->ew_name, r->fmt_max_abs, r->msg[0] ? ": " : "", r->msg);
+        if (r->verdict == DSV4Q_V_FAIL && r->msg[0] && !r->ew)   /* the exact rule (harness/ops/ops.h .exact) */
+            fprintf(f, "%-78s %-12s %s\n", r->key, "message", r->msg);
         if (ro->failures_only) continue;
         if (r->tie_flips)
             fprintf(f, "%-78s %-12s %11ld %11s %11s  %s\n", r->key, "tie_flips", r->tie_flips, "", "",

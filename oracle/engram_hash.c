@@ -216,6 +216,32 @@ static int64_t floor_mod(int64_t a, int64_t m)
     return r < 0 ? r + m : r;
 }
 
+/* E3: tok[s] for position p, with at[-s] the id at p - s (read only for
+ * s <= p); a DEAD id or p - s < 0 blocks s and every longer look-back. */
+static void ngram_tokens(const int64_t *at, long p, int N, int64_t pad, int64_t *tok)
+{
+    int blocked = 0;
+    for (int s = 0; s < N; s++) {
+        if (p < s) blocked = 1;
+        else if (at[-s] == DSV4Q_ENGRAM_DEAD) blocked = 1;
+        tok[s] = blocked ? pad : at[-s];
+    }
+}
+
+/* E4: the ncols = (N-1)*H ids of one position and one layer into o. */
+static void hash_columns(const int64_t *tok, int N, int H, const int64_t *m, const int64_t *pr, const int64_t *of,
+                         int64_t *o)
+{
+    int64_t roll = mul_wrap(tok[0], m[0]);
+    for (int g = 1; g < N; g++) {
+        roll ^= mul_wrap(tok[g], m[g]);
+        for (int hh = 0; hh < H; hh++) {
+            const int col = (g - 1) * H + hh;
+            o[col] = floor_mod(roll, pr[col]) + of[col];
+        }
+    }
+}
+
 int dsv4q_engram_hash_ids(const dsv4q_engram_hash *h, dsv4q_engram_cache *c, long start_pos, const int32_t *tokens,
                           const uint8_t *text_mask, long n, int64_t *out, char *err, size_t errlen)
 {
@@ -235,28 +261,35 @@ int dsv4q_engram_hash_ids(const dsv4q_engram_hash *h, dsv4q_engram_cache *c, lon
         c->ids[start_pos + i] = (text_mask && !text_mask[i]) ? DSV4Q_ENGRAM_DEAD : h->token_map[tokens[i]];
     c->filled = start_pos + n;
 
-    const int N = h->max_ngram, C = h->ncols, H = h->n_heads;
+    const int N = h->max_ngram, C = h->ncols;
     for (long i = 0; i < n; i++) {
         const long p = start_pos + i;
         int64_t tok[DSV4Q_ENGRAM_MAX_NGRAM];
-        int blocked = 0;
-        for (int s = 0; s < N; s++) {   /* E3 */
-            if (p < s) blocked = 1;
-            else if (c->ids[p - s] == DSV4Q_ENGRAM_DEAD) blocked = 1;
-            tok[s] = blocked ? h->pad : c->ids[p - s];
-        }
-        for (int l = 0; l < h->n_layers; l++) {   /* E4 */
-            const int64_t *m = h->mult + l * N, *pr = h->primes + l * C, *of = h->offsets + l * C;
-            int64_t *o = out + (i * h->n_layers + l) * C;
-            int64_t roll = mul_wrap(tok[0], m[0]);
-            for (int g = 1; g < N; g++) {
-                roll ^= mul_wrap(tok[g], m[g]);
-                for (int hh = 0; hh < H; hh++) {
-                    const int col = (g - 1) * H + hh;
-                    o[col] = floor_mod(roll, pr[col]) + of[col];
-                }
-            }
-        }
+        ngram_tokens(c->ids + p, p, N, h->pad, tok);
+        for (int l = 0; l < h->n_layers; l++)
+            hash_columns(tok, N, h->n_heads, h->mult + l * N, h->primes + l * C, h->offsets + l * C,
+                         out + (i * h->n_layers + l) * C);
+    }
+    return 0;
+}
+
+int dsv4q_engram_hash_ctx(const int64_t *ctx, long start_pos, long n, int max_ngram, int n_heads, const int64_t *mult,
+                          const int64_t *primes, const int64_t *offsets, int64_t pad, int64_t *out, char *err,
+                          size_t errlen)
+{
+    if (n < 0 || start_pos < 0 || max_ngram < 2 || max_ngram > DSV4Q_ENGRAM_MAX_NGRAM || n_heads < 1 ||
+        n_heads > DSV4Q_ENGRAM_MAX_HEADS)
+        return eh_fail(err, errlen, "engram hash: n %ld, start_pos %ld, max_ngram %d or n_heads %d out of range", n,
+                       start_pos, max_ngram, n_heads);
+    const int C = (max_ngram - 1) * n_heads;
+    for (int c = 0; c < C; c++)
+        if (primes[c] < 1)
+            return eh_fail(err, errlen, "engram hash: bucket size %d is %lld, must be positive", c,
+                           (long long)primes[c]);
+    for (long i = 0; i < n; i++) {
+        int64_t tok[DSV4Q_ENGRAM_MAX_NGRAM];
+        ngram_tokens(ctx + (max_ngram - 1) + i, start_pos + i, max_ngram, pad, tok);
+        hash_columns(tok, max_ngram, n_heads, mult, primes, offsets, out + i * C);
     }
     return 0;
 }

@@ -130,4 +130,17 @@ void dsv4q_engram_cache_free(dsv4q_engram_cache *c);
 int dsv4q_engram_hash_ids(const dsv4q_engram_hash *h, dsv4q_engram_cache *c, long start_pos, const int32_t *tokens,
                           const uint8_t *text_mask, long n, int64_t *out, char *err, size_t errlen);
 
+/* The hash of one layer from a given context (E3, E4), for callers that
+ * hold the ids themselves (the ABI operator ENGRAM_HASH): ctx [n +
+ * max_ngram - 1] the compressed ids of positions start_pos - (max_ngram-1)
+ * .. start_pos + n - 1 (DSV4Q_ENGRAM_DEAD for a dead token; entries at
+ * positions < 0 are never read: blocked as E3 says), mult [max_ngram] the
+ * layer's multipliers (E2), primes and offsets [(max_ngram-1) * n_heads]
+ * (E1, E4), pad the pad's compressed id. out [n][ncols] = the ids with
+ * offsets, as dsv4q_engram_hash_ids gives one layer. Returns 0, or -1 with
+ * a message (counts out of range, a bucket size < 1). */
+int dsv4q_engram_hash_ctx(const int64_t *ctx, long start_pos, long n, int max_ngram, int n_heads, const int64_t *mult,
+                          const int64_t *primes, const int64_t *offsets, int64_t pad, int64_t *out, char *err,
+                          size_t errlen);
+
 #endif

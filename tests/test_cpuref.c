@@ -326,6 +326,10 @@ static const char *const op_keys[] = {
     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=ties,seed=2)",
     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=neginf,seed=2)",
     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=clen0,seed=2)",
+    "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=0,recipe=barrier,seed=2)",
+    "engram_hash(n=64,N=3,H=2,evs=50,V=1000,layer=6,start=5,recipe=negroll,seed=2)",
+    "engram_hash(n=64,N=4,H=8,evs=50,V=129280,layer=1,start=0,recipe=edge,seed=2)",
+    "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=1000,recipe=bigids,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -399,7 +403,8 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
     DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
     DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
-    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41);
+    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41) |
+    DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */
@@ -504,6 +509,11 @@ static const mutant_case mcases[] = {
      "sparse_attn(s=2,H=4,D=256,win=40,sel=90,recipe=normal,seed=3)", NULL, 1e-2},
     {"window_off_by_one", "window_attn_decode(H=4,D=256,win=40,p=5,sel=30,recipe=normal,seed=3)",
      "hc_post(s=2,hc=4,d=512,recipe=normal,seed=3)", window_ring_fresh, 1e-2},
+    {"engram_ngram_shift", "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=0,recipe=normal,seed=3)",
+     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=normal,seed=3)", NULL, 0},
+    /* without a DEAD id the barrier mutant is exact */
+    {"engram_barrier_ignored", "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=9,recipe=barrier,seed=3)",
+     "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=0,recipe=negroll,seed=3)", NULL, 0},
 };
 
 static double outset_nrms(const outset *a, const outset *b)

@@ -33,6 +33,8 @@ static const struct {
     {"yarn_on_ratio0", "rope"},
     {"cmp_rope_last_pos", "compressor"},
     {"window_off_by_one", "window_attn_decode"},
+    {"engram_ngram_shift", "engram_hash"},
+    {"engram_barrier_ignored", "engram_hash"},
 };
 
 static int listed(const char *ops, const char *op)

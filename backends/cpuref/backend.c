@@ -319,6 +319,37 @@ static int r_topk41(R_ARGS)
     return 0;
 }
 
+static int r_engram_hash(R_ARGS)
+{
+    CHECK(want(&in[0], 1, 1, op, err, errlen));
+    for (int i = 1; i < 3; i++)
+        if (in[i].ndim != 1 || in[i].dtype != DSV4Q_BT_I64 || !in[i].data)
+            return fail(err, errlen, "cpu-ref engram_hash: tensor '%s' must be 1-D I64", in[i].name ? in[i].name : "?");
+    const long T = (long)in[0].shape[0], C = (long)in[1].shape[0], N = (long)in[2].shape[0];
+    if (N < 2 || N > 64 || C < N - 1 || C % (N - 1) || T < N - 1 || numel(&out[0]) != (T - N + 1) * C)
+        return fail(err, errlen,
+                    "cpu-ref engram_hash: ids [%ld], primes [%ld], mult [%ld] and the output do not fit "
+                    "(ids n+N-1, primes (N-1)*heads, out [n, ncols])",
+                    T, C, N);
+    if (!(p[0] >= 0 && p[0] == (double)(long)p[0]) || !(p[2] >= 1 && p[2] < 2147483648.0) ||
+        !(p[1] >= 0 && p[1] < p[2] && p[1] == (double)(int32_t)p[1]))
+        return fail(err, errlen, "cpu-ref engram_hash: start %g, pad %g or V %g out of range", p[0], p[1], p[2]);
+    const int64_t *pr = in[1].data;
+    int64_t sum = 0;
+    for (long k = 0; k < C; k++) {
+        if (pr[k] < 1 || pr[k] > INT32_MAX)
+            return fail(err, errlen, "cpu-ref engram_hash: prime %ld is %lld", k, (long long)pr[k]);
+        if ((sum += pr[k]) > (int64_t)INT32_MAX + 1)
+            return fail(err, errlen, "cpu-ref engram_hash: bucket ids past 2^31 - 1 (column %ld)", k);
+    }
+    const int32_t *ids = in[0].data;
+    for (long j = 0; j < T; j++)
+        if (ids[j] < -1 || ids[j] >= p[2]) return fail(err, errlen, "cpu-ref engram_hash: id %ld is %d", j, ids[j]);
+    OOM(cpuref_engram_hash(ids, T - N + 1, (int)N, (int)(C / (N - 1)), in[2].data, pr, (long)p[0], (int32_t)p[1],
+                           out[0].data, mut));
+    return 0;
+}
+
 static int r_hc_pre_head(R_ARGS)
 {
     const int pre = c->op == DSV4Q_OP_HC_PRE;
@@ -456,7 +487,7 @@ static int r_window_attn_decode(R_ARGS)
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
     X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
-    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41)
+    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

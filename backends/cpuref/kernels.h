@@ -29,6 +29,7 @@
  * through dsv4q_backend_mutants() every usage list. The kernels test
  * `mut == CPUREF_M_<ENUM>` where the defect lives. tests/test_qualify_mutants.c
  * keeps its own expectation of where each fails (an independent record). */
+/* clang-format off */
 #define CPUREF_MUTANT_LIST(X)                                                                              \
     X(IDX_ROPE_HALFSPLIT, idx_rope_halfsplit, "rope,compressor",                                           \
       "indexer RoPE half-split (GPT-NeoX) instead of interleaved")                                         \
@@ -46,7 +47,12 @@
     X(CMP_ROPE_LAST_POS, cmp_rope_last_pos, "compressor", "compressed row RoPE'd at the block's last position") \
     X(WINDOW_OFF_BY_ONE, window_off_by_one, "window_attn_decode",                                          \
       "decode attention reads the ring before writing the current token: slot p % w still holds "          \
-      "position p - w (stale)")
+      "position p - w (stale)")                                                                            \
+    X(ENGRAM_NGRAM_SHIFT, engram_ngram_shift, "engram_hash",                                               \
+      "the n-gram window shifted by one position: look-back distances 1..N instead of 0..N-1")             \
+    X(ENGRAM_BARRIER_IGNORED, engram_barrier_ignored, "engram_hash",                                       \
+      "a DEAD id does not block the longer look-backs: only its own slot gets the pad")
+/* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
 enum cpuref_mutant {
@@ -173,6 +179,17 @@ int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t
  * lower position, those >= clen dropped, ascending, -1 padded. 0 or -1. */
 int cpuref_topk41(const float *score, long rows, long T, const int32_t *clen, const int32_t *blocks, long topb, int B,
                   int k, int32_t *out);
+
+/* ---- Engram (engram.c) ------------------------------------------------ */
+
+/* V4.1's Engram n-gram hash of one layer: out [n, (N-1)*H] the bucket ids
+ * (floor remainder by the column's prime + the sum of the primes before
+ * it) of positions start .. start+n-1, from ids [n+N-1] (positions
+ * start-(N-1) .. start+n-1; -1 = DEAD; positions < 0 never read), mult [N]
+ * by look-back distance, primes [(N-1)*H] (each >= 1, sum <= 2^31), pad the
+ * pad's compressed id. Products wrap in 64 bits. 0 or -1 (allocation). */
+int cpuref_engram_hash(const int32_t *ids, long n, int N, int H, const int64_t *mult, const int64_t *primes, long start,
+                       int32_t pad, int32_t *out, int mut);
 
 /* ---- hyper-connections (cpuref_hc.c) ----------------------------------- */
 

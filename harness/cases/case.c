@@ -38,7 +38,7 @@ void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0,
     set_shape(t, ndim, d);
     t->dtype = dtype;
     if (ndim == 0) return NULL;
-    t->data = dsv4q_case_alloc(c, 4 * (size_t)dsv4q_bt_numel(t));
+    t->data = dsv4q_case_alloc(c, (dtype == DSV4Q_BT_I64 ? 8 : 4) * (size_t)dsv4q_bt_numel(t));
     return t->data;
 }
 

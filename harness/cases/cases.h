@@ -101,7 +101,7 @@ void dsv4q_case_call(const dsv4q_case *c, dsv4q_bt *out, uint64_t boundaries, ds
  * NULL when out of memory or out of buffer slots. */
 void *dsv4q_case_alloc(dsv4q_case *c, size_t bytes);
 /* Input `slot`: dtype, a shape of ndim <= 3 dims, and owned zeroed data of
- * 4 bytes per element (returned; NULL for ndim 0, an empty optional input,
+ * 4 bytes per element, 8 for DSV4Q_BT_I64 (returned; NULL for ndim 0, an empty optional input,
  * or out of memory). The tensor's name comes from the operator's contract
  * once the builder returns (harness/ops dsv4q_case_build). */
 void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);

@@ -207,6 +207,19 @@ void dsv4q_metrics_sel(dsv4q_mset *m, const int32_t *B, const int32_t *A, long r
     m->tie_flips = ties;
 }
 
+long dsv4q_metrics_exact(dsv4q_mset *m, const int32_t *B, const int32_t *A, long n)
+{
+    dsv4q_mset_init(m);
+    long first = -1, diff = 0;
+    for (long i = 0; i < n; i++)
+        if (B[i] != A[i]) {
+            if (first < 0) first = i;
+            diff++;
+        }
+    m->n = n;
+    m->v[DSV4Q_M_FLIPS] = (double)diff;
+    return first;
+}
 
 double dsv4q_metrics_rerun(const double *a, const double *b, const double *ref, long n)
 {

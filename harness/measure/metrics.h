@@ -30,10 +30,14 @@
  *  flips        selections: picks that differ from the reference's and are
  *               NOT explained by the tie-run at the cut (reference scores
  *               exactly equal to the k-th selected score); the explained
- *               ones are counted in tie_flips, reported, never failed
+ *               ones are counted in tie_flips, reported, never failed.
+ *               Exact I32 outputs (harness/ops/ops.h .exact: hash ids):
+ *               the elements that differ from the reference at the same
+ *               index (dsv4q_metrics_exact)
  *  rerun        run-to-run: max |run1 - run2| / max |ref| (floats), the
- *               fraction of differing picks (selections): a backend against
- *               itself (dsv4q_metrics_rerun, _rerun_sel below)
+ *               fraction of differing picks (selections) or elements
+ *               (exact outputs): a backend against itself
+ *               (dsv4q_metrics_rerun, _rerun_sel, _exact below)
  * The level of every metric is oracle-f32 vs oracle-f64 on the same case.
  */
 #ifndef DSV4Q_METRICS_H
@@ -112,6 +116,12 @@ long dsv4q_metrics_ulp_argmax(const double *a, const double *b, long n, long las
 void dsv4q_metrics_sel(dsv4q_mset *m, const int32_t *B, const int32_t *A, long rows, long k, const double *scores,
                        long T);
 
+/* The exact rule (an output that must equal the reference element for
+ * element): candidate B vs reference A, n values each. Sets
+ * v[DSV4Q_M_FLIPS] = the number of indices where they differ (the other
+ * metrics stay n/a) and m->n; returns the first such index, -1 when they
+ * are equal. m is initialised here. */
+long dsv4q_metrics_exact(dsv4q_mset *m, const int32_t *B, const int32_t *A, long n);
 
 /* rerun, floats: max |a - b| / max |ref| (1 when the reference is all
  * zero) over n values of the candidate's two runs a, b; a NaN in one run

@@ -58,6 +58,12 @@ int dsv4q_op_sel_slot(int op)
     return o ? lowest_bit(o->sel) : -1;
 }
 
+int dsv4q_op_exact(int op, int out)
+{
+    const dsv4q_op_info *o = dsv4q_op_get(op);
+    return o && out >= 0 && out < o->nout && ((o->exact >> out) & 1u);
+}
+
 static int count_tensors(const dsv4q_op_tensor *t)
 {
     int n = 0;
@@ -81,10 +87,16 @@ int dsv4q_op_table_check(char *err, size_t errlen)
             snprintf(err, errlen, "operator %s: its descriptor has no case builder or no case keys", o->name);
             return -1;
         }
-        if ((o->sel | o->per_pick | o->rowfloor) >> o->nout || o->weight_in >> o->nin) {
+        if ((o->sel | o->per_pick | o->rowfloor | o->exact) >> o->nout || o->weight_in >> o->nin) {
             snprintf(err, errlen, "operator %s: an output / input bit of its descriptor is past its arity", o->name);
             return -1;
         }
+        for (int k = 0; k < o->nout; k++)   /* an exact output is an I32 tensor compared by position */
+            if (((o->exact >> k) & 1u) && (strcmp(o->out[k].dtype, "I32") || ((o->sel >> k) & 1u))) {
+                snprintf(err, errlen, "operator %s: exact output %s must be I32 and not a selection", o->name,
+                         o->out[k].name);
+                return -1;
+            }
         for (int j = 0; j < i; j++)
             if (!strcmp(descs[j]->name, o->name)) {
                 snprintf(err, errlen, "operator name '%s' appears twice in DSV4Q_OP_LIST", o->name);
@@ -151,6 +163,12 @@ void dsv4q_op_markdown(FILE *f)
         fprintf(f, "\n- oracle: `%s`\n- reference: %s\n", o->oracle, o->reference);
         if (o->boundaries[0]) fprintf(f, "- rounding points (decided by the declared profile): %s\n", o->boundaries);
         if (o->notes[0]) fprintf(f, "- %s\n", o->notes);
+        for (int k = 0; k < o->nout; k++)
+            if ((o->exact >> k) & 1u)
+                fprintf(f,
+                        "- `%s` is judged as an exact match: any element that differs from the reference fails "
+                        "the case (docs/gates.md)\n",
+                        o->out[k].name);
         char st[256];   /* derived from the stage table: what a case of this operator stands for */
         fprintf(f, "- forward-pass stages that call it (so what a failing case or a fallback affects): %s\n",
                 dsv4q_op_stage_names(i, DSV4Q_STAGE_MASK_ALL, st, sizeof st));

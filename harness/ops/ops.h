@@ -76,6 +76,10 @@ typedef struct dsv4q_op_info {
     unsigned per_pick;           /* bit i: output i holds values in the order of the selection's picks
                                     (realigned to the candidate's picks before it is compared) */
     unsigned rowfloor;           /* bit i: output i's ulp_max is row-floored */
+    unsigned exact;              /* bit i: output i (I32, not a selection) must equal the reference element
+                                    for element (hash ids): qualify counts the differing elements as its
+                                    flips, and any one FAILs the case whatever the gates say, the message
+                                    giving the count and the first differing index (docs/gates.md) */
     unsigned weight_in;          /* bit i: input i is a weight an engine may store in its own encoding
                                     (ABI v2 load_weight) */
 
@@ -98,6 +102,8 @@ int dsv4q_op_ulp_rowfloor(int op, int out);
 int dsv4q_op_weight_slot(int op);
 /* The selection output (the lowest bit of sel), -1 for none. */
 int dsv4q_op_sel_slot(int op);
+/* 1 when output `out` of op must match the reference exactly (.exact). */
+int dsv4q_op_exact(int op, int out);
 /* Check the descriptors against DSV4Q_OP_LIST: each documents exactly the
  * list's arity, names are unique, every listed case is canonical (K1) and
  * builds; 0, or -1 with a message naming the operator. */

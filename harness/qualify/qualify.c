@@ -220,6 +220,10 @@ static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void 
             snprintf(err, errlen, "output %s must stay I32 (the backend set dtype %d)", t->name, dt);
             return -1;
         }
+        if (dsv4q_op_exact(c->op, i)) {   /* hash ids: element for element */
+            dsv4q_metrics_exact(m, buf, ref->f64[i], n);
+            return 0;
+        }
         int sel = c->sel_scores && c->sel_out == i;
         dsv4q_metrics_sel(m, buf, ref->f64[i], n / last, last, sel ? c->sel_scores : NULL, sel ? c->sel_T : 0);
         return 0;
@@ -247,6 +251,11 @@ static int output_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, const void 
 static double rerun_metric(const dsv4q_case *c, int i, const void *r1, const void *r2, int32_t dt, const refs *ref)
 {
     long n = (long)dsv4q_bt_numel(&c->out[i]);
+    if (is_i32(c, i) && dsv4q_op_exact(c->op, i)) {   /* the fraction of elements that differ */
+        dsv4q_mset d;
+        dsv4q_metrics_exact(&d, r2, r1, n);
+        return n ? d.v[DSV4Q_M_FLIPS] / (double)n : 0;
+    }
     if (is_i32(c, i)) {
         /* selections are sets: the fraction of run-2 picks (per row) that
          * run 1 did not make; order within a row is not compared */
@@ -312,6 +321,36 @@ static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
     }
 }
 
+/* The exact rule (ops.h .exact) on top of the gates: an exact output with
+ * any element unlike the reference FAILs the case, whatever the gate file
+ * allows, with the count and the first differing index (and its
+ * coordinates) in r->msg. */
+static void judge_exact(dsv4q_qcase *r, const dsv4q_case *c, const refs *ref, void *const *out)
+{
+    for (int i = 0; i < c->nout; i++) {
+        if (!is_i32(c, i) || !dsv4q_op_exact(c->op, i)) continue;
+        const dsv4q_bt *t = &c->out[i];
+        const long n = (long)dsv4q_bt_numel(t);
+        dsv4q_mset d;
+        const long at = dsv4q_metrics_exact(&d, out[i], ref->f64[i], n);
+        if (at < 0) continue;
+        char co[96] = "";
+        size_t w = 0;
+        for (int k = 0; k < t->ndim && w < sizeof co; k++) {
+            long st = 1;
+            for (int u = k + 1; u < t->ndim; u++) st *= (long)t->shape[u];
+            w += (size_t)snprintf(co + w, sizeof co - w, "%s%ld", k ? "," : "", (at / st) % (long)t->shape[k]);
+        }
+        r->verdict = DSV4Q_V_FAIL;
+        snprintf(r->msg, sizeof r->msg,
+                 "output %s: %.0f of %ld elements differ (an exact match is required); the first at index %ld [%s]: "
+                 "%d, reference %d",
+                 t->name, d.v[DSV4Q_M_FLIPS], n, at, co, (int)((const int32_t *)out[i])[at],
+                 (int)((const int32_t *)ref->f64[i])[at]);
+        return;
+    }
+}
+
 static void eval_backend(dsv4q_qcase *r, const dsv4q_case *c, const refs *ref, void *out[2][DSV4Q_OPS_MAX_T],
                          int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g)
 {
@@ -329,6 +368,7 @@ static void eval_backend(dsv4q_qcase *r, const dsv4q_case *c, const refs *ref, v
         r->tie_flips += r->m[i].tie_flips;
     }
     judge(r, g);
+    judge_exact(r, c, ref, out[0]);
 }
 
 /* ---- the loop ---------------------------------------------------------- */
@@ -621,6 +661,7 @@ void dsv4q_qualify_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gat
                     !w->gated ? "info" : w->pass ? "pass" : "FAIL");
             first = 0;
         }
+        if (r->verdict == DSV4Q_V_FAIL && r->msg[0] && !r->ew) fprintf(f, "%-78s %-12s %s\n", "", "message", r->msg);
         if (r->tie_flips) fprintf(f, "%-78s %-12s %11ld %11s %11s  %s\n", "", "tie_flips", r->tie_flips, "", "", "legitimate (tie-run at the cut)");
         if (r->ew)
             fprintf(f, "%-78s %-12s %11.3e %11s %11s  %s (engine weights %s: the rows above are the KERNEL error, vs "

@@ -165,7 +165,7 @@ def as_array(a, what, kind):
     """Return (contiguous numpy array, bt dtype) for an input.
 
     kind "f32": float inputs (float32 is used as is; other float dtypes are
-    converted); "i32": integer inputs; "out": candidate outputs (float32,
+    converted); "i32" / "i64": integer inputs (32 / 64 bits); "out": candidate outputs (float32,
     float16, bfloat16 codes or int32 kept in their storage dtype)."""
     tag = None
     if kind == "out" and type(a).__name__ == "_BF16Codes":   # dsv4q.bf16_codes(...)
@@ -185,10 +185,10 @@ def as_array(a, what, kind):
         return np.ascontiguousarray(a, dtype=np.float32), BT["f32"]
     if tag == "bf16":   # BF16 -> F32 is exact: the code in the high half
         return (a.astype(np.uint32) << np.uint32(16)).view(np.float32), BT["f32"]
-    if kind == "i32":
+    if kind in ("i32", "i64"):
         if a.dtype.kind not in "iu":
             raise DSV4QError("dsv4q: input %s must be an integer array (got %s)" % (what, a.dtype))
-        return np.ascontiguousarray(a, dtype=np.int32), BT["i32"]
+        return np.ascontiguousarray(a, dtype=np.int32 if kind == "i32" else np.int64), BT[kind]
     if a.dtype.kind not in "fiu":
         raise DSV4QError("dsv4q: input %s must be a float array (got %s)" % (what, a.dtype))
     return np.ascontiguousarray(a, dtype=np.float32), BT["f32"]
@@ -209,12 +209,12 @@ _DUMMY = ctypes.c_double(0)
 
 
 def bt_to_array(bt, data=None):
-    """Copy a C tensor's data (F32 / I32 / BF16 or F16 codes) into numpy."""
+    """Copy a C tensor's data (F32 / I32 / I64 / BF16 or F16 codes) into numpy."""
     shape = tuple(bt.shape[k] for k in range(bt.ndim))
     n = int(np.prod(shape)) if shape else 0
     ptr = data if data is not None else bt.data
     if bt.ndim == 0 or not ptr:
         return None
-    dt = {2: np.float32, 9: np.int32, 3: np.uint16, 4: np.uint16}[bt.dtype]
+    dt = {2: np.float32, 9: np.int32, 10: np.int64, 3: np.uint16, 4: np.uint16}[bt.dtype]
     buf = (ctypes.c_char * (n * np.dtype(dt).itemsize)).from_address(ptr)
     return np.frombuffer(buf, dtype=dt).reshape(shape).copy()

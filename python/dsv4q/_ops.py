@@ -104,10 +104,10 @@ class _Call:
                 if not t["optional"]:
                     raise DSV4QError("dsv4q: %s: input %s %s is required" % (op, t["name"], t["shape"]))
                 bt.name = enc(t["name"])
-                bt.dtype = BT["i32"] if t["dtype"] == "I32" else BT["f32"]
+                bt.dtype = BT[t["dtype"].lower()] if t["dtype"] in ("I32", "I64") else BT["f32"]
                 continue
             w = v if isinstance(v, Weight) else None
-            arr, dt = as_array(w.values if w else v, t["name"], "i32" if t["dtype"] == "I32" else "f32")
+            arr, dt = as_array(w.values if w else v, t["name"], t["dtype"].lower() if t["dtype"] in ("I32", "I64") else "f32")
             fill_bt(bt, t["name"], arr, dt)
             self.keep.append(arr)
             if w is not None and w.raw is not None:
