@@ -185,6 +185,13 @@
  *                NgramHashState.forward for one Engram layer (n-gram window
  *                with DEAD / sequence-start blocking, XOR of id * multiplier,
  *                torch's floor %, + offsets)
+ * ENGRAM41       h [s,hc,dim], ids [s,ncols], table [rows,hd], wkv
+ *                [(hc+1)*dim,ncols*hd], q_weight [hc,dim], k_weight [hc,dim],
+ *                text_mask? [s]
+ *   params       0 eps, 1 ue8m0
+ *   out          h_out [s,hc,dim]
+ *   oracle       oracle/engram41.c dsv4q_engram41; V4.1 model.py
+ *                Engram.forward, ParallelEngramEmbedding
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -243,6 +250,7 @@ extern "C" {
     X(CANDIDATE_BLOCKS, candidate_blocks, 2, 1, 2) \
     X(TOPK41, topk41, 3, 1, 2) \
     X(ENGRAM_HASH, engram_hash, 3, 1, 3) \
+    X(ENGRAM41, engram41, 7, 1, 2) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

@@ -330,6 +330,12 @@ static const char *const op_keys[] = {
     "engram_hash(n=64,N=3,H=2,evs=50,V=1000,layer=6,start=5,recipe=negroll,seed=2)",
     "engram_hash(n=64,N=4,H=8,evs=50,V=129280,layer=1,start=0,recipe=edge,seed=2)",
     "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=1000,recipe=bigids,seed=2)",
+    "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=normal,seed=2)",
+    "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=signzero,seed=2)",
+    "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=nearzero,seed=2)",
+    "engram41(s=3,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=image,seed=2)",
+    "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=edges,seed=2)",
+    "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=f32,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -404,7 +410,7 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
     DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
     DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41) |
-    DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH);
+    DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH) | DSV4Q_CAP(DSV4Q_OP_ENGRAM41);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */
@@ -514,6 +520,10 @@ static const mutant_case mcases[] = {
     /* without a DEAD id the barrier mutant is exact */
     {"engram_barrier_ignored", "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=9,recipe=barrier,seed=3)",
      "engram_hash(n=64,N=4,H=8,evs=16000000,V=129280,layer=1,start=0,recipe=negroll,seed=3)", NULL, 0},
+    {"engram_gate_nosign", "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=normal,seed=3)",
+     "hc_post(s=2,hc=4,d=512,recipe=normal,seed=3)", NULL, 1e-2},
+    {"norm_eps_1e6", "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=nearzero,seed=3)",
+     "rmsnorm(rows=4,d=512,eps=1e-20,recipe=nearzero,seed=3)", NULL, 1e-2},
 };
 
 static double outset_nrms(const outset *a, const outset *b)

@@ -35,6 +35,8 @@ static const struct {
     {"window_off_by_one", "window_attn_decode"},
     {"engram_ngram_shift", "engram_hash"},
     {"engram_barrier_ignored", "engram_hash"},
+    {"engram_gate_nosign", "engram41"},
+    {"norm_eps_1e6", "engram41"},
 };
 
 static int listed(const char *ops, const char *op)

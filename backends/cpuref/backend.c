@@ -474,6 +474,44 @@ static int r_window_attn_decode(R_ARGS)
     return 0;
 }
 
+static int r_engram41(R_ARGS)
+{
+    cpuref_w wkv, qw, kw;
+    CHECK(want(&in[0], 3, 0, op, err, errlen));
+    CHECK(want(&in[1], 2, 1, op, err, errlen));
+    CHECK(wview(&in[3], &wkv, op, err, errlen));
+    CHECK(wview(&in[4], &qw, op, err, errlen));
+    CHECK(wview(&in[5], &kw, op, err, errlen));
+    const long s = (long)in[0].shape[0], dim = (long)in[0].shape[2];
+    const int hc = (int)in[0].shape[1], C = (int)in[1].shape[1];
+    const dsv4q_bt *tb = &in[2];
+    const long rows = tb->ndim == 2 ? (long)tb->shape[0] : 0, hd = tb->ndim == 2 ? (long)tb->shape[1] : 0;
+    if (in[1].shape[0] != s || C < 1 || rows < 1 || hd < 32 || hd % 32 || !tb->raw ||
+        tb->raw_dtype != DSV4Q_BT_F8_E4M3 || !tb->raw_scale || tb->scale_dtype != DSV4Q_BT_F8_E8M0 ||
+        tb->scale_shape[0] != rows || tb->scale_shape[1] != hd / 32)
+        return fail(err, errlen,
+                    "cpu-ref engram41: ids [s,ncols] / table [rows,hd] E4M3 + E8M0 [rows,hd/32] "
+                    "do not match h [%ld,%d,%ld]",
+                    s, hc, dim);
+    if (wkv.kind != CPUREF_W_FP8 || wkv.out != dim * (hc + 1) || wkv.in != (long)C * hd ||
+        wkv.scale_cols != (wkv.in + 31) / 32 || in[3].scale_shape[0] != (wkv.out + 31) / 32)
+        return fail(err, errlen, "cpu-ref engram41: wkv must be FP8 [%ld,%ld] with 32x32 block scales", dim * (hc + 1),
+                    (long)C * hd);
+    if (qw.kind > CPUREF_W_BF16 || kw.kind > CPUREF_W_BF16 || qw.out != hc || kw.out != hc || qw.in != dim ||
+        kw.in != dim)
+        return fail(err, errlen, "cpu-ref engram41: q_weight / k_weight must be BF16 [%d,%ld]", hc, dim);
+    if (in[6].ndim) CHECK(want(&in[6], 1, 1, op, err, errlen));
+    if ((in[6].ndim && in[6].shape[0] != s) || numel(&out[0]) != s * hc * dim)
+        return fail(err, errlen, "cpu-ref engram41: text_mask / output do not match h [%ld,%d,%ld]", s, hc, dim);
+    if (!(p[0] > 0) || !isfinite(p[0]) || (p[1] != 0 && p[1] != 1))
+        return fail(err, errlen, "cpu-ref engram41: eps %g (want > 0) / ue8m0 %g (want 0 or 1)", p[0], p[1]);
+    const cpuref_engram_args a = {hc,      (int)hd,       C,    (int)p[1], dim, rows, (float)p[0],
+                                  tb->raw, tb->raw_scale, &wkv, &qw,       &kw};
+    OOM(cpuref_engram41(&a, in[0].data, s, in[1].data, in[6].ndim ? in[6].data : NULL, out[0].data, mut));
+    pack_bf16(&out[0]); /* h_out at resid_bf16 */
+    return 0;
+}
+
 /* Operators that share a body. */
 
 /* THE operators cpu-ref implements (its caps), each with its kernel: an
@@ -487,7 +525,8 @@ static int r_window_attn_decode(R_ARGS)
     X(COMPRESSOR, r_compressor) X(INDEXER_SCORE, r_indexer_score) X(TOPK, r_topk) X(HC_PRE, r_hc_pre_head)     \
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
     X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
-    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)
+    X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)                   \
+    X(ENGRAM41, r_engram41)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

@@ -51,7 +51,11 @@
     X(ENGRAM_NGRAM_SHIFT, engram_ngram_shift, "engram_hash",                                               \
       "the n-gram window shifted by one position: look-back distances 1..N instead of 0..N-1")             \
     X(ENGRAM_BARRIER_IGNORED, engram_barrier_ignored, "engram_hash",                                       \
-      "a DEAD id does not block the longer look-backs: only its own slot gets the pad")
+      "a DEAD id does not block the longer look-backs: only its own slot gets the pad")                    \
+    X(ENGRAM_GATE_NOSIGN, engram_gate_nosign, "engram41",                                                  \
+      "Engram gate sigmoid(sqrt(max(|dot|, 1e-6))) without the sign of the dot")                           \
+    X(NORM_EPS_1E6, norm_eps_1e6, "engram41",                                                              \
+      "Engram per-copy normalisation with eps 1e-6 instead of the config's norm_eps (1e-20 in V4.1)")
 /* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
@@ -200,6 +204,25 @@ void cpuref_hc_post(const float *x, const float *X, const float *post, const flo
                     long d, float *Y, int mut);
 int cpuref_hc_head(const float *X, long s, int hc, long d, const float *fn, const float *scale,
                    const float *base, float norm_eps, float hc_eps, float *y);
+
+/* ---- Engram (cpuref_engram.c) ------------------------------------------ */
+
+/* One V4.1 Engram layer's weights and shapes: the table [rows, hd] as E4M3
+ * codes + E8M0 scales [rows, hd/32]; wkv FP8 [dim*(hc+1), ncols*hd] with
+ * 32x32 block scales; q/k weights BF16 or F32 [hc, dim]. */
+typedef struct cpuref_engram_args {
+    int hc, hd, ncols, ue8m0;
+    long dim, rows;
+    float eps;
+    const uint8_t *table, *table_scale;
+    const cpuref_w *wkv, *qw, *kw;
+} cpuref_engram_args;
+/* y [s, hc, dim] (BF16 values) = h + g * value per copy, the gate of the
+ * hash ids [s, ncols] (outside [0, rows): a zero row); mask [s] or NULL
+ * (0: an image token, g = 0). The mutants engram_gate_nosign and
+ * norm_eps_1e6 live here. 0 or -1 (allocation). */
+int cpuref_engram41(const cpuref_engram_args *a, const float *h, long s, const int32_t *ids, const int32_t *mask,
+                    float *y, int mut);
 
 /* ---- MoE (cpuref_moe.c) ------------------------------------------------- */
 

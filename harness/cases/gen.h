@@ -42,7 +42,7 @@ float dsv4q_gen_store(int full, double v);
  * nearzero pick their magnitude per block). */
 void dsv4q_gen_act(dsv4q_rng *r, const char *recipe, float *x, long rows, long n, double scale, long block);
 /* Weight input `slot` [N, K] in format fmt ("fp8" 128x128 E8M0 blocks,
- * "fp4" packed E2M1 with per-32 E8M0 scales, "bf16", "f32"): the decoded
+ * "fp8b32" V4.1's 32x32 E8M0 blocks, "fp4" packed E2M1 with per-32 E8M0 scales, "bf16", "f32"): the decoded
  * values as the F32 data and the stored form as raw (not for f32), at
  * value scale sigma; recipe nearzero zeroes ~1 FP8/FP4 block in 8. 0, or
  * -1 with a message naming the case. */
