@@ -336,6 +336,13 @@ static const char *const op_keys[] = {
     "engram41(s=3,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=image,seed=2)",
     "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=edges,seed=2)",
     "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=f32,seed=2)",
+    "compressor41(s=8,d=512,ratio=1,Dc=512,p=5,recipe=normal,seed=2)",
+    "compressor41(s=9,d=512,ratio=2,Dc=512,p=5,recipe=normal,seed=2)",
+    "compressor41(s=8,d=512,ratio=2,Dc=512,p=4,recipe=normal,seed=2)",
+    "compressor41(s=5,d=512,ratio=2,Dc=128,p=1,recipe=dominant,seed=2)",
+    "compressor41(s=9,d=512,ratio=2,Dc=512,p=5,recipe=nearzero,seed=2)",
+    "compressor41(s=8,d=512,ratio=1,Dc=512,p=3,recipe=nearzero,seed=2)",
+    "compressor41(s=9,d=512,ratio=2,Dc=512,p=5,recipe=f32,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -410,7 +417,8 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
     DSV4Q_CAP(DSV4Q_OP_EXPERT) | DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE) | DSV4Q_CAP(DSV4Q_OP_KV41_QUANT) |
     DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41) |
-    DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH) | DSV4Q_CAP(DSV4Q_OP_ENGRAM41);
+    DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH) | DSV4Q_CAP(DSV4Q_OP_ENGRAM41) |
+    DSV4Q_CAP(DSV4Q_OP_COMPRESSOR41);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */
@@ -524,6 +532,8 @@ static const mutant_case mcases[] = {
      "hc_post(s=2,hc=4,d=512,recipe=normal,seed=3)", NULL, 1e-2},
     {"norm_eps_1e6", "engram41(s=2,hc=4,dim=512,hd=64,ncols=6,rows=300,recipe=nearzero,seed=3)",
      "rmsnorm(rows=4,d=512,eps=1e-20,recipe=nearzero,seed=3)", NULL, 1e-2},
+    {"cmp41_partial_dropped", "compressor41(s=9,d=512,ratio=2,Dc=512,p=5,recipe=normal,seed=3)",
+     "compressor41(s=9,d=512,ratio=2,Dc=512,p=4,recipe=normal,seed=3)", NULL, 1e-2},
 };
 
 static double outset_nrms(const outset *a, const outset *b)

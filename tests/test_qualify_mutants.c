@@ -37,6 +37,7 @@ static const struct {
     {"engram_barrier_ignored", "engram_hash"},
     {"engram_gate_nosign", "engram41"},
     {"norm_eps_1e6", "engram41"},
+    {"cmp41_partial_dropped", "compressor41"},
 };
 
 static int listed(const char *ops, const char *op)

@@ -258,6 +258,28 @@ static int r_compressor(R_ARGS)
     return 0;
 }
 
+static int r_compressor41(R_ARGS)
+{
+    CHECK(want(&in[0], 2, 0, op, err, errlen));
+    CHECK(want(&in[3], 1, 0, op, err, errlen));
+    const long s = (long)in[0].shape[0], d = (long)in[0].shape[1], Dc = (long)in[3].shape[0];
+    if (p[0] != 1 && p[0] != 2) return fail(err, errlen, "cpu-ref compressor41: ratio %g (want 1 or 2)", p[0]);
+    const int ratio = (int)p[0];
+    cpuref_w wkv, wg;
+    CHECK(wview(&in[1], &wkv, op, err, errlen));
+    if (ratio == 2) CHECK(wview(&in[2], &wg, op, err, errlen));
+    if (wkv.out != Dc || wkv.in != d || (ratio == 2 && (wg.out != Dc || wg.in != d)) ||
+        numel(&out[0]) != (ratio == 1 ? s : s / 2) * Dc)
+        return fail(err, errlen, "cpu-ref compressor41: shapes do not match x [%ld,%ld], ratio %d, Dc %ld", s, d, ratio,
+                    Dc);
+    if (!(p[1] >= 1 && p[1] <= (double)s && p[1] == floor(p[1])))
+        return fail(err, errlen, "cpu-ref compressor41: prefill %g outside 1..%ld", p[1], s);
+    const cpuref_cmp41_args a = {ratio, (int)Dc, (float)p[2], &wkv, ratio == 2 ? &wg : NULL, in[3].data};
+    OOM(cpuref_compressor41(&a, in[0].data, s, (long)p[1], out[0].data, mut));
+    pack_bf16(&out[0]);
+    return 0;
+}
+
 static int r_indexer_score(R_ARGS)
 {
     CHECK(want(&in[0], 3, 0, op, err, errlen));
@@ -526,7 +548,8 @@ static int r_engram41(R_ARGS)
     X(HC_POST, r_hc_post) X(HC_HEAD, r_hc_pre_head) X(MOE_GATE, r_moe_gate) X(EXPERT, r_expert)                \
     X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
     X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)                   \
-    X(ENGRAM41, r_engram41)
+    X(ENGRAM41, r_engram41)                                                                                    \
+    X(COMPRESSOR41, r_compressor41)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

@@ -55,7 +55,10 @@
     X(ENGRAM_GATE_NOSIGN, engram_gate_nosign, "engram41",                                                  \
       "Engram gate sigmoid(sqrt(max(|dot|, 1e-6))) without the sign of the dot")                           \
     X(NORM_EPS_1E6, norm_eps_1e6, "engram41",                                                              \
-      "Engram per-copy normalisation with eps 1e-6 instead of the config's norm_eps (1e-20 in V4.1)")
+      "Engram per-copy normalisation with eps 1e-6 instead of the config's norm_eps (1e-20 in V4.1)")      \
+    X(CMP41_PARTIAL_DROPPED, cmp41_partial_dropped, "compressor41",                                        \
+      "ratio-2 compressor drops the prefill's trailing partial group instead of carrying it in the "       \
+      "state: the first decode pools with a fresh slot")
 /* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
@@ -168,6 +171,19 @@ typedef struct cpuref_cmp_args {
 } cpuref_cmp_args;
 /* Prefill of x [s, d] from position 0: rows [s/ratio, Dc]. 0 or -1. */
 int cpuref_compressor(const cpuref_cmp_args *a, const float *x, long s, float *rows, int mut);
+
+/* V4.1's compressor (cmp41.c), before RoPE: ratio 1 (wkv BF16, no gate)
+ * or 2 (wkv, wgate F32), weights [Dc, d]. */
+typedef struct cpuref_cmp41_args {
+    int ratio, Dc;
+    float eps;
+    const cpuref_w *wkv, *wgate; /* wgate: ratio 2 only */
+    const float *norm;           /* [Dc] */
+} cpuref_cmp41_args;
+/* x [s, d] at positions 0..s-1 as a prefill of p tokens (1 <= p <= s) and
+ * s - p one-token decode calls: rows [s (ratio 1) or s/2 (ratio 2), Dc],
+ * the latents in the order the calls yield them. 0 or -1 (allocation). */
+int cpuref_compressor41(const cpuref_cmp41_args *a, const float *x, long s, long p, float *rows, int mut);
 
 /* ---- indexer (cpuref_index.c) ------------------------------------------ */
 
