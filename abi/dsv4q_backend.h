@@ -192,6 +192,12 @@
  *   out          h_out [s,hc,dim]
  *   oracle       oracle/engram41.c dsv4q_engram41; V4.1 model.py
  *                Engram.forward, ParallelEngramEmbedding
+ * COMPRESSOR41   x [s,d], wkv [Dc,d], wgate? [Dc,d], norm [Dc]
+ *   params       0 ratio, 1 p, 2 eps
+ *   out          rows [n,Dc]
+ *   oracle       oracle/compressor41.c dsv4q_compressor41; V4.1 model.py
+ *                Compressor.forward (compress_ratio 1 / 2, kv_state /
+ *                score_state)
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -251,6 +257,7 @@ extern "C" {
     X(TOPK41, topk41, 3, 1, 2) \
     X(ENGRAM_HASH, engram_hash, 3, 1, 3) \
     X(ENGRAM41, engram41, 7, 1, 2) \
+    X(COMPRESSOR41, compressor41, 4, 1, 3) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

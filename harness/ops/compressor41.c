@@ -20,7 +20,7 @@
 #include "harness/ops/op.h"
 #include "oracle/ops41.h"
 
-DSV4Q_OP_ROW(21, COMPRESSOR41, compressor41, 4, 1, 3)
+DSV4Q_OP_ROW(23, COMPRESSOR41, compressor41, 4, 1, 3)
 
 /* The rows a call yields: one per token at ratio 1, one per pair at 2. */
 static long nrows41(long s, int ratio) { return ratio == 1 ? s : s / 2; }
