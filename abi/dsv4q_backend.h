@@ -258,6 +258,7 @@ extern "C" {
     X(ENGRAM_HASH, engram_hash, 3, 1, 3) \
     X(ENGRAM41, engram41, 7, 1, 2) \
     X(COMPRESSOR41, compressor41, 4, 1, 3) \
+    X(INDEX41_SCORE, index41_score, 5, 1, 10) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

@@ -38,6 +38,7 @@ static const struct {
     {"engram_gate_nosign", "engram41"},
     {"norm_eps_1e6", "engram41"},
     {"cmp41_partial_dropped", "compressor41"},
+    {"idx41_keys_after_rope", "index41_score"},
 };
 
 static int listed(const char *ops, const char *op)

@@ -372,6 +372,43 @@ static int r_engram_hash(R_ARGS)
     return 0;
 }
 
+static int r_index41_score(R_ARGS)
+{
+    CHECK(want(&in[0], 3, 0, op, err, errlen));
+    CHECK(want(&in[1], 2, 0, op, err, errlen));
+    CHECK(want(&in[2], 2, 0, op, err, errlen));
+    CHECK(want(&in[4], 1, 0, op, err, errlen));
+    cpuref_w wk;
+    CHECK(wview(&in[3], &wk, op, err, errlen));
+    cpuref_idx41_args a = {.s = (long)in[0].shape[0],
+                           .T = (long)in[2].shape[0],
+                           .k0 = (long)p[2],
+                           .start_pos = (long)p[0],
+                           .Hi = (int)in[0].shape[1],
+                           .Di = (int)in[0].shape[2],
+                           .ratio = (int)p[1],
+                           .eps = (float)p[9],
+                           .w = in[1].data,
+                           .knorm = in[4].data,
+                           .wk = &wk};
+    if (in[1].shape[0] != a.s || in[1].shape[1] != a.Hi || wk.out != a.Di || wk.in != in[2].shape[1] ||
+        in[4].shape[0] != a.Di || numel(&out[0]) != a.s * a.T)
+        return fail(err, errlen,
+                    "cpu-ref index41_score: w / latent / idx_wk / idx_k_norm / score do not match q [%ld,%d,%d]", a.s,
+                    a.Hi, a.Di);
+    if ((a.ratio != 1 && a.ratio != 2 && a.ratio != 4) || a.T < 1 || p[2] < 0 || p[0] < 0 || (p[0] == 0 && p[2] != 0) ||
+        !(p[3] >= 2 && p[3] <= a.Di) || (p[2] + (double)a.T) * a.ratio > 16777216.0)
+        return fail(err, errlen, "cpu-ref index41_score: ratio %g, k0 %g, rope_dim %g, start_pos %g unsupported", p[1],
+                    p[2], p[3], p[0]);
+    cpuref_rope rp;
+    if (cpuref_rope_init(&rp, (int)p[3], p[4], (int)p[5], p[6], p[7], p[8], mut))
+        return fail(err, errlen, "cpu-ref index41_score: rope dim %g unsupported", p[3]);
+    a.rope = &rp;
+    OOM(cpuref_index41_score(&a, in[0].data, in[2].data, out[0].data, mut));
+    pack_bf16(&out[0]);
+    return 0;
+}
+
 static int r_hc_pre_head(R_ARGS)
 {
     const int pre = c->op == DSV4Q_OP_HC_PRE;
@@ -549,7 +586,8 @@ static int r_engram41(R_ARGS)
     X(WINDOW_ATTN_DECODE, r_window_attn_decode) X(KV41_QUANT, r_quant) X(MOE_GATE41, r_moe_gate41)             \
     X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)                   \
     X(ENGRAM41, r_engram41)                                                                                    \
-    X(COMPRESSOR41, r_compressor41)
+    X(COMPRESSOR41, r_compressor41)                                                                            \
+    X(INDEX41_SCORE, r_index41_score)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

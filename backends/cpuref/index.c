@@ -12,10 +12,16 @@
  * 8-bit-digit LSD radix sort; the first k keys win. Equal scores therefore
  * come out lower index first, the documented rule. -1 pads.
  *
+ * V4.1 scores with latent keys: the keys are made from the latent rows
+ * (one GEMM over all rows, BF16 out; RMSNorm; RoPE per row, computed from
+ * the position; FP4), the queries FP4'd on a copy, then the scores above.
+ *
  * Mutant topk_tie_unstable: the tie key alternates between the index and
  * its reverse on successive calls, so two runs of the same input disagree
  * whenever a tie touches the output (an engine whose tie order follows
- * thread / rank scheduling).
+ * thread / rank scheduling). Mutant idx41_keys_after_rope: the V4.1 keys are
+ * projected from the latent after attention's RoPE on its last rope dims
+ * (an engine that reuses the rotated compressed-KV latent).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +48,35 @@ void cpuref_indexer_score(const float *q, const float *w, long s, int Hi, int Di
             score[i * T + t] = cpuref_bf16((lane[0] + lane[1]) + (lane[2] + lane[3]));
         }
     }
+}
+
+int cpuref_index41_score(const cpuref_idx41_args *a, const float *q, const float *latent, float *score, int mut)
+{
+    const long T = a->T, D = a->wk->in, nq = a->s * a->Hi * (long)a->Di;
+    const int Di = a->Di, rd = 2 * a->rope->half;
+    float *K = malloc(sizeof(float) * (size_t)(T * Di + 1)), *qf = malloc(sizeof(float) * (size_t)(nq + 1));
+    float *rot = mut == CPUREF_M_IDX41_KEYS_AFTER_ROPE ? malloc(sizeof(float) * (size_t)(T * D + 1)) : NULL;
+    int rc = -1;
+    if (!K || !qf || (mut == CPUREF_M_IDX41_KEYS_AFTER_ROPE && !rot)) goto out;
+    const float *src = latent;
+    if (rot) { /* the defect: attention's rotation of the latent first */
+        memcpy(rot, latent, sizeof(float) * (size_t)(T * D));
+        for (long t = 0; t < T; t++) cpuref_rope_row(a->rope, rot + t * D + D - rd, (a->k0 + t) * a->ratio, 0, 0);
+        src = rot;
+    }
+    if (cpuref_linear(a->wk, src, T, 1, 1, K, mut)) goto out;
+    cpuref_rmsnorm(K, T, Di, a->knorm, a->eps, K);
+    for (long t = 0; t < T; t++) cpuref_rope_row(a->rope, K + t * Di + Di - rd, (a->k0 + t) * a->ratio, 0, 0);
+    cpuref_fp4_quant(K, T, Di);
+    memcpy(qf, q, sizeof(float) * (size_t)nq);
+    cpuref_fp4_quant(qf, a->s * a->Hi, Di);
+    cpuref_indexer_score(qf, a->w, a->s, a->Hi, Di, K, T, a->start_pos, a->ratio, score);
+    rc = 0;
+out:
+    free(K);
+    free(qf);
+    free(rot);
+    return rc;
 }
 
 /* LSD radix sort of n 64-bit keys, 8-bit digits (8 stable passes). */

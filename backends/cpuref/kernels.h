@@ -58,7 +58,9 @@
       "Engram per-copy normalisation with eps 1e-6 instead of the config's norm_eps (1e-20 in V4.1)")      \
     X(CMP41_PARTIAL_DROPPED, cmp41_partial_dropped, "compressor41",                                        \
       "ratio-2 compressor drops the prefill's trailing partial group instead of carrying it in the "       \
-      "state: the first decode pools with a fresh slot")
+      "state: the first decode pools with a fresh slot")                                                   \
+    X(IDX41_KEYS_AFTER_ROPE, idx41_keys_after_rope, "index41_score",                                       \
+      "V4.1 index keys made from the latent after attention's RoPE (the rotated KV latent reused)")
 /* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
@@ -189,6 +191,19 @@ int cpuref_compressor41(const cpuref_cmp41_args *a, const float *x, long s, long
 
 void cpuref_indexer_score(const float *q, const float *w, long s, int Hi, int Di, const float *K, long T,
                           long start_pos, int ratio, float *score);
+/* V4.1's indexer score with latent keys (INDEX41_SCORE): keys K [T, Di] =
+ * FP4(RoPE_{(k0+t)*ratio}(rmsnorm(wk latent[t]))) on the last rope dims,
+ * queries q [s, Hi, Di] FP4'd (on a copy), then cpuref_indexer_score.
+ * latent [T, wk->in]; score [s, T]. 0 or -1 (allocation). */
+typedef struct cpuref_idx41_args {
+    long s, T, k0, start_pos;
+    int Hi, Di, ratio;
+    float eps;
+    const float *w, *knorm;  /* [s, Hi] head weights, [Di] k_norm weight */
+    const cpuref_w *wk;      /* [Di, D] */
+    const cpuref_rope *rope; /* rope_dim = 2 * half */
+} cpuref_idx41_args;
+int cpuref_index41_score(const cpuref_idx41_args *a, const float *q, const float *latent, float *score, int mut);
 int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int mut);
 /* V4.1's candidate blocks: out [rows, topb] the kept block ids ascending,
  * -1 padded (block score = max, the block of clen-1 pinned, ties to the

@@ -3,7 +3,9 @@
  * (model.py Indexer.forward): score[i,t] = sum_h relu(q_h . K_t) w_h over
  * the processed queries (RoPE, Hadamard, FP4 applied) and the index key
  * rows, causally masked in prefill (t >= (i+1)/ratio is -inf); partials
- * and scores at idx_partial_bf16 / idx_score_bf16.
+ * and scores at idx_partial_bf16 / idx_score_bf16. V4 calls it at ratio 4;
+ * V4.1's index sources at ratio 1 and 2 with 32 heads (oracle/model_v41.c
+ * indexer41; its cases are in the flash41 set).
  */
 #include "harness/ops/op.h"
 
@@ -26,8 +28,11 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     int bad = 0;
     long s = dsv4q_kv_int(kv, "s", 1, 4096, &bad), Hi = dsv4q_kv_int(kv, "Hi", 1, 1024, &bad),
          Di = dsv4q_kv_int(kv, "Di", 1, 4096, &bad), T = dsv4q_kv_int(kv, "T", 1, 1 << 20, &bad),
-         start = dsv4q_kv_int(kv, "start", 0, 1L << 30, &bad);
-    if (bad) { snprintf(err, errlen, "%s: bad s/Hi/Di/T/start", c->key); return -1; }
+         start = dsv4q_kv_int(kv, "start", 0, 1L << 30, &bad), ratio = dsv4q_kv_int(kv, "ratio", 1, 4, &bad);
+    if (bad || ratio == 3) {
+        snprintf(err, errlen, "%s: bad s/Hi/Di/T/start/ratio (ratio 1|2|4)", c->key);
+        return -1;
+    }
     RECIPES("normal", "ties", "f32");
     float *q = dsv4q_case_input(c, 0, DSV4Q_BT_F32, 3, s, Hi, Di), *w = dsv4q_case_input(c, 1, DSV4Q_BT_F32, 2, s, Hi, 0),
           *K = dsv4q_case_input(c, 2, DSV4Q_BT_F32, 2, T, Di, 0);
@@ -44,21 +49,33 @@ static int build(dsv4q_case *c, const dsv4q_kv *kv, dsv4q_rng *r, char *err, siz
     for (long i = 0; i < s * Hi; i++) w[i] = dsv4q_gen_full(c->recipe) ? (float)(dsv4q_rng_gauss(r) * ws) : dsv4q_gen_bf16(dsv4q_gen_bf16(dsv4q_rng_gauss(r)) * ws);
     dsv4q_case_output(c, 0, DSV4Q_BT_F32, 2, s, T, 0);
     c->param[0] = (double)start;
-    c->param[1] = 4;
+    c->param[1] = (double)ratio;
     return 0;
 }
 
+/* The prefill mask divides by the ratio. */
+static int check(const dsv4q_bcall *c, char *err, size_t errlen)
+{
+    if (!(c->param[1] >= 1) || c->param[1] != floor(c->param[1])) {
+        snprintf(err, errlen, "indexer_score: ratio = %g must be an integer >= 1", c->param[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* clang-format off */
 DSV4Q_OP_DESC(indexer_score,
     .in = { T("q", "[s,Hi,Di]", "F32", "processed queries (RoPE, Hadamard, FP4 applied)"), 
           T("w", "[s,Hi]", "F32", "head weights (already scaled by Di^-0.5 Hi^-0.5)"), 
           T("K", "[T,Di]", "F32", "index key rows") },
     .out = { T("score", "[s,T]", "F32|BF16", "sum_h relu(q_h . K_t) w_h; masked = -inf") },
-    .param = { "start_pos: position of the first query (0 = prefill: t >= (i+1)/ratio masked)", "ratio (4)" },
+    .param = { "start_pos: position of the first query (0 = prefill: t >= (i+1)/ratio masked)", "ratio (V4: 4; V4.1: 1, 2)" },
     .oracle = "oracle/indexer.c dsv4q_indexer_scores",
     .reference = "model.py Indexer.forward",
     .boundaries = "idx_partial_bf16, idx_score_bf16",
     .notes = "",
     .keys = {{"s", "1"}, {"Hi", "64"}, {"Di", "128"}, {"T", "16384"}, {"start", "65536"}},
+    .optkeys = {{"ratio", "4"}},
     .cases = (const dsv4q_case_entry[]){
         {"indexer_score(s=1,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", SET_FLASH},
         {"indexer_score(s=16,Hi=64,Di=128,T=4,start=0,recipe=normal,seed=1)", SET_FLASH | SET_PRO},
@@ -67,6 +84,13 @@ DSV4Q_OP_DESC(indexer_score,
         {"indexer_score(s=2,Hi=64,Di=128,T=16384,start=65536,recipe=normal,seed=1)", SET_PRO},
         {"indexer_score(s=2,Hi=16,Di=128,T=16384,start=65536,recipe=f32,seed=1)", SET_PRO},
         {"indexer_score(s=1,Hi=64,Di=128,T=262144,start=1048575,recipe=normal,seed=1)", SET_LONG},
+        /* V4.1 Flash: 32 index heads, ratios 2 and 1 */
+        {"indexer_score(s=1,Hi=32,Di=128,T=2048,start=4095,ratio=2,recipe=normal,seed=1)", SET_FLASH41},
+        {"indexer_score(s=16,Hi=32,Di=128,T=8,start=0,ratio=2,recipe=normal,seed=1)", SET_FLASH41},
+        {"indexer_score(s=16,Hi=32,Di=128,T=16,start=0,ratio=1,recipe=normal,seed=1)", SET_FLASH41},
+        {"indexer_score(s=2,Hi=32,Di=128,T=2048,start=4094,ratio=2,recipe=ties,seed=1)", SET_FLASH41},
+        {"indexer_score(s=2,Hi=32,Di=128,T=2048,start=2046,ratio=1,recipe=f32,seed=1)", SET_FLASH41},
         {NULL, 0}},
-    .build = build)
+    .build = build, .check = check)
+/* clang-format on */
 #endif
