@@ -8,8 +8,9 @@
  * token of its group"). The latent rows are cache rows k0..k0+T-1: the
  * whole cache (k0 = 0, what the reference scores) or a chunk of it, as an
  * engine tiles the key cache (and as cases reach positions past
- * original_seq_len without projecting 32k rows). The queries come projected and RoPE'd and are FP4'd here
- * (idx_q_fp4; no Hadamard in V4.1); then V4's score arithmetic,
+ * original_seq_len without projecting 32k rows). The queries come
+ * projected and RoPE'd and are FP4'd here (idx_q_fp4; no Hadamard in
+ * V4.1); then V4's score arithmetic,
  * score[i,t] = sum_h relu(q_h . K_t) w_h, partials at idx_partial_bf16, the
  * sum at idx_score_bf16, prefill (start_pos 0) masked to -inf at
  * t >= (i+1)/ratio. The adapter calls the oracle functions in the order
