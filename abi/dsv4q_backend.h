@@ -198,6 +198,24 @@
  *   oracle       oracle/compressor41.c dsv4q_compressor41; V4.1 model.py
  *                Compressor.forward (compress_ratio 1 / 2, kv_state /
  *                score_state)
+ * INDEX41_SCORE  q [s,Hi,Di], w [s,Hi], latent [T,D], idx_wk [Di,D],
+ *                idx_k_norm [Di]
+ *   params       0 start_pos, 1 ratio, 2 k0, 3 rope_dim, 4 rope, 5
+ *                original_seq_len, 6 factor, 7 beta_fast, 8 beta_slow, 9 eps
+ *   out          score [s,T]
+ *   oracle       oracle/linear.c dsv4q_linear + oracle/norm.c dsv4q_rmsnorm +
+ *                oracle/rope.c dsv4q_rope_apply + oracle/quant.c
+ *                dsv4q_fp4_act_quant + oracle/indexer.c dsv4q_indexer_scores
+ *                (as oracle/model_v41.c indexer41 composes them); V4.1
+ *                model.py Indexer.forward (owns_k: k_norm(wk(latent)),
+ *                apply_rotary_emb, fp4_act_quant, index_score)
+ * HC_PRE41       X [s,hc,d], premix [s,hc], fn [(2+hc)*hc,hc*d], scale [3],
+ *                base [(2+hc)*hc]
+ *   params       0 norm_eps, 1 hc_eps, 2 iters
+ *   out          y [s,d], pre [s,hc], post [s,hc], comb [s,hc,hc]
+ *   oracle       oracle/hc.c dsv4q_hc_mixes + dsv4q_hc_collapse; V4.1
+ *                model.py Block.hc_mixes, Block.hc_pre; kernel.py
+ *                hc_split_sinkhorn_kernel
  * <!-- end generated -->
  */
 #ifndef DSV4Q_BACKEND_H_ABI
@@ -259,6 +277,7 @@ extern "C" {
     X(ENGRAM41, engram41, 7, 1, 2) \
     X(COMPRESSOR41, compressor41, 4, 1, 3) \
     X(INDEX41_SCORE, index41_score, 5, 1, 10) \
+    X(HC_PRE41, hc_pre41, 5, 4, 3) \
     /* end of the list */
 /* end generated */
 /* clang-format on */

@@ -346,6 +346,10 @@ static const char *const op_keys[] = {
     "index41_score(s=2,Hi=8,Di=128,D=256,T=300,ratio=2,start=598,recipe=normal,seed=2)",
     "index41_score(s=8,Hi=8,Di=128,D=256,T=8,ratio=1,start=0,recipe=normal,seed=2)",
     "index41_score(s=1,Hi=8,Di=128,D=256,T=200,ratio=2,start=67199,k0=33400,recipe=f32,seed=2)",
+    "hc_pre41(s=2,hc=4,d=512,recipe=normal,seed=2)",
+    "hc_pre41(s=2,hc=4,d=512,recipe=lagged,seed=2)",
+    "hc_pre41(s=2,hc=4,d=512,recipe=identity,seed=2)",
+    "hc_pre41(s=2,hc=4,d=512,recipe=extreme,seed=2)",
 };
 
 static void check_vs_oracle(const char *key)
@@ -422,7 +426,8 @@ static const uint64_t CPUREF_CAPS =
     DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS) | DSV4Q_CAP(DSV4Q_OP_TOPK41) |
     DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH) | DSV4Q_CAP(DSV4Q_OP_ENGRAM41) |
     DSV4Q_CAP(DSV4Q_OP_COMPRESSOR41) |
-    DSV4Q_CAP(DSV4Q_OP_INDEX41_SCORE);
+    DSV4Q_CAP(DSV4Q_OP_INDEX41_SCORE) |
+    DSV4Q_CAP(DSV4Q_OP_HC_PRE41);
 
 /* Every operator cpu-ref claims is covered above, and its caps are exactly
  * those. */
@@ -540,6 +545,8 @@ static const mutant_case mcases[] = {
      "compressor41(s=9,d=512,ratio=2,Dc=512,p=4,recipe=normal,seed=3)", NULL, 1e-2},
     {"idx41_keys_after_rope", "index41_score(s=1,Hi=8,Di=128,D=256,T=300,ratio=2,start=599,recipe=normal,seed=3)",
      "compressor(s=9,d=512,ratio=4,Dc=128,rotate=1,recipe=normal,seed=3)", NULL, 1e-2},
+    {"premix_not_lagged", "hc_pre41(s=2,hc=4,d=512,recipe=normal,seed=3)",
+     "hc_pre(s=2,hc=4,d=512,recipe=normal,seed=3)", NULL, 1e-2},
 };
 
 static double outset_nrms(const outset *a, const outset *b)

@@ -39,6 +39,7 @@ static const struct {
     {"norm_eps_1e6", "engram41"},
     {"cmp41_partial_dropped", "compressor41"},
     {"idx41_keys_after_rope", "index41_score"},
+    {"premix_not_lagged", "hc_pre41"},
 };
 
 static int listed(const char *ops, const char *op)

@@ -430,6 +430,29 @@ static int r_hc_pre_head(R_ARGS)
     return 0;
 }
 
+static int r_hc_pre41(R_ARGS)
+{
+    CHECK(want(&in[0], 3, 0, op, err, errlen));
+    CHECK(want(&in[1], 2, 0, op, err, errlen));
+    CHECK(want(&in[2], 2, 0, op, err, errlen));
+    CHECK(want(&in[3], 1, 0, op, err, errlen));
+    CHECK(want(&in[4], 1, 0, op, err, errlen));
+    const long s = (long)in[0].shape[0], d = (long)in[0].shape[2];
+    const int hc = (int)in[0].shape[1], nmix = (2 + hc) * hc;
+    if (hc < 1 || hc > 16 || in[1].shape[0] != s || in[1].shape[1] != hc || in[2].shape[0] != nmix ||
+        in[2].shape[1] != hc * d || in[3].shape[0] < 3 || in[4].shape[0] != nmix)
+        return fail(err, errlen, "cpu-ref hc_pre41: premix/fn/scale/base shapes do not match X [%ld,%d,%ld]", s, hc, d);
+    if (!(p[0] > 0) || !(p[1] >= 0) || !(p[2] >= 1 && p[2] <= 1000))
+        return fail(err, errlen, "cpu-ref hc_pre41: norm_eps %g, hc_eps %g, iters %g out of range", p[0], p[1], p[2]);
+    if (numel(&out[0]) != s * d || numel(&out[1]) != s * hc || numel(&out[2]) != s * hc ||
+        numel(&out[3]) != s * hc * hc)
+        return fail(err, errlen, "cpu-ref hc_pre41: outputs do not match X [%ld,%d,%ld]", s, hc, d);
+    OOM(cpuref_hc_pre41(in[0].data, in[1].data, s, hc, d, in[2].data, in[3].data, in[4].data, (float)p[0], (float)p[1],
+                        (int)p[2], out[0].data, out[1].data, out[2].data, out[3].data, mut));
+    pack_bf16(&out[0]);
+    return 0;
+}
+
 static int r_hc_post(R_ARGS)
 {
     CHECK(want(&in[0], 2, 0, op, err, errlen));
@@ -587,7 +610,8 @@ static int r_engram41(R_ARGS)
     X(CANDIDATE_BLOCKS, r_candidate_blocks) X(TOPK41, r_topk41) X(ENGRAM_HASH, r_engram_hash)                   \
     X(ENGRAM41, r_engram41)                                                                                    \
     X(COMPRESSOR41, r_compressor41)                                                                            \
-    X(INDEX41_SCORE, r_index41_score)
+    X(INDEX41_SCORE, r_index41_score)                                                                          \
+    X(HC_PRE41, r_hc_pre41)
 /* clang-format on */
 
 typedef int (*run_fn)(R_ARGS);

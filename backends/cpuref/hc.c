@@ -10,7 +10,11 @@
  * partial sums (even / odd j). hc_head: the same fused mixes pass with hc
  * outputs, sigmoid weights + hc_eps, BF16 reduction.
  *
- * Mutant hc_post_transposed: hc_post reads C[k][j] (C^T).
+ * hc_pre41 (V4.1): the same per-token mixes, handed out as pre / post /
+ * comb, and the stream reduction with the INCOMING pre-mix instead.
+ *
+ * Mutant hc_post_transposed: hc_post reads C[k][j] (C^T). Mutant
+ * premix_not_lagged: hc_pre41 reduces with the pre-mix it just computed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -80,49 +84,78 @@ static void reduce_streams(const float *Xt, int hc, long d, const float *w, floa
     }
 }
 
+/* One token's mixes: pre [hc] (sigmoid + hc_eps), post [hc] (2 sigmoid),
+ * C [hc, hc] (row softmax + hc_eps, then iters column / row passes). */
+static int token_mixes(const float *Xt, int hc, long d, const float *fn, const float *scale, const float *base,
+                       float norm_eps, float hc_eps, int iters, float *pre, float *pt, float *C)
+{
+    float mixes[(2 + 16) * 16];
+    if (fused_mixes(Xt, (long)hc * d, fn, (2 + hc) * hc, norm_eps, mixes)) return -1;
+    for (int j = 0; j < hc; j++) {
+        pre[j] = sigmoidf(mixes[j] * scale[0] + base[j]) + hc_eps;
+        pt[j] = 2.0f * sigmoidf(mixes[hc + j] * scale[1] + base[hc + j]);
+    }
+    for (int j = 0; j < hc; j++) {
+        /* row softmax + eps */
+        float *row = C + j * hc, mx = -INFINITY, sum = 0;
+        for (int k = 0; k < hc; k++) {
+            row[k] = mixes[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
+            mx = fmaxf(mx, row[k]);
+        }
+        for (int k = 0; k < hc; k++) {
+            row[k] = expf(row[k] - mx);
+            sum += row[k];
+        }
+        for (int k = 0; k < hc; k++) row[k] = row[k] / sum + hc_eps;
+    }
+    for (int it = 0; it < iters; it++) {
+        if (it) {
+            for (int j = 0; j < hc; j++) {
+                float rs = 0;
+                for (int k = 0; k < hc; k++) rs += C[j * hc + k];
+                rs += hc_eps;
+                for (int k = 0; k < hc; k++) C[j * hc + k] /= rs;
+            }
+        }
+        float cs[16] = {0};
+        for (int j = 0; j < hc; j++)
+            for (int k = 0; k < hc; k++) cs[k] += C[j * hc + k];
+        for (int k = 0; k < hc; k++) cs[k] += hc_eps;
+        for (int j = 0; j < hc; j++)
+            for (int k = 0; k < hc; k++) C[j * hc + k] /= cs[k];
+    }
+    return 0;
+}
+
 int cpuref_hc_pre(const float *X, long s, int hc, long d, const float *fn, const float *scale,
                   const float *base, float norm_eps, float hc_eps, int iters, float *y, float *post,
                   float *comb)
 {
-    const int nmix = (2 + hc) * hc;
     const long hd = (long)hc * d;
-    float mixes[(2 + 16) * 16], pre[16];
+    float pre[16];
     if (hc > 16) return -1;
     for (long t = 0; t < s; t++) {
         const float *Xt = X + t * hd;
-        if (fused_mixes(Xt, hd, fn, nmix, norm_eps, mixes)) return -1;
-        float *pt = post + t * hc, *C = comb + t * hc * hc;
-        for (int j = 0; j < hc; j++) {
-            pre[j] = sigmoidf(mixes[j] * scale[0] + base[j]) + hc_eps;
-            pt[j] = 2.0f * sigmoidf(mixes[hc + j] * scale[1] + base[hc + j]);
-        }
-        for (int j = 0; j < hc; j++) {
-            /* row softmax + eps */
-            float *row = C + j * hc, mx = -INFINITY, sum = 0;
-            for (int k = 0; k < hc; k++) {
-                row[k] = mixes[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
-                mx = fmaxf(mx, row[k]);
-            }
-            for (int k = 0; k < hc; k++) { row[k] = expf(row[k] - mx); sum += row[k]; }
-            for (int k = 0; k < hc; k++) row[k] = row[k] / sum + hc_eps;
-        }
-        for (int it = 0; it < iters; it++) {
-            if (it) {
-                for (int j = 0; j < hc; j++) {
-                    float rs = 0;
-                    for (int k = 0; k < hc; k++) rs += C[j * hc + k];
-                    rs += hc_eps;
-                    for (int k = 0; k < hc; k++) C[j * hc + k] /= rs;
-                }
-            }
-            float cs[16] = {0};
-            for (int j = 0; j < hc; j++)
-                for (int k = 0; k < hc; k++) cs[k] += C[j * hc + k];
-            for (int k = 0; k < hc; k++) cs[k] += hc_eps;
-            for (int j = 0; j < hc; j++)
-                for (int k = 0; k < hc; k++) C[j * hc + k] /= cs[k];
-        }
+        if (token_mixes(Xt, hc, d, fn, scale, base, norm_eps, hc_eps, iters, pre, post + t * hc, comb + t * hc * hc))
+            return -1;
         reduce_streams(Xt, hc, d, pre, y + t * d);
+    }
+    return 0;
+}
+
+int cpuref_hc_pre41(const float *X, const float *premix, long s, int hc, long d, const float *fn, const float *scale,
+                    const float *base, float norm_eps, float hc_eps, int iters, float *y, float *pre, float *post,
+                    float *comb, int mut)
+{
+    const long hd = (long)hc * d;
+    if (hc > 16) return -1;
+    for (long t = 0; t < s; t++) {
+        const float *Xt = X + t * hd;
+        float *pt = pre + t * hc;
+        if (token_mixes(Xt, hc, d, fn, scale, base, norm_eps, hc_eps, iters, pt, post + t * hc, comb + t * hc * hc))
+            return -1;
+        /* the lag: collapse with the previous sub-block's pre-mix */
+        reduce_streams(Xt, hc, d, mut == CPUREF_M_PREMIX_NOT_LAGGED ? pt : premix + t * hc, y + t * d);
     }
     return 0;
 }

@@ -60,7 +60,9 @@
       "ratio-2 compressor drops the prefill's trailing partial group instead of carrying it in the "       \
       "state: the first decode pools with a fresh slot")                                                   \
     X(IDX41_KEYS_AFTER_ROPE, idx41_keys_after_rope, "index41_score",                                       \
-      "V4.1 index keys made from the latent after attention's RoPE (the rotated KV latent reused)")
+      "V4.1 index keys made from the latent after attention's RoPE (the rotated KV latent reused)")        \
+    X(PREMIX_NOT_LAGGED, premix_not_lagged, "hc_pre41",                                                    \
+      "V4.1 hc pre step collapses with the pre-mix it just computed instead of the previous sub-block's")
 /* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
@@ -235,6 +237,13 @@ void cpuref_hc_post(const float *x, const float *X, const float *post, const flo
                     long d, float *Y, int mut);
 int cpuref_hc_head(const float *X, long s, int hc, long d, const float *fn, const float *scale,
                    const float *base, float norm_eps, float hc_eps, float *y);
+/* V4.1's lagged pre step: pre / post [s, hc], comb [s, hc, hc] from X [s,
+ * hc, d] as cpuref_hc_pre computes them; y [s, d] = BF16(sum_j premix_j
+ * X_j) with the incoming premix [s, hc] (the mutant premix_not_lagged:
+ * with pre). hc <= 16. 0 or -1 (allocation, hc). */
+int cpuref_hc_pre41(const float *X, const float *premix, long s, int hc, long d, const float *fn, const float *scale,
+                    const float *base, float norm_eps, float hc_eps, int iters, float *y, float *pre, float *post,
+                    float *comb, int mut);
 
 /* ---- Engram (cpuref_engram.c) ------------------------------------------ */
 
