@@ -342,7 +342,9 @@ typedef struct dsv4q_bt {
     int64_t raw_shape[6];   /* FP4: [out, in/2] bytes */
     const void *raw_scale;  /* block scales, or NULL */
     int32_t scale_dtype;    /* F8_E8M0 (ue8m0) or F32 */
-    int64_t scale_shape[2]; /* FP8: [ceil(out/128), ceil(in/128)]; FP4: [out, in/32] */
+    int64_t scale_shape[2]; /* FP8: [ceil(out/b), ceil(in/b)], b = 128 (V4) or 32 (V4.1,
+                               whose linears also act-quantize per 32): the grid says which;
+                               FP4: [out, in/32] */
 } dsv4q_bt;
 
 /*

@@ -257,6 +257,9 @@ static const char *const op_keys[] = {
     "linear(s=2,N=128,K=512,fmt=fp8,out=bf16,recipe=extreme,seed=2)",
     "linear(s=2,N=128,K=512,fmt=fp8,out=bf16,recipe=nearzero,seed=2)",
     "linear(s=2,N=96,K=256,fmt=fp4,out=bf16,recipe=normal,seed=2)",
+    "linear(s=2,N=100,K=330,fmt=fp8b32,out=bf16,recipe=normal,seed=2)", /* partial 32 blocks both ways */
+    "linear(s=2,N=128,K=512,fmt=fp8b32,out=bf16,recipe=extreme,seed=2)",
+    "linear(s=2,N=128,K=512,fmt=fp8b32,out=bf16,recipe=blockedge,seed=2)",
     "linear(s=2,N=128,K=512,fmt=bf16,out=bf16,recipe=normal,seed=2)",
     "linear(s=2,N=128,K=512,fmt=f32,out=f32,recipe=normal,seed=2)",
     "rmsnorm(rows=3,d=1024,recipe=normal,seed=2)",
@@ -547,6 +550,15 @@ static const mutant_case mcases[] = {
      "compressor(s=9,d=512,ratio=4,Dc=128,rotate=1,recipe=normal,seed=3)", NULL, 1e-2},
     {"premix_not_lagged", "hc_pre41(s=2,hc=4,d=512,recipe=normal,seed=3)",
      "hc_pre(s=2,hc=4,d=512,recipe=normal,seed=3)", NULL, 1e-2},
+    /* the V4 128-block linear is untouched: the mutant matters only where the grid is 32x32 */
+    {"fp8_blk128", "linear(s=2,N=128,K=512,fmt=fp8b32,out=bf16,recipe=blockedge,seed=3)",
+     "linear(s=2,N=128,K=512,fmt=fp8,out=bf16,recipe=extreme,seed=3)", NULL, 1e-2},
+    {"kv41_scale_e8m0", "kv41_quant(rows=8,n=512,recipe=e4m3scale,seed=3)",
+     "fp4_quant(rows=8,n=128,recipe=ties,seed=3)", NULL, 1e-2},
+    {"cand_newest_unpinned", "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=partial,seed=3)",
+     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=partial,seed=3)", NULL, 1e-2},
+    {"cand_block_mean", "candidate_blocks(rows=4,T=1000,B=8,topb=32,recipe=normal,seed=3)",
+     "topk41(rows=4,T=1000,k=128,B=8,topb=32,recipe=normal,seed=3)", NULL, 1e-2},
 };
 
 static double outset_nrms(const outset *a, const outset *b)
@@ -641,14 +653,44 @@ static void test_mutant_ties(void **state)
     dsv4q_case_free(&c);
 }
 
+/* An FP8 weight's scale grid decides its tile: 128x128 or 32x32. A grid
+ * of neither (one scale column too many) is refused with a message, not
+ * read out of bounds. */
+static void test_fp8_grid_refused(void **state)
+{
+    (void)state;
+    dsv4q_case c;
+    build(&c, "linear(s=2,N=100,K=330,fmt=fp8b32,out=bf16,recipe=normal,seed=2)");
+    assert_int_equal(c.in[1].scale_shape[0], 4);  /* ceil(100/32) */
+    assert_int_equal(c.in[1].scale_shape[1], 11); /* ceil(330/32) */
+    c.in[1].scale_shape[1] = 12;
+    const dsv4q_backend_v1 *b = dsv4q_cpuref_backend(NULL);
+    void *ctx = NULL;
+    char err[256] = "";
+    assert_int_equal(b->init(&ctx, err, sizeof err), 0);
+    dsv4q_bt out[1] = {c.out[0]};
+    out[0].data = calloc(1, dsv4q_case_out_bytes(&c, 0) + 4);
+    assert_non_null(out[0].data);
+    dsv4q_bcall call;
+    dsv4q_case_call(&c, out, source_bs(), &call);
+    assert_int_equal(b->run(ctx, &call, err, sizeof err), DSV4Q_BACKEND_ERROR);
+    assert_non_null(strstr(err, "neither 128x128 nor 32x32"));
+    if (b->fini) b->fini(ctx);
+    free(out[0].data);
+    dsv4q_case_free(&c);
+}
+
 int main(void)
 {
+    /* clang-format off */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_fp8_grid_refused),
         cmocka_unit_test(test_descriptor),
         cmocka_unit_test(test_ops_vs_oracle),
         cmocka_unit_test(test_mutants),
         cmocka_unit_test(test_mutant_ties),
     };
+    /* clang-format on */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

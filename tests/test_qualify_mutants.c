@@ -40,6 +40,10 @@ static const struct {
     {"cmp41_partial_dropped", "compressor41"},
     {"idx41_keys_after_rope", "index41_score"},
     {"premix_not_lagged", "hc_pre41"},
+    {"fp8_blk128", "linear"},
+    {"kv41_scale_e8m0", "kv41_quant"},
+    {"cand_newest_unpinned", "candidate_blocks"},
+    {"cand_block_mean", "candidate_blocks"},
 };
 
 static int listed(const char *ops, const char *op)

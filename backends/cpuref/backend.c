@@ -83,6 +83,7 @@ static int wview(const dsv4q_bt *t, cpuref_w *w, const char *op, char *err, size
     w->in = (long)t->shape[1];
     w->kind = CPUREF_W_F32;
     w->data = t->data;
+    w->blk = 128;
     if (!t->raw) return 0;
     switch (t->raw_dtype) {
     case DSV4Q_BT_BF16:
@@ -101,6 +102,16 @@ static int wview(const dsv4q_bt *t, cpuref_w *w, const char *op, char *err, size
         w->scale = t->raw_scale;
         w->scale_f32 = t->scale_dtype == DSV4Q_BT_F32;
         w->scale_cols = (long)t->scale_shape[1];
+        if (w->kind == CPUREF_W_FP8) { /* the tile is what the scale grid implies: 128 (V4) or 32 (V4.1) */
+            const int64_t r0 = t->scale_shape[0], r1 = t->scale_shape[1];
+            if (r0 == (w->out + 127) / 128 && r1 == (w->in + 127) / 128) w->blk = 128;
+            else if (r0 == (w->out + 31) / 32 && r1 == (w->in + 31) / 32) w->blk = 32;
+            else
+                return fail(err, errlen,
+                            "cpu-ref %s: FP8 weight '%s' [%ld,%ld] has a scale grid [%lld,%lld] of neither "
+                            "128x128 nor 32x32 tiles",
+                            op, t->name ? t->name : "?", w->out, w->in, (long long)r0, (long long)r1);
+        }
         return 0;
     default:   /* F32 raw (FP32-math weights): the values are the data */
         return 0;
@@ -198,7 +209,7 @@ static int r_quant(R_ARGS)
         cpuref_fp4_quant(y, rows, n);
     } else if (c->op == DSV4Q_OP_KV41_QUANT) {
         if (n % 16) return fail(err, errlen, "cpu-ref kv41_quant: n=%ld not a multiple of 16", n);
-        cpuref_kv41_quant(y, rows, n);
+        cpuref_kv41_quant(y, rows, n, mut);
     } else {
         if (n < 1 || (n & (n - 1))) return fail(err, errlen, "cpu-ref hadamard: n=%ld not a power of two", n);
         cpuref_hadamard(y, rows, n);
@@ -314,7 +325,7 @@ static int r_candidate_blocks(R_ARGS)
     for (long i = 0; i < rows; i++)
         if (clen[i] < 0 || clen[i] > T)
             return fail(err, errlen, "cpu-ref candidate_blocks: clen[%ld] = %d", i, clen[i]);
-    OOM(cpuref_candidate_blocks(in[0].data, rows, T, clen, (int)p[0], (int)p[1], out[0].data));
+    OOM(cpuref_candidate_blocks(in[0].data, rows, T, clen, (int)p[0], (int)p[1], out[0].data, mut));
     return 0;
 }
 

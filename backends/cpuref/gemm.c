@@ -10,8 +10,9 @@
  *  - weights decoded a row at a time from the stored bytes through lookup
  *    tables (E4M3 256-entry, E2M1 256-entry pair table), never dequantized
  *    as a whole;
- *  - FP8: per 128-wide K block, block dot then (dot * sa) * sw into a
- *    second FP32 accumulator; FP4: 32-wide blocks, sa per 128;
+ *  - FP8: per blk-wide K block (128 in V4, 32 in V4.1: the weight's scale
+ *    grid says which), block dot then (dot * sa) * sw into a second FP32
+ *    accumulator, sa per blk; FP4: 32-wide blocks, sa per 128;
  *  - Hadamard: butterflies from the widest stride down (decimation in
  *    frequency), the same matrix as the natural-order Sylvester transform.
  */
@@ -95,11 +96,11 @@ static const float *decode_row(const cpuref_w *W, long o, float *wrow, int mut)
     return wrow;
 }
 
-/* FP8 act-quant of one token row into codes q [K] and scales sa [ceil(K/128)]. */
-static void quant_row(const float *x, long K, int ue8m0, int mut, float *q, float *sa)
+/* FP8 act-quant of one token row into codes q [K] and scales sa [ceil(K/bl)], blocks of bl. */
+static void quant_row(const float *x, long K, long bl, int ue8m0, int mut, float *q, float *sa)
 {
-    for (long k0 = 0, kb = 0; k0 < K; k0 += 128, kb++) {
-        long len = K - k0 < 128 ? K - k0 : 128;
+    for (long k0 = 0, kb = 0; k0 < K; k0 += bl, kb++) {
+        long len = K - k0 < bl ? K - k0 : bl;
         float amax = 0;
         for (long i = 0; i < len; i++) amax = fmaxf(amax, fabsf(x[k0 + i]));
         float s = cpuref_fp8_scale(amax, ue8m0, mut);
@@ -111,7 +112,10 @@ static void quant_row(const float *x, long K, int ue8m0, int mut, float *q, floa
 int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16_out, float *y, int mut)
 {
     cpuref_tables_init();
-    const long K = W->in, N = W->out, nab = (K + 127) / 128;
+    /* bl: the FP8 tile and act block (FP4: act blocks of 128); the mutant
+     * fp8_blk128 keeps V4's 128 whatever the weight's scale grid is */
+    const long bl = W->kind == CPUREF_W_FP8 && W->blk > 0 && mut != CPUREF_M_FP8_BLK128 ? W->blk : 128;
+    const long K = W->in, N = W->out, nab = (K + bl - 1) / bl;
     const int quant = W->kind == CPUREF_W_FP8 || W->kind == CPUREF_W_FP4;
     float *xq = NULL, *sa = NULL, *wrow = malloc(sizeof(float) * (size_t)(K ? K : 1));
     if (!wrow) return -1;
@@ -122,7 +126,7 @@ int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16
             free(xq); free(sa); free(wrow);
             return -1;
         }
-        for (long t = 0; t < s; t++) quant_row(x + t * K, K, ue8m0, mut, xq + t * K, sa + t * nab);
+        for (long t = 0; t < s; t++) quant_row(x + t * K, K, bl, ue8m0, mut, xq + t * K, sa + t * nab);
     }
     for (long o = 0; o < N; o++) {
         const float *w = decode_row(W, o, wrow, mut);
@@ -131,9 +135,9 @@ int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16
             if (W->kind == CPUREF_W_FP8) {
                 const float *a = xq + t * K;
                 for (long kb = 0; kb < nab; kb++) {
-                    long k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+                    long k0 = kb * bl, len = K - k0 < bl ? K - k0 : bl;
                     float bd = cpuref_dot(w + k0, a + k0, len);
-                    acc += (bd * sa[t * nab + kb]) * scale_at(W, (o / 128) * W->scale_cols + kb);
+                    acc += (bd * sa[t * nab + kb]) * scale_at(W, (o / bl) * W->scale_cols + kb);
                 }
             } else if (W->kind == CPUREF_W_FP4) {
                 const float *a = xq + t * K;
@@ -183,14 +187,16 @@ void cpuref_fp4_quant(float *x, long rows, long n)
  * at 6*2^-9 = 0x1.8p-7) rounded onto the E4M3 grid from its bits (the
  * quotient capped at 448 first: the grid's largest finite value), then
  * E2M1 of x/s clamped to +-6. */
-void cpuref_kv41_quant(float *x, long rows, long n)
+void cpuref_kv41_quant(float *x, long rows, long n, int mut)
 {
     for (long r = 0; r < rows; r++)
         for (long b0 = 0; b0 < n; b0 += 16) {
             float *v = x + r * n + b0;
             float amax = 0x1.8p-7f;
             for (int i = 0; i < 16; i++) amax = fmaxf(amax, fabsf(v[i]));
-            const float s = cpuref_e4m3_round(fminf(amax / 6.0f, 448.0f));
+            /* kv41_scale_e8m0: V4's FP4 scale rule (the smallest 2^e with 6 * 2^e >= amax) */
+            const float s = mut == CPUREF_M_KV41_SCALE_E8M0 ? cpuref_pow2_scale(amax, 0x400000u, 2)
+                                                            : cpuref_e4m3_round(fminf(amax / 6.0f, 448.0f));
             for (int i = 0; i < 16; i++) v[i] = cpuref_e2m1_round(fminf(fmaxf(v[i] / s, -6.0f), 6.0f)) * s;
         }
 }

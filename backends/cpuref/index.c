@@ -146,7 +146,8 @@ static int i32_cmp(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out)
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out,
+                            int mut)
 {
     const long nb = (T + B - 1) / B;
     cpuref_bscore *bs = malloc(sizeof *bs * (size_t)(nb > 0 ? nb : 1));
@@ -157,10 +158,15 @@ int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t
             float m = -INFINITY;
             const long end = (b + 1) * B < T ? (b + 1) * B : T;
             for (long t = b * B; t < end; t++) m = fmaxf(m, sc[t]);
+            if (mut == CPUREF_M_CAND_BLOCK_MEAN) { /* the mutant: mean (-inf if any position is) */
+                float sum = 0;
+                for (long t = b * B; t < end; t++) sum += sc[t];
+                m = sum / (float)(end - b * B);
+            }
             bs[b].s = m;
             bs[b].b = (int32_t)b;
         }
-        if (clen[r] > 0) bs[(clen[r] - 1) / B].s = INFINITY;
+        if (clen[r] > 0 && mut != CPUREF_M_CAND_NEWEST_UNPINNED) bs[(clen[r] - 1) / B].s = INFINITY;
         qsort(bs, (size_t)nb, sizeof *bs, bscore_cmp);
         int32_t *o = out + r * topb;
         int n = 0;

@@ -62,7 +62,14 @@
     X(IDX41_KEYS_AFTER_ROPE, idx41_keys_after_rope, "index41_score",                                       \
       "V4.1 index keys made from the latent after attention's RoPE (the rotated KV latent reused)")        \
     X(PREMIX_NOT_LAGGED, premix_not_lagged, "hc_pre41",                                                    \
-      "V4.1 hc pre step collapses with the pre-mix it just computed instead of the previous sub-block's")
+      "V4.1 hc pre step collapses with the pre-mix it just computed instead of the previous sub-block's")  \
+    X(FP8_BLK128, fp8_blk128, "linear",                                                                    \
+      "FP8 weights read as 128x128 tiles with act-quant per 128 whatever the scale grid says (V4.1: 32)")  \
+    X(KV41_SCALE_E8M0, kv41_scale_e8m0, "kv41_quant",                                                      \
+      "V4.1 KV codec scale rounded up to a power of two (E8M0) instead of onto the E4M3 grid")             \
+    X(CAND_NEWEST_UNPINNED, cand_newest_unpinned, "candidate_blocks",                                      \
+      "the block holding the row's newest position is not forced to +inf")                                 \
+    X(CAND_BLOCK_MEAN, cand_block_mean, "candidate_blocks", "candidate block score = mean instead of max")
 /* clang-format on */
 
 #define CPUREF_M_ENUM_(E, name, ops, doc) CPUREF_M_##E,
@@ -115,21 +122,24 @@ typedef struct cpuref_w {
     cpuref_wkind kind;
     long out, in;
     const void *data;        /* F32 values, BF16 codes, E4M3 codes, packed E2M1 */
-    const void *scale;       /* FP8: [ceil(out/128), nsb]; FP4: [out, in/32] */
+    const void *scale;       /* FP8: [ceil(out/blk), ceil(in/blk)]; FP4: [out, in/32] */
     int scale_f32;           /* 1: F32 scales, 0: E8M0 bytes */
     long scale_cols;         /* row stride of the scale array */
+    long blk;                /* FP8 tile and act-quant block: 128 (V4) or 32 (V4.1); else 128 */
 } cpuref_w;
 
-/* y [s, W.out] = x [s, W.in] W^T. FP8/FP4 weights: FP8 act-quant of x per
- * 128 (ue8m0 or not) and the block-scaled accumulation. bf16_out rounds y.
- * Returns 0 or -1 (allocation). */
+/* y [s, W.out] = x [s, W.in] W^T. FP8 weights: FP8 act-quant of x per
+ * W.blk (ue8m0 or not) and the blk x blk block-scaled accumulation; FP4:
+ * act-quant per 128, weight blocks of 32. bf16_out rounds y. The mutant
+ * fp8_blk128 reads every FP8 weight as 128 tiles. Returns 0 or -1. */
 int cpuref_linear(const cpuref_w *W, const float *x, long s, int ue8m0, int bf16_out, float *y, int mut);
 /* In-place FP8 act_quant simulation of x [rows, n], blocks of `block`. */
 void cpuref_act_quant(float *x, long rows, long n, int block, int ue8m0, int mut);
 /* In-place FP4 act_quant simulation (blocks of 32). */
 void cpuref_fp4_quant(float *x, long rows, long n);
-/* In-place V4.1 compressed-KV simulation (blocks of 16, E4M3 scales). */
-void cpuref_kv41_quant(float *x, long rows, long n);
+/* In-place V4.1 compressed-KV simulation (blocks of 16, E4M3 scales; the
+ * mutant kv41_scale_e8m0 rounds the scale up to a power of two). */
+void cpuref_kv41_quant(float *x, long rows, long n, int mut);
 /* In-place normalised Walsh-Hadamard (n a power of two), BF16 output. */
 void cpuref_hadamard(float *x, long rows, long n);
 
@@ -209,8 +219,10 @@ int cpuref_index41_score(const cpuref_idx41_args *a, const float *q, const float
 int cpuref_topk(const float *score, long rows, long T, int k, int32_t *out, int mut);
 /* V4.1's candidate blocks: out [rows, topb] the kept block ids ascending,
  * -1 padded (block score = max, the block of clen-1 pinned, ties to the
- * lower id, -inf blocks never kept). 0 or -1 (allocation). */
-int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out);
+ * lower id, -inf blocks never kept; mutants cand_newest_unpinned and
+ * cand_block_mean drop the pin, score by the mean). 0 or -1 (allocation). */
+int cpuref_candidate_blocks(const float *score, long rows, long T, const int32_t *clen, int topb, int B, int32_t *out,
+                            int mut);
 /* V4.1's position top-k: out [rows, k] the k best finite positions inside
  * the listed blocks [rows, topb] of B (NULL: every position), ties to the
  * lower position, those >= clen dropped, ascending, -1 padded. 0 or -1. */

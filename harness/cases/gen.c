@@ -74,8 +74,8 @@ static const uint8_t *code_table(int fp8)
     return tab[fp8];
 }
 
-/* A weight [N,K] in format fmt ("fp8", "fp4", "bf16", "f32"), decoded into
- * the F32 data and stored raw. sigma: the value scale. */
+/* A weight [N,K] in format fmt ("fp8", "fp8b32", "fp4", "bf16", "f32"),
+ * decoded into the F32 data and stored raw. sigma: the value scale. */
 int dsv4q_gen_weight(dsv4q_case *c, int slot, dsv4q_rng *r, const char *fmt, long N, long K, double sigma,
                        const char *recipe, char *err, size_t errlen)
 {
@@ -107,10 +107,10 @@ int dsv4q_gen_weight(dsv4q_case *c, int slot, dsv4q_rng *r, const char *fmt, lon
          * instead of a gauss + encode each; the codes keep the shape of a
          * quantized gaussian, which is all a kernel can tell. */
         const int fp8 = fmt[2] == '8';
-        const long b = fmt[3] == 'b' ? 32 : 128; /* fp8b32: V4.1's 32x32 blocks */
+        const long wb = fmt[3] == 'b' ? 32 : 128; /* FP8 tile: 128x128 (V4) or 32x32 (V4.1, fp8b32) */
         if (!fp8 && K % 32) { snprintf(err, errlen, "%s: FP4 needs K %% 32 == 0", c->key); return -1; }
         const uint8_t *ctab = code_table(fp8);
-        const long nb0 = fp8 ? (N + b - 1) / b : N, nb1 = fp8 ? (K + b - 1) / b : K / 32;
+        const long nb0 = fp8 ? (N + wb - 1) / wb : N, nb1 = fp8 ? (K + wb - 1) / wb : K / 32;
         uint8_t *raw = dsv4q_case_alloc(c, fp8 ? (size_t)(N * K) : (size_t)(N * K / 2)), *sc = dsv4q_case_alloc(c, (size_t)(nb0 * nb1));
         if (!raw || !sc) goto oom;
         /* sigma of the table's values: ~112 (FP8), ~2 (FP4) */
@@ -133,7 +133,7 @@ int dsv4q_gen_weight(dsv4q_case *c, int slot, dsv4q_rng *r, const char *fmt, lon
                 bits >>= 16;
                 left--;
                 uint8_t code = ctab[v & 4095];
-                long si = fp8 ? (i / b) * nb1 + k / b : i * nb1 + k / 32;
+                long si = fp8 ? (i / wb) * nb1 + k / wb : i * nb1 + k / 32;
                 int zero = nz && (sc[si] & 7) == 0;   /* nearzero: ~1 block in 8 is all zero */
                 if (zero) code = 0;
                 else if (v & 0x8000) code |= fp8 ? 0x80 : 0x8;

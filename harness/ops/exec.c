@@ -69,6 +69,12 @@ dsv4q_weight dsv4q_op_weight(const dsv4q_bt *t)
     w.data = t->raw;
     w.scale = t->raw_scale;
     w.scale_dtype = (dsv4q_dtype)t->scale_dtype;
+    /* The FP8 tile is the one the scale grid implies: [ceil(N/32),
+     * ceil(K/32)] and not V4's 128 grid = V4.1's 32x32 (act blocks of 32 too).
+     * Where both grids agree (N, K <= 32) the two readings are the same. */
+    if (w.fmt == DSV4Q_WF_FP8 && t->scale_shape[0] == (w.out + 31) / 32 && t->scale_shape[1] == (w.in + 31) / 32 &&
+        !(t->scale_shape[0] == (w.out + 127) / 128 && t->scale_shape[1] == (w.in + 127) / 128))
+        w.blk = DSV4Q_FP8_BLOCK_V41;
     return w;
 }
 #endif

@@ -163,8 +163,8 @@ static int bt_weight(wm *w, dsv4q_bt *t, const char *name, const dsv4q_weight *W
         t->raw_shape[1] = W->in;
         t->raw_scale = W->scale;
         t->scale_dtype = (int32_t)W->scale_dtype;
-        t->scale_shape[0] = (W->out + 127) / 128;
-        t->scale_shape[1] = (W->in + 127) / 128;
+        t->scale_shape[0] = (W->out + dsv4q_weight_blk(W) - 1) / dsv4q_weight_blk(W); /* 128 (V4) or 32 (V4.1) tiles */
+        t->scale_shape[1] = (W->in + dsv4q_weight_blk(W) - 1) / dsv4q_weight_blk(W);
         break;
     case DSV4Q_WF_FP4:
         t->raw = W->data;
