@@ -109,11 +109,6 @@ int dsv4q_cmd_capture(int argc, char **argv)
     dsv4q_model *m;
     dsv4q_tokens t;
     if (dsv4q_cli_start("capture", o, dir, sizeof dir, &m, &t)) return 2;
-    if (c.backend && dsv4q_cli_v4_only("capture --backend", &m->cfg, dir)) {
-        dsv4q_model_close(m);
-        dsv4q_tokens_free(&t);
-        return 2;
-    }
     char csha[65], wsha[65], ver[128], engine[128];
     dsv4q_capture_writer *w = NULL;
     dsv4q_run *r = NULL;
@@ -133,15 +128,18 @@ int dsv4q_cmd_capture(int argc, char **argv)
                                .dtype = dt,
                                .config_sha = csha,
                                .weights_sha = wsha,
-                               .extra_meta = {{"width", o->width == 64 ? "f64" : "f32"},
-                                              {"tokens_sha256", t.pin},
-                                              /* one slot: capture --backend refuses V4.1 */
-                                              {c.backend                       ? "backend"
-                                               : m->cfg.arch == DSV4Q_ARCH_V41 ? "model"
-                                                                               : NULL,
-                                               c.backend ? c.backend : "deepseek_v41"}},
+                               .extra_meta = {{"width", o->width == 64 ? "f64" : "f32"}, {"tokens_sha256", t.pin}},
                                .layer_lo = lo,
                                .layer_hi = hi};
+    int nx = 2; /* then the model family (V4.1 only: a V4 capture has no such key) and the backend */
+    if (m->cfg.arch == DSV4Q_ARCH_V41) {
+        info.extra_meta[nx][0] = "model";
+        info.extra_meta[nx++][1] = "deepseek_v41";
+    }
+    if (c.backend) {
+        info.extra_meta[nx][0] = "backend";
+        info.extra_meta[nx++][1] = c.backend;
+    }
     if (hi > m->cfg.n_layers) {
         snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
         goto fail;
@@ -169,7 +167,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
                                       res.fallbacks[i]);
         }
         fprintf(stderr, "dsv4q capture: %s: %ld operator calls, decode attention through %s\n", c.backend, ncall,
-                dsv4q_op_get(res.decode_op)->name);
+                m->cfg.arch == DSV4Q_ARCH_V41 ? "sparse_attn" : dsv4q_op_get(res.decode_op)->name);
         if (nfb)
             fprintf(stderr, "dsv4q capture: %ld calls ran on oracle-f32 (outside %s's caps or declined by it): %s\n",
                     nfb, c.backend, fbl);

@@ -76,11 +76,6 @@ static int whole_model(const dsv4q_qualify_args *q, const dsv4q_gates *g, int ar
     dsv4q_model *m;
     dsv4q_tokens t0;
     if (dsv4q_cli_start("qualify", o, dir, sizeof dir, &m, &t0)) return 2;
-    if (dsv4q_cli_v4_only("qualify --whole-model", &m->cfg, dir)) {
-        dsv4q_model_close(m);
-        dsv4q_tokens_free(&t0);
-        return 2;
-    }
     const int ns = q->seeds ? (int)(shi - slo + 1) : 1, nr = q->nb * ns;
     dsv4q_tokens *ts = calloc((size_t)ns, sizeof *ts);
     int32_t **ids = calloc((size_t)ns, sizeof *ids);

@@ -267,14 +267,6 @@ int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t 
     return 0;
 }
 
-int dsv4q_cli_v4_only(const char *cmd, const dsv4q_config *cfg, const char *what)
-{
-    if (cfg->arch != DSV4Q_ARCH_V41) return 0;
-    fprintf(stderr, "dsv4q %s: %s is a DeepSeek V4.1 model; %s supports V4 only so far (docs/v41.md)\n", cmd, what,
-            cmd);
-    return 2;
-}
-
 int dsv4q_cli_receipt_store(const char *cmd, const dsv4q_cli_opts *o, dsv4q_receipt *r, int argc, char **argv,
                             int blank_line)
 {

@@ -100,14 +100,6 @@ int dsv4q_cli_receipt(const dsv4q_cli_opts *o, const char *kind, int argc, char 
 int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t dirlen, struct dsv4q_model **m,
                     dsv4q_tokens *t);
 
-/* Commands that need what V4.1 lacks so far (replay, margins, qualify
- * --whole-model, capture --backend: V4.1 stages run one at a time, V4.1
- * ABI operators; docs/v41.md, "Not yet"):
- * for a V4.1 config this prints "dsv4q CMD: WHAT is a DeepSeek V4.1 model;
- * CMD supports V4 only so far (docs/v41.md)" on stderr and returns 2; else
- * 0. */
-int dsv4q_cli_v4_only(const char *cmd, const struct dsv4q_config *cfg, const char *what);
-
 /* The receipt write every command shares: fills r->command_line from argv
  * when unset, writes r into --db (default: dsv4q_receipt_default_db())
  * signed with --key, prints "receipt N written to DB" on stdout (after a

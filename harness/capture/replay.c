@@ -427,6 +427,12 @@ int dsv4q_replay_init_arch(dsv4q_replay *res, int arch, int nl)
 
 int dsv4q_replay_init(dsv4q_replay *res, int nl) { return dsv4q_replay_init_arch(res, DSV4Q_ARCH_V4, nl); }
 
+void dsv4q_replay_mark_present(dsv4q_replay *res, const dsv4q_config *cfg)
+{
+    for (int i = 0; i < res->nst; i++)
+        res->st[i].not_run = !dsv4q_stage_present(cfg, res->st[i].stage, res->st[i].layer);
+}
+
 void dsv4q_replay_finish(dsv4q_replay *res, const dsv4q_gates *g)
 {
     res->npass = res->nfail = res->nunc = res->nabsent = res->npartial = 0;
@@ -487,7 +493,7 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    for (int i = 0; i < res->nst; i++) res->st[i].not_run = !dsv4q_stage_present(g, res->st[i].stage, res->st[i].layer);
+    dsv4q_replay_mark_present(res, g);
     if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
         goto out;

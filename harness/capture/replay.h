@@ -141,6 +141,9 @@ const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, 
 int dsv4q_replay_init(dsv4q_replay *res, int nl);
 /* The same for the stage table of arch (dsv4q_arch: V4's or V4.1's). */
 int dsv4q_replay_init_arch(dsv4q_replay *res, int arch, int nl);
+/* Mark the slots cfg's forward pass never runs (not_run: V4.1's engram on
+ * a layer without Engram), so their absence is not counted. */
+void dsv4q_replay_mark_present(dsv4q_replay *res, const dsv4q_config *cfg);
 /* The dtype an output is judged in (ULPs, floor_u): a BF16/F16 dump's own,
  * else BF16 for an FP32 output with its `inner` BF16 rounding on (P6), else
  * the storage the profile bs gives the stage tensor t (stages.h). */

@@ -43,8 +43,8 @@ static int grow(sw *x, long n)
 static int hook(void *user, const dsv4q_stage_io *io)
 {
     sw *x = user;
-    const dsv4q_stage_info *si = dsv4q_stage_get(io->stage);
     const dsv4q_config *g = &x->m->cfg;
+    const dsv4q_stage_info *si = dsv4q_stage_get_arch(g->arch, io->stage);
     if (x->failed || !si) return 0;
     long n[DSV4Q_STAGE_MAX_T] = {0}, last[DSV4Q_STAGE_MAX_T] = {0}, nmax = 1;
     int dt[DSV4Q_STAGE_MAX_T] = {0};
@@ -54,7 +54,7 @@ static int hook(void *user, const dsv4q_stage_io *io)
         last[t] = dsv4q_stage_row_len(&si->out[t], g, io->s);
         dt[t] = dsv4q_replay_dtype(DSV4Q_DT_F32, &si->out[t], x->bs);
     }
-    const long slot = dsv4q_stage_slot_of(g->n_layers, io->stage, io->layer);
+    const long slot = dsv4q_stage_slot_of_arch(g->arch, g->n_layers, io->stage, io->layer);
     if (slot < 0 || slot >= x->res->nst) return 0;   /* not a row of the table (MTP layers) */
     char key[48];
     dsv4q_replay_key(&x->res->st[slot], key, sizeof key);
@@ -100,12 +100,14 @@ int dsv4q_stagewise_run(dsv4q_replay *res, const dsv4q_model *m, uint64_t bs, co
     int rc = -1;
     if (cand_fails) *cand_fails = 0;
     err[0] = 0;
-    if (dsv4q_replay_init(res, g->n_layers) || !logits || !(ref = dsv4q_run_new_f64(m, bs, max_pos, NULL, NULL)) ||
+    if (dsv4q_replay_init_arch(res, g->arch, g->n_layers) || !logits ||
+        !(ref = dsv4q_run_new_f64(m, bs, max_pos, NULL, NULL)) ||
         !(x.cand = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL)) ||
         !(x.lvl = dsv4q_run_new_f32(m, bs, max_pos, NULL, NULL))) {
         snprintf(err, errlen, "per-stage verdict: out of memory allocating three runs' caches");
         goto out;
     }
+    dsv4q_replay_mark_present(res, g);
     dsv4q_run_set_provider_f32(x.cand, cand, cand_ctx);
     dsv4q_run_set_stage_hook_f64(ref, hook, &x);
     if (dsv4q_run_step_f64(ref, ids, nprompt, logits) && !x.failed)
@@ -154,8 +156,8 @@ void dsv4q_stagewise_print(FILE *f, const dsv4q_replay *res)
             "level = oracle-f32 vs oracle-f64 on the same inputs\n");
     fprintf(f, "%-14s %-11s %10s  %-7s %-22s %11s %11s %11s\n", "stage", "layers", "worst v/b", "at", "metric",
             "value", "level", "bound");
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++) {
-        const dsv4q_stage_info *si = dsv4q_stage_get(st);
+    for (int st = 0; st < dsv4q_stage_count_arch(res->arch); st++) {
+        const dsv4q_stage_info *si = dsv4q_stage_get_arch(res->arch, st);
         const dsv4q_replay_stage *worst = NULL;
         double wq = -1;
         int wm = -1, nj = 0, nf = 0, nu = 0;

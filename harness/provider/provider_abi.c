@@ -26,6 +26,7 @@
 #include "harness/provider/provider_abi.h"
 #include "oracle/boundary.h"
 #include "oracle/formats.h"
+#include "oracle/ops41.h" /* dsv4q_hc_collapse_f32: the final collapse (provider41.inc) */
 
 #define GUARD 64
 #define GUARD_BYTE 0x5A
@@ -36,6 +37,7 @@
 typedef struct wl {
     float *hist;           /* [max_pos, dim] the layer's attention input so far (ratio layers) */
     long nhist;
+    long prefill; /* V4.1 compressor: the prefill's length */
 } wl;
 
 struct dsv4q_abi_provider {
@@ -458,6 +460,8 @@ static int score_func_code(const char *f)
                                                                            : DSV4Q_SCORE_SQRTSOFTPLUS;
 }
 
+#include "harness/provider/provider41.inc"
+
 /* Gather the rows routed to expert e: for token t and pick j with
  * ix[t*k+j] == e (t ascending), rows[n] = t, we[n] = wts[t*k+j] and
  * xe[n] = x[t] ([d] floats). Returns n. Shapes: ix, wts [s,k]; x [s,d];
@@ -489,7 +493,9 @@ static int moe(wm *w, int li, const float *x, long s, const int32_t *ids, float 
     long *rows = NULL;
     int rc = -1;
     float *own = NULL;
-    {
+    if (g->arch == DSV4Q_ARCH_V41) {
+        if (gate41(w, L, x, s, wts, ix)) goto out;
+    } else {
         dsv4q_bt in[5];
         in[0] = bt_f32("x", x, 2, s, d, 0);
         if (bt_weight(w, &in[1], "W", &L->gate, &own)) goto out;
@@ -694,6 +700,15 @@ static const dsv4q_provider_f32 table_sparse = {
     .indexer_score = p_indexer_score, .topk = p_topk, .sparse_attn = p_sparse_attn, .window_decode = NULL,
     .hc_pre = p_hc_pre, .hc_post = p_hc_post, .hc_head = p_hc_head, .moe = p_moe,
 };
+/* V4.1: no q head norm, Hadamard, V4 compressor, hc_pre or hc_head; its own entries (provider41.inc) */
+/* clang-format off */
+static const dsv4q_provider_f32 table41 = {
+    .at = p_at, .linear = p_linear, .rmsnorm = p_rmsnorm, .rope = p_rope, .act_quant = p_act_quant,
+    .fp4_quant = p_fp4_quant, .indexer_score = p_indexer_score, .sparse_attn = p_sparse_attn, .hc_post = p_hc_post,
+    .moe = p_moe, .hc_pre41 = p41_hc_pre41, .hc_collapse = p41_hc_collapse, .engram = p41_engram,
+    .compress41 = p41_compress41, .kv41_quant = p41_kv41_quant, .candidates = p41_candidates, .topk41 = p41_topk41,
+};
+/* clang-format on */
 static const dsv4q_provider_f32 table_window = {
     .at = p_at, .linear = p_linear, .rmsnorm = p_rmsnorm, .qhead_norm = p_qhead_norm, .rope = p_rope,
     .act_quant = p_act_quant, .hadamard = p_hadamard, .fp4_quant = p_fp4_quant, .compress = p_compress,
@@ -734,7 +749,7 @@ oom:
 
 const dsv4q_provider_f32 *dsv4q_abi_provider_table(const dsv4q_abi_provider *p, int window_decode)
 {
-    (void)p;
+    if (p && p->g->arch == DSV4Q_ARCH_V41) return &table41;
     return window_decode ? &table_window : &table_sparse;
 }
 

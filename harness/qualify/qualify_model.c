@@ -29,9 +29,41 @@
 #include "oracle/ops.h"
 #include "base/util.h"
 
+static int listed(const int *a, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x) return 1;
+    return 0;
+}
+
+/* The operators V4.1's forward pass calls (oracle/model_v41.c). */
+static uint64_t required41(const dsv4q_config *g, uint64_t bs)
+{
+    uint64_t ops = DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_ROPE) |
+                   DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_HC_PRE41) | DSV4Q_CAP(DSV4Q_OP_HC_POST) |
+                   DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_EXPERT);
+    if ((bs >> DSV4Q_B_KV_FP8) & 1u) ops |= DSV4Q_CAP(DSV4Q_OP_ACT_QUANT);
+    if (g->n_engram_layers > 0) ops |= DSV4Q_CAP(DSV4Q_OP_ENGRAM41);
+    for (int li = 0; li < g->n_layers; li++) {
+        if (!g->compress_ratios[li]) continue;
+        if (listed(g->kv_source_layers, g->n_kv_source_layers, li)) {
+            ops |= DSV4Q_CAP(DSV4Q_OP_COMPRESSOR41);
+            if ((bs >> DSV4Q_B_CKV_FP4) & 1u) ops |= DSV4Q_CAP(DSV4Q_OP_KV41_QUANT);
+        }
+        if (listed(g->index_source_layers, g->n_index_source_layers, li)) {
+            ops |= DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK41);
+            if ((bs >> (DSV4Q_B_IDX_Q_FP4)) & 1u || (bs >> DSV4Q_B_IDX_K_FP4) & 1u)
+                ops |= DSV4Q_CAP(DSV4Q_OP_FP4_QUANT);
+        }
+        if (li == g->candidate_source_layer) ops |= DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS);
+    }
+    return ops;
+}
+
 uint64_t dsv4q_wm_required_ops(const dsv4q_model *m, uint64_t bs)
 {
     const dsv4q_config *g = &m->cfg;
+    if (g->arch == DSV4Q_ARCH_V41) return required41(g, bs);
     uint64_t ops = DSV4Q_CAP(DSV4Q_OP_LINEAR) | DSV4Q_CAP(DSV4Q_OP_RMSNORM) | DSV4Q_CAP(DSV4Q_OP_QHEAD_NORM) |
                    DSV4Q_CAP(DSV4Q_OP_ROPE) | DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_HC_PRE) |
                    DSV4Q_CAP(DSV4Q_OP_HC_POST) | DSV4Q_CAP(DSV4Q_OP_HC_HEAD) | DSV4Q_CAP(DSV4Q_OP_MOE_GATE) |
@@ -240,7 +272,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
     r->am_cand = malloc(sizeof(long) * (size_t)rows);
     r->am_ref = malloc(sizeof(long) * (size_t)rows);
     r->am_lvl = malloc(sizeof(long) * (size_t)rows);
-    const long nst = dsv4q_stage_nslots(m->cfg.n_layers);
+    const long nst = dsv4q_stage_nslots_arch(m->cfg.arch, m->cfg.n_layers);
     const size_t bytes = sizeof(job_hdr) + sizeof(double) * nl + sizeof(dsv4q_replay_stage) * (size_t)nst;
     void *buf = malloc(bytes);
     if (!r->cand || !r->ref || !r->lvl || !r->step_nrms || !r->step_level || !r->am_cand || !r->am_ref || !r->am_lvl ||
@@ -273,7 +305,7 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         free(buf);
         return -1;
     }
-    if (dsv4q_replay_init(&r->stages, m->cfg.n_layers)) {
+    if (dsv4q_replay_init_arch(&r->stages, m->cfg.arch, m->cfg.n_layers)) {
         snprintf(err, errlen, "out of memory");
         free(buf);
         return -1;

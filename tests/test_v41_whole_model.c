@@ -1,0 +1,194 @@
+/*
+ * test_v41_whole_model.c - `qualify --whole-model` on DeepSeek V4.1 (issue
+ * 24 item 5): the V4.1 forward pass composed of a backend's operators
+ * through the ABI (harness/provider/provider41.inc), judged on the logits
+ * and stage by stage.
+ *
+ * On the synthesized tiny-v41 (9 layers, Engram at 1 and 6, ratios 0 2 2 2
+ * 1 1 1 0 1), prompt 25 (odd: a ratio-2 group crosses into the first
+ * decode) + 3 decodes:
+ *  - oracle-f32 and cpu-ref pass, logits and all 76 stages, and every
+ *    operator the V4.1 pass needs (dsv4q_wm_required_ops: hc_pre41,
+ *    engram41, compressor41, kv41_quant, candidate_blocks, topk41,
+ *    moe_gate41, ...) is called through the ABI, none of V4's own;
+ *  - each V4.1 mutant that the composition reaches fails the per-stage
+ *    verdict on its own stages only (the expectation below is this test's
+ *    own record, as in test_qualify_mutants): the lagged pre-mix on the two
+ *    hc pre stages, the Engram gate on engram, the compressor, the
+ *    candidate blocks and the KV codec on attn, the FP8 32-blocks on attn
+ *    and moe (the linears of both);
+ *  - capture --backend writes a V4.1 capture of cpu-ref's run that replays.
+ */
+#include "tests/testutil.h"
+#include <omp.h>
+#include <unistd.h>
+#include "cli/cmds.h"
+#include "gates/gates.h"
+#include "harness/backend/backend.h"
+#include "harness/ops/ops.h"
+#include "harness/qualify/qualify_model.h"
+#include "io/config.h"
+#include "io/model.h"
+#include "io/synth.h"
+#include "oracle/boundary.h"
+#include "oracle/stages.h"
+
+static char root[256], mdir[300];
+static dsv4q_model *M;
+static dsv4q_gates G;
+enum { NP = 25, ND = 3 };
+static int32_t ids[NP + ND];
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[1024], db[300];
+    snprintf(root, sizeof root, "/tmp/dsv4q-test-v41-wm-XXXXXX");
+    if (!mkdtemp(root)) return -1;
+    snprintf(mdir, sizeof mdir, "%s/tiny-v41", root);
+    snprintf(db, sizeof db, "%s/r.db", root);
+    setenv("DSV4Q_DB", db, 1);
+    omp_set_num_threads(1);
+    dsv4q_config cfg;
+    if (dsv4q_config_builtin(&cfg, "tiny-v41", err, sizeof err) ||
+        dsv4q_synth_write(&cfg, 1, mdir, 1, err, sizeof err) || dsv4q_model_open(&M, mdir, err, sizeof err) ||
+        dsv4q_gates_load(&G, "gates/default.json", err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < NP + ND; i++) ids[i] = (int32_t)((i * 37 + 11) % M->cfg.vocab_size);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dsv4q_model_close(M);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    return system(cmd);
+}
+
+static void qualify(const char *spec, dsv4q_wm_result *r)
+{
+    char err[1024];
+    dsv4q_wm_opts o = {.gates = &G, .iso = {300, 0}, .quiet = 1};
+    if (dsv4q_wm_qualify(spec, M, ids, NP, ND, &o, r, err, sizeof err)) fail_msg("%s: %s", spec, err);
+    if (r->verdict == DSV4Q_V_ERROR) fail_msg("%s: %s", spec, r->msg);
+}
+
+static void correct_backends_pass(void **state)
+{
+    (void)state;
+    uint64_t bs;
+    assert_int_equal(dsv4q_profile_set("source", &bs), 0);
+    const uint64_t need = dsv4q_wm_required_ops(M, bs);
+    const int v41_ops[] = {DSV4Q_OP_HC_PRE41,    DSV4Q_OP_ENGRAM41,         DSV4Q_OP_COMPRESSOR41, DSV4Q_OP_KV41_QUANT,
+                           DSV4Q_OP_TOPK41,      DSV4Q_OP_CANDIDATE_BLOCKS, DSV4Q_OP_MOE_GATE41,   DSV4Q_OP_LINEAR,
+                           DSV4Q_OP_SPARSE_ATTN, DSV4Q_OP_HC_POST,          DSV4Q_OP_EXPERT};
+    for (size_t i = 0; i < sizeof v41_ops / sizeof v41_ops[0]; i++) assert_true(need & DSV4Q_CAP(v41_ops[i]));
+    const int v4_only[] = {DSV4Q_OP_HC_PRE,     DSV4Q_OP_HC_HEAD, DSV4Q_OP_MOE_GATE,
+                           DSV4Q_OP_COMPRESSOR, DSV4Q_OP_TOPK,    DSV4Q_OP_QHEAD_NORM};
+    for (size_t i = 0; i < sizeof v4_only / sizeof v4_only[0]; i++) assert_false(need & DSV4Q_CAP(v4_only[i]));
+    const char *spec[2] = {"oracle-f32", "cpu-ref"};
+    for (int b = 0; b < 2; b++) {
+        if (b && !dsv4q_backend_builtin("cpu-ref")) skip();
+        dsv4q_wm_result r;
+        qualify(spec[b], &r);
+        assert_int_equal(r.verdict, DSV4Q_V_PASS);
+        assert_true(r.stages_pass);
+        assert_int_equal(r.stages.npass, 76);
+        assert_int_equal(r.stages.nfail + r.stages.nunc, 0);
+        for (int o = 0; o < DSV4Q_OP_COUNT; o++) {
+            const long n = r.calls[o] + r.fallbacks[o];
+            if (need & DSV4Q_CAP(o)) {
+                if (n <= 0) fail_msg("%s: operator %s never called", spec[b], dsv4q_op_get(o)->name);
+            } else if (n) {
+                fail_msg("%s: operator %s called %ld times, not one of V4.1's", spec[b], dsv4q_op_get(o)->name, n);
+            }
+        }
+        assert_int_equal(r.calls[DSV4Q_OP_ENGRAM41], (long)M->cfg.n_engram_layers * (1 + ND));
+        print_message("%s: logit nrms %.4e (level %.4e), 76/76 stages\n", spec[b], r.nrms, r.level);
+        dsv4q_wm_free(&r);
+    }
+}
+
+static void mutants_fail_their_own_stages(void **state)
+{
+    (void)state;
+    if (!dsv4q_backend_builtin("cpu-ref")) skip();
+    static const struct {
+        const char *mutant;
+        int stages[3]; /* dsv4q_stage41 ids that must FAIL (some layer), -1 ends */
+    } expect[] = {
+        {"premix_not_lagged", {DSV4Q_S41_HC_ATTN_PRE, DSV4Q_S41_HC_FFN_PRE, -1}},
+        {"engram_gate_nosign", {DSV4Q_S41_ENGRAM, -1, -1}},
+        {"cmp41_partial_dropped", {DSV4Q_S41_ATTN, -1, -1}},
+        {"cand_newest_unpinned", {DSV4Q_S41_ATTN, -1, -1}},
+        {"cand_block_mean", {DSV4Q_S41_ATTN, -1, -1}},
+        {"kv41_scale_e8m0", {DSV4Q_S41_ATTN, -1, -1}},
+        {"fp8_blk128", {DSV4Q_S41_ATTN, DSV4Q_S41_MOE, -1}},
+    };
+    for (size_t k = 0; k < sizeof expect / sizeof expect[0]; k++) {
+        char spec[80];
+        snprintf(spec, sizeof spec, "mutant:%s", expect[k].mutant);
+        dsv4q_wm_result r;
+        qualify(spec, &r);
+        int failed[DSV4Q_S41_COUNT] = {0};
+        for (int i = 0; i < r.stages.nst; i++) failed[r.stages.st[i].stage] |= r.stages.st[i].verdict == DSV4Q_RV_FAIL;
+        for (int st = 0; st < DSV4Q_S41_COUNT; st++) {
+            int want = 0;
+            for (int j = 0; j < 3 && expect[k].stages[j] >= 0; j++) want |= expect[k].stages[j] == st;
+            if (failed[st] != want)
+                fail_msg("%s: stage %s %s", spec, dsv4q_stage_get_arch(DSV4Q_ARCH_V41, st)->name,
+                         want ? "passed, expected FAIL" : "FAILED, expected pass");
+        }
+        assert_false(r.stages_pass);
+        assert_int_not_equal(r.verdict, DSV4Q_V_ERROR);
+        print_message("%s: fails its own stages only (logit nrms %.3e, level %.3e)\n", spec, r.nrms, r.level);
+        dsv4q_wm_free(&r);
+    }
+}
+
+static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
+{
+    char *argv[40];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *null = fopen("/dev/null", "w");
+    dup2(fileno(null), 1);
+    int rc = cmd(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(null);
+    return rc;
+}
+
+static void capture_backend_replays(void **state)
+{
+    (void)state;
+    if (!dsv4q_backend_builtin("cpu-ref")) skip();
+    char cap[400];
+    snprintf(cap, sizeof cap, "%s/cap-cpuref", root);
+    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--backend", "cpu-ref", "--prompt-len",
+                                "12", "--decode", "2", "--out", cap, "-q", NULL),
+                     0);
+    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", mdir, "-q", NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(correct_backends_pass),
+        cmocka_unit_test(mutants_fail_their_own_stages),
+        cmocka_unit_test(capture_backend_replays),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
