@@ -20,6 +20,7 @@
  *    safetensors; skipped cleanly when they are missing) replays and passes.
  */
 #include "tests/testutil.h"
+#include "tests/testcli.h"
 #include <omp.h>
 #include <unistd.h>
 #include "cli/cmds.h"
@@ -38,27 +39,6 @@ static char root[256], tiny[300], cap_src[300], cap_model[300], dbp[300];
 static dsv4q_model *M;
 static dsv4q_gates G;
 static char csha[65], wsha[65];
-
-static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
-{
-    char *argv[40];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, a0);
-    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
-    va_end(ap);
-    argv[argc] = NULL;
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *null = fopen("/dev/null", "w");
-    dup2(fileno(null), 1);
-    int rc = cmd(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    fclose(null);
-    return rc;
-}
 
 static int setup(void **state)
 {
@@ -82,10 +62,10 @@ static int setup(void **state)
         return -1;
     }
     /* prefill of 18 (past the window of 16 and a ratio-4 block), 2 decodes */
-    if (quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2", "--out",
-                   cap_src, "-q", NULL) ||
-        quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2", "--profile",
-                   "model", "--out", cap_model, "-q", NULL))
+    if (dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2", "--out",
+                         cap_src, "-q", NULL) ||
+        dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2",
+                         "--profile", "model", "--out", cap_model, "-q", NULL))
         return -1;
     return 0;
 }
@@ -212,7 +192,7 @@ static void open_fails(const char *path, const char *want)
     assert_null(cap);
     if (!strstr(err, want)) fprintf(stderr, "message '%s' lacks '%s'\n", err, want);
     assert_non_null(strstr(err, want));
-    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", path, "-q", NULL), 2);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", path, "-q", NULL), 2);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -301,8 +281,9 @@ static void oracle_capture_replays_at_zero_error(void **state)
     assert_int_equal(r.model.agree, 3);
     assert_int_equal(dsv4q_replay_status(&r), 0);
     dsv4q_replay_free(&r);
-    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q",
-                                NULL), 0);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q", NULL),
+        0);
 }
 
 /* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
@@ -313,8 +294,8 @@ static void f32_capture_replays_as_its_level(void **state)
     (void)state;
     char dir[400];
     snprintf(dir, sizeof dir, "%s/cap-f32", root);
-    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode", "2",
-                                "--width", "f32", "--layers", "1:3", "--out", dir, "-q", NULL),
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "18", "--decode",
+                                      "2", "--width", "f32", "--layers", "1:3", "--out", dir, "-q", NULL),
                      0);
     dsv4q_replay r;
     assert_int_equal(replay(dir, &r, 0), 0);

@@ -23,6 +23,7 @@
  *  - a bad --score-dtype is refused (exit 2) and writes nothing.
  */
 #include "tests/testutil.h"
+#include "tests/testcli.h"
 #include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,27 +40,6 @@ enum { NP = 24, ND = 3, NPOS = NP + ND, LAYER = 4 };
 static const int32_t prompt[NP] = {3,  17,  5, 99, 250, 8,  41, 41,  7, 300, 12,  5,
                                    77, 140, 3, 3,  18,  60, 2,  511, 9, 33,  150, 6};
 static const int32_t teacher[ND] = {44, 120, 5};
-
-static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
-{
-    char *argv[40];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, a0);
-    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
-    va_end(ap);
-    argv[argc] = NULL;
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *null = fopen("/dev/null", "w");
-    dup2(fileno(null), 1);
-    int rc = cmd(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    fclose(null);
-    return rc;
-}
 
 static int setup(void **state)
 {
@@ -184,12 +164,12 @@ static json_t *margins_json(const char *name, const char *dtype)
     char js[400];
     snprintf(js, sizeof js, "%s/%s.json", root, name);
     if (dtype)
-        assert_int_equal(quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--positions",
-                                    "all", "--score-dtype", dtype, "--json", js, "-q", NULL),
+        assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--positions",
+                                          "all", "--score-dtype", dtype, "--json", js, "-q", NULL),
                          0);
     else
-        assert_int_equal(quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--positions",
-                                    "all", "--json", js, "-q", NULL),
+        assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--positions",
+                                          "all", "--json", js, "-q", NULL),
                          0);
     json_error_t je;
     json_t *j = json_load_file(js, 0, &je);
@@ -321,8 +301,8 @@ static void declared_dtypes_count_their_quanta(void **state)
     char js[400];
     struct stat sb;
     snprintf(js, sizeof js, "%s/bad.json", root);
-    assert_int_equal(quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--score-dtype", "f8",
-                                "--json", js, "-q", NULL),
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--score-dtype",
+                                      "f8", "--json", js, "-q", NULL),
                      2);
     assert_int_not_equal(stat(js, &sb), 0);
 }

@@ -21,6 +21,7 @@
  *    Engram, a reader before its source in the same call.
  */
 #include "tests/testutil.h"
+#include "tests/testcli.h"
 #include <omp.h>
 #include <unistd.h>
 #include "cli/cmds.h"
@@ -39,27 +40,6 @@ static char root[256], mdir[300], cap[300];
 static dsv4q_model *M;
 static dsv4q_gates G;
 static char csha[65], wsha[65];
-
-static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
-{
-    char *argv[40];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, a0);
-    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
-    va_end(ap);
-    argv[argc] = NULL;
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *null = fopen("/dev/null", "w");
-    dup2(fileno(null), 1);
-    int rc = cmd(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    fclose(null);
-    return rc;
-}
 
 static int setup(void **state)
 {
@@ -82,8 +62,8 @@ static int setup(void **state)
         return -1;
     }
     /* prefill of 24 (12 ratio-2 groups, 3 candidate blocks of 8 at ratio 1), 3 decodes */
-    return quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--prompt-len", "24", "--decode", "3", "--out",
-                      cap, "-q", NULL);
+    return dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--prompt-len", "24", "--decode", "3",
+                            "--out", cap, "-q", NULL);
 }
 
 static int teardown(void **state)
@@ -189,7 +169,7 @@ static void oracle_capture_replays_at_zero_error(void **state)
     assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
     assert_true(r.model.nrms.value == 0);
     assert_int_equal(dsv4q_replay_status(&r), 0);
-    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", mdir, "-q", NULL), 0);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", mdir, "-q", NULL), 0);
     /* the engram rows exist exactly on the Engram layers */
     assert_non_null(dsv4q_replay_find(&r, DSV4Q_S41_ENGRAM, 1));
     assert_int_equal(dsv4q_replay_find(&r, DSV4Q_S41_ENGRAM, 1)->verdict, DSV4Q_RV_PASS);
@@ -228,8 +208,8 @@ static void one_edited_element_fails_one_stage(void **state)
         dsv4q_replay_free(&r);
     }
     /* the command's exit status says so */
-    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--capture", variant(0, "L2.moe.out", NULL), "--model",
-                                mdir, "--no-model", "-q", NULL),
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--capture", variant(0, "L2.moe.out", NULL),
+                                      "--model", mdir, "--no-model", "-q", NULL),
                      1);
 }
 

@@ -20,6 +20,7 @@
  *  - capture --backend writes a V4.1 capture of cpu-ref's run that replays.
  */
 #include "tests/testutil.h"
+#include "tests/testcli.h"
 #include <omp.h>
 #include <unistd.h>
 #include "cli/cmds.h"
@@ -150,37 +151,16 @@ static void mutants_fail_their_own_stages(void **state)
     }
 }
 
-static int quiet_call(int (*cmd)(int, char **), const char *a0, ...)
-{
-    char *argv[40];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, a0);
-    for (const char *a = a0; a && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
-    va_end(ap);
-    argv[argc] = NULL;
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *null = fopen("/dev/null", "w");
-    dup2(fileno(null), 1);
-    int rc = cmd(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    fclose(null);
-    return rc;
-}
-
 static void capture_backend_replays(void **state)
 {
     (void)state;
     if (!dsv4q_backend_builtin("cpu-ref")) skip();
     char cap[400];
     snprintf(cap, sizeof cap, "%s/cap-cpuref", root);
-    assert_int_equal(quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--backend", "cpu-ref", "--prompt-len",
-                                "12", "--decode", "2", "--out", cap, "-q", NULL),
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--backend", "cpu-ref",
+                                      "--prompt-len", "12", "--decode", "2", "--out", cap, "-q", NULL),
                      0);
-    assert_int_equal(quiet_call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", mdir, "-q", NULL), 0);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--capture", cap, "--model", mdir, "-q", NULL), 0);
 }
 
 int main(void)
