@@ -167,7 +167,7 @@ int dsv4q_cmd_capture(int argc, char **argv)
                                       res.fallbacks[i]);
         }
         fprintf(stderr, "dsv4q capture: %s: %ld operator calls, decode attention through %s\n", c.backend, ncall,
-                m->cfg.arch == DSV4Q_ARCH_V41 ? "sparse_attn" : dsv4q_op_get(res.decode_op)->name);
+                dsv4q_op_get(res.decode_op)->name);
         if (nfb)
             fprintf(stderr, "dsv4q capture: %ld calls ran on oracle-f32 (outside %s's caps or declined by it): %s\n",
                     nfb, c.backend, fbl);

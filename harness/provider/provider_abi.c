@@ -757,7 +757,9 @@ int dsv4q_abi_provider_open(dsv4q_abi_provider **out, const dsv4q_provider_f32 *
                             void *ctx, const dsv4q_model *m, uint64_t bs, long max_pos, int sparse_decode, long *calls,
                             long *fallbacks, int *decode_op, char *detail, size_t detaillen, char *err, size_t errlen)
 {
-    const int use_window = (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !sparse_decode;
+    /* V4.1's pass builds its decode keys and calls sparse_attn (no window_decode entry) */
+    const int use_window =
+        (b->caps & DSV4Q_CAP(DSV4Q_OP_WINDOW_ATTN_DECODE)) && !sparse_decode && m->cfg.arch != DSV4Q_ARCH_V41;
     if (decode_op) *decode_op = use_window ? DSV4Q_OP_WINDOW_ATTN_DECODE : DSV4Q_OP_SPARSE_ATTN;
     *table = NULL;
     if (dsv4q_abi_provider_new(out, b, ctx, m, bs, max_pos, calls, detail, detaillen, err, errlen)) return -1;
