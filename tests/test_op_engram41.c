@@ -281,6 +281,7 @@ static void cases_build(void **state)
         else moved += y[i] != (double)((const float *)c.in[0].data)[i];
     }
     assert_true(moved > 0);
+    free(y);
     dsv4q_case_free(&c);
 
     /* edges: the first token reads the table's edges and outside ids, the
