@@ -443,6 +443,30 @@ static stat3 block_stat(const ctx *c, int li, int w, int f, double *v, double *t
     return stats(v, n, tmp);
 }
 
+/* One width's line of the table and its JSON object under parent ("f64" or
+ * "f32"): the columns the position cut and the block cut (blk) share, up to
+ * cut-in-tie; st gets every figure, for the caller's flips columns. */
+static void print_cut(const ctx *c, int li, int w, int blk, const char *label, long rows, long k, stat3 st[F_COUNT],
+                      json_t *parent, double *v, double *tmp)
+{
+    char b[5][40];
+    json_t *jw = json_object();
+    for (int f = 0; f < F_COUNT; f++) {
+        st[f] = blk ? block_stat(c, li, w, f, v, tmp) : layer_stat(c, li, w, f, v, tmp);
+        if (f < F_FLIPS_W) json_object_set_new(jw, fig_name[f], jstat(st[f]));
+    }
+    long intie = 0;
+    for (long s = 0; s < c->nsel; s++) {
+        const mrow *r = &c->rows[li * c->nsel + s];
+        intie += blk ? r->has_b && r->b[w].tie_outside > 0 : r->w[w].tie_outside > 0;
+    }
+    json_object_set_new(jw, "rows_cut_in_tie", json_integer(intie));
+    json_object_set_new(parent, w ? "f32" : "f64", jw);
+    printf("  %5s %5s %5ld %5ld %16s %12s %12s %12s %13s %5ld/%-4ld", label, w ? "f32" : "f64", rows, k,
+           cell(b[0], 40, st[F_MARGIN]), cell(b[1], 40, st[F_TIE]), cell(b[2], 40, st[F_IN]),
+           cell(b[3], 40, st[F_OUT]), cell(b[4], 40, st[F_DISTINCT]), intie, rows);
+}
+
 static json_t *jmargin(const dsv4q_margin *m)
 {
     json_t *x = json_object();
@@ -795,21 +819,12 @@ int dsv4q_cmd_margins(int argc, char **argv)
         }
         double nrms = dsv4q_acc_nrms(&c.lacc[li]);
         json_object_set_new(jlay, "k", json_integer(kmax));
+        char lname[16];
+        snprintf(lname, sizeof lname, "%d", c.layers[li]);
         for (int w = 0; w < 2; w++) {
-            char b[6][40];
+            char b[2][40];
             stat3 st[F_COUNT];
-            json_t *jw = json_object();
-            for (int f = 0; f < F_COUNT; f++) {
-                st[f] = layer_stat(&c, li, w, f, v, tmp);
-                if (f < F_FLIPS_W) json_object_set_new(jw, fig_name[f], jstat(st[f]));
-            }
-            long intie = 0;
-            for (long s = 0; s < c.nsel; s++) intie += c.rows[li * c.nsel + s].w[w].tie_outside > 0;
-            json_object_set_new(jw, "rows_cut_in_tie", json_integer(intie));
-            json_object_set_new(jlay, w ? "f32" : "f64", jw);
-            printf("  %5d %5s %5ld %5ld %16s %12s %12s %12s %13s %5ld/%-4ld", c.layers[li], w ? "f32" : "f64",
-                   c.nsel, kmax, cell(b[0], 40, st[F_MARGIN]), cell(b[1], 40, st[F_TIE]), cell(b[2], 40, st[F_IN]),
-                   cell(b[3], 40, st[F_OUT]), cell(b[4], 40, st[F_DISTINCT]), intie, c.nsel);
+            print_cut(&c, li, w, 0, lname, c.nsel, kmax, st, jlay, v, tmp);
             if (!w) {
                 printf(" %12s %12s %4ld/%-4ld %10.3e\n", cell(b[0], 40, st[F_FLIPS_W]), cell(b[1], 40, st[F_FLIPS_P]),
                        rows_w, rows_p, nrms);
@@ -827,23 +842,11 @@ int dsv4q_cmd_margins(int argc, char **argv)
                 nb += c.rows[li * c.nsel + s].has_b;
             }
             for (int w = 0; w < 2; w++) {
-                char b[6][40];
+                char b[40];
                 stat3 st[F_COUNT];
-                json_t *jw = json_object();
-                for (int f = 0; f < F_COUNT; f++) {
-                    st[f] = block_stat(&c, li, w, f, v, tmp);
-                    if (f < F_FLIPS_W) json_object_set_new(jw, fig_name[f], jstat(st[f]));
-                }
-                long intie = 0;
-                for (long s = 0; s < c.nsel; s++)
-                    intie += c.rows[li * c.nsel + s].has_b && c.rows[li * c.nsel + s].b[w].tie_outside > 0;
-                json_object_set_new(jw, "rows_cut_in_tie", json_integer(intie));
-                json_object_set_new(jb, w ? "f32" : "f64", jw);
-                printf("  %5s %5s %5ld %5d %16s %12s %12s %12s %13s %5ld/%-4ld", "block", w ? "f32" : "f64", nb, c.topb,
-                       cell(b[0], 40, st[F_MARGIN]), cell(b[1], 40, st[F_TIE]), cell(b[2], 40, st[F_IN]),
-                       cell(b[3], 40, st[F_OUT]), cell(b[4], 40, st[F_DISTINCT]), intie, nb);
+                print_cut(&c, li, w, 1, "block", nb, c.topb, st, jb, v, tmp);
                 if (!w) {
-                    printf(" %12s %12s %4ld/%-4s\n", cell(b[0], 40, st[F_FLIPS_W]), "-", rows_b, "-");
+                    printf(" %12s %12s %4ld/%-4s\n", cell(b, 40, st[F_FLIPS_W]), "-", rows_b, "-");
                     json_object_set_new(jb, "flips_f32_f64", jstat(st[F_FLIPS_W]));
                 } else {
                     printf("\n");
