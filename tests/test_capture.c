@@ -20,6 +20,7 @@
  *    safetensors; skipped cleanly when they are missing) replays and passes.
  */
 #include "tests/testutil.h"
+#include "tests/testcap.h"
 #include "tests/testcli.h"
 #include <omp.h>
 #include <unistd.h>
@@ -81,91 +82,10 @@ static int teardown(void **state)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static const char *const meta_keys[] = {"dsv4q_capture_version", "checkpoint_sha256", "weights_sha256", "position",
-                                        "token_ids", "engine", "engine_version", "profile", "boundary", "width",
-                                        "tokens_sha256", NULL};
-
-/* How rewrite() changes a call file. */
-typedef struct edit {
-    const char *drop;          /* tensor to leave out */
-    const char *rename_from, *rename_to;
-    const char *scale;         /* tensor whose largest element is scaled by 1.01 */
-    const char *nan_at;        /* tensor whose largest element becomes NaN */
-    const char *shrink;        /* tensor written with its first dim - 1 */
-    const char *as_i32;        /* tensor written as I32 */
-    const char *drop_meta;     /* metadata key to leave out */
-    const char *meta_key, *meta_val;   /* metadata to set */
-} edit;
-
-static void rewrite(const char *src, const char *dst, const edit *e)
-{
-    char err[1024];
-    dsv4q_st *st;
-    assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
-    dsv4q_st_writer *w = dsv4q_st_writer_new();
-    assert_non_null(w);
-    for (size_t i = 0; i < dsv4q_st_count(st); i++) {
-        const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
-        if (e->drop && !strcmp(t->name, e->drop)) continue;
-        const char *name = e->rename_from && !strcmp(t->name, e->rename_from) ? e->rename_to : t->name;
-        int64_t shape[DSV4Q_ST_MAX_DIMS];
-        memcpy(shape, t->shape, sizeof shape);
-        size_t nb = t->nbytes;
-        void *buf = malloc(nb);
-        memcpy(buf, t->data, nb);
-        dsv4q_dtype dt = t->dtype;
-        if (e->scale && !strcmp(t->name, e->scale)) {
-            assert_int_equal(dt, DSV4Q_DT_F64);
-            double *v = buf;
-            int64_t best = 0;
-            for (int64_t k = 1; k < t->numel; k++) if (fabs(v[k]) > fabs(v[best])) best = k;
-            v[best] *= 1.01;
-        }
-        if (e->nan_at && !strcmp(t->name, e->nan_at)) {
-            assert_int_equal(dt, DSV4Q_DT_F64);
-            double *v = buf;
-            int64_t best = 0;
-            for (int64_t k = 1; k < t->numel; k++) if (fabs(v[k]) > fabs(v[best])) best = k;
-            v[best] = NAN;
-        }
-        if (e->shrink && !strcmp(t->name, e->shrink)) {
-            nb = nb / (size_t)shape[0] * (size_t)(shape[0] - 1);
-            shape[0]--;
-        }
-        if (e->as_i32 && !strcmp(t->name, e->as_i32)) {
-            dt = DSV4Q_DT_I32;
-            int32_t *iv = malloc(sizeof(int32_t) * (size_t)t->numel);
-            for (int64_t k = 0; k < t->numel; k++) iv[k] = (int32_t)((double *)buf)[k];
-            free(buf);
-            buf = iv;
-            nb = sizeof(int32_t) * (size_t)t->numel;
-        }
-        assert_int_equal(dsv4q_st_writer_add(w, name, dt, t->ndim, shape, buf, nb, err, sizeof err), 0);
-        free(buf);
-    }
-    for (int k = 0; meta_keys[k]; k++) {
-        const char *v = dsv4q_st_meta(st, meta_keys[k]);
-        if (e->drop_meta && !strcmp(e->drop_meta, meta_keys[k])) continue;
-        if (e->meta_key && !strcmp(e->meta_key, meta_keys[k])) continue;
-        if (v) dsv4q_st_writer_meta(w, meta_keys[k], v);
-    }
-    if (e->meta_key) dsv4q_st_writer_meta(w, e->meta_key, e->meta_val);
-    assert_int_equal(dsv4q_st_writer_write(w, dst, err, sizeof err), 0);
-    dsv4q_st_close(st);
-}
-
 /* Copy capture dir src to root/name, applying e to call file `call`. */
-static const char *variant(const char *src, const char *name, int call, const edit *e)
+static const char *variant(const char *src, const char *name, int call, const cap_edit *e)
 {
-    static char dir[400];
-    char cmd[1000], f[500], g[500];
-    snprintf(dir, sizeof dir, "%s/%s", root, name);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, src, dir);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f, sizeof f, "%s/call-%04d.safetensors", src, call);
-    snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, call);
-    rewrite(f, g, e);
-    return dir;
+    return cap_variant(root, src, name, call, e);
 }
 
 static int replay(const char *path, dsv4q_replay *res, int whole)
@@ -326,7 +246,7 @@ static void one_edited_element_fails_one_stage(void **state)
         {0, "L4.moe.out", DSV4Q_STAGE_MOE, 4},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        edit e = {.scale = cases[k].tensor};
+        cap_edit e = {.scale = cases[k].tensor};
         const char *dir = variant(cap_model, "edited", cases[k].call, &e);
         dsv4q_replay r;
         assert_int_equal(replay(dir, &r, 0), 0);
@@ -356,7 +276,7 @@ static void non_finite_is_not_checkable(void **state)
         {"L2.ffn_norm.out", "non-finite captured output where the oracle is finite: L2.ffn_norm.out["},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        edit e = {.nan_at = cases[k].tensor};
+        cap_edit e = {.nan_at = cases[k].tensor};
         const char *dir = variant(cap_model, "nonfinite", 1, &e);
         dsv4q_replay r;
         assert_int_equal(replay(dir, &r, 0), 0);
@@ -373,50 +293,50 @@ static void non_finite_is_not_checkable(void **state)
 static void malformed_captures_are_clear_errors(void **state)
 {
     (void)state;
-    edit e;
-    e = (edit){.shrink = "L2.attn_norm.in"};
+    cap_edit e;
+    e = (cap_edit){.shrink = "L2.attn_norm.in"};
     open_fails(variant(cap_src, "shape", 1, &e), "L2.attn_norm.in has shape [0, 256], expected [1, 256]");
-    e = (edit){.shrink = "L0.hc_attn_pre.in"};
+    e = (cap_edit){.shrink = "L0.hc_attn_pre.in"};
     open_fails(variant(cap_src, "shape0", 0, &e), "L0.hc_attn_pre.in has shape [17, 4, 256], expected [18, 4, 256]");
-    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L1.atten.in"};
+    e = (cap_edit){.rename_from = "L1.attn.in", .rename_to = "L1.atten.in"};
     open_fails(variant(cap_src, "unknown", 0, &e), "unknown stage 'atten'");
-    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L9.attn.in"};
+    e = (cap_edit){.rename_from = "L1.attn.in", .rename_to = "L9.attn.in"};
     open_fails(variant(cap_src, "layer", 0, &e), "L9.attn.in: layer 9 is outside the model's 5 layers");
-    e = (edit){.rename_from = "L1.attn.in", .rename_to = "L1.attn.input"};
+    e = (cap_edit){.rename_from = "L1.attn.in", .rename_to = "L1.attn.input"};
     open_fails(variant(cap_src, "side", 0, &e), "'input' must be 'in' or 'out'");
-    e = (edit){.as_i32 = "L0.attn.in"};
+    e = (cap_edit){.as_i32 = "L0.attn.in"};
     open_fails(variant(cap_src, "dtype", 0, &e), "L0.attn.in has dtype I32");
-    e = (edit){.drop_meta = "profile"};
+    e = (cap_edit){.drop_meta = "profile"};
     open_fails(variant(cap_src, "nometa", 2, &e), "lacks \"profile\"");
-    e = (edit){.drop_meta = "token_ids"};
+    e = (cap_edit){.drop_meta = "token_ids"};
     open_fails(variant(cap_src, "noids", 0, &e), "lacks \"token_ids\"");
     /* pins: one call file alone (every call of a directory must agree) */
     char one[500];
-    e = (edit){.meta_key = "checkpoint_sha256",
-               .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
+    e = (cap_edit){.meta_key = "checkpoint_sha256",
+                   .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
     snprintf(one, sizeof one, "%s/call-0000.safetensors", variant(cap_src, "pin", 0, &e));
     open_fails(one, "checkpoint_sha256 0000000000000000... does not match the model's config.json");
-    e = (edit){.meta_key = "weights_sha256",
-               .meta_val = "1111111111111111111111111111111111111111111111111111111111111111"};
+    e = (cap_edit){.meta_key = "weights_sha256",
+                   .meta_val = "1111111111111111111111111111111111111111111111111111111111111111"};
     snprintf(one, sizeof one, "%s/call-0000.safetensors", variant(cap_src, "wpin", 0, &e));
     open_fails(one, "weights_sha256 1111111111111111... does not match the model's weight files");
-    e = (edit){.meta_key = "checkpoint_sha256", .meta_val = "abc"};
+    e = (cap_edit){.meta_key = "checkpoint_sha256", .meta_val = "abc"};
     open_fails(variant(cap_src, "pinfmt", 1, &e), "checkpoint_sha256 must be 64 lowercase hex digits");
-    e = (edit){.meta_key = "checkpoint_sha256",
-               .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
+    e = (cap_edit){.meta_key = "checkpoint_sha256",
+                   .meta_val = "0000000000000000000000000000000000000000000000000000000000000000"};
     open_fails(variant(cap_src, "pinmix", 1, &e), "metadata checkpoint_sha256 \"0000000000000000000000000000000000000"
                                                   "000000000000000000000000000\" differs");
-    e = (edit){.meta_key = "dsv4q_capture_version", .meta_val = "2"};
+    e = (cap_edit){.meta_key = "dsv4q_capture_version", .meta_val = "2"};
     open_fails(variant(cap_src, "ver", 0, &e), "dsv4q_capture_version \"2\" is not supported");
-    e = (edit){.meta_key = "profile", .meta_val = "fast"};
+    e = (cap_edit){.meta_key = "profile", .meta_val = "fast"};
     open_fails(variant(cap_src, "prof", 0, &e), "profile \"fast\" is not a profile");
-    e = (edit){.meta_key = "position", .meta_val = "-3"};
+    e = (cap_edit){.meta_key = "position", .meta_val = "-3"};
     open_fails(variant(cap_src, "pos", 1, &e), "position \"-3\" must be a non-negative integer");
-    e = (edit){.meta_key = "position", .meta_val = "18"};
+    e = (cap_edit){.meta_key = "position", .meta_val = "18"};
     open_fails(variant(cap_src, "dup", 2, &e), "both are the call at position 18");
-    e = (edit){.meta_key = "token_ids", .meta_val = "[1, 5000]"};
+    e = (cap_edit){.meta_key = "token_ids", .meta_val = "[1, 5000]"};
     open_fails(variant(cap_src, "vocab", 1, &e), "token_ids[1] must be an integer token id in [0, 1024)");
-    e = (edit){.meta_key = "engine", .meta_val = "other"};
+    e = (cap_edit){.meta_key = "engine", .meta_val = "other"};
     open_fails(variant(cap_src, "engine", 1, &e), "metadata engine \"other\" differs");
 }
 
@@ -425,7 +345,7 @@ static void missing_inputs_are_not_checkable(void **state)
     (void)state;
     char err[1024];
     /* the moe input of layer 1 missing in the first decode call */
-    edit e = {.drop = "L1.moe.in"};
+    cap_edit e = {.drop = "L1.moe.in"};
     const char *dir = variant(cap_src, "noinput", 1, &e);
     dsv4q_replay r;
     assert_int_equal(replay(dir, &r, 0), 0);
@@ -440,7 +360,7 @@ static void missing_inputs_are_not_checkable(void **state)
 
     /* the attn input of layer 2 missing in the prefill: every later call of
      * that layer's attn is not checkable; other layers are unaffected */
-    e = (edit){.drop = "L2.attn.in"};
+    e = (cap_edit){.drop = "L2.attn.in"};
     dir = variant(cap_src, "noattn", 0, &e);
     assert_int_equal(replay(dir, &r, 0), 0);
     s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 2);
@@ -459,7 +379,7 @@ static void missing_inputs_are_not_checkable(void **state)
     dsv4q_replay_free(&r);
 
     /* the same in the middle call: the call after it is a "missing earlier call" */
-    e = (edit){.drop = "L2.attn.in"};
+    e = (cap_edit){.drop = "L2.attn.in"};
     dir = variant(cap_src, "noattn1", 1, &e);
     assert_int_equal(replay(dir, &r, 0), 0);
     s = dsv4q_replay_find(&r, DSV4Q_STAGE_ATTN, 2);

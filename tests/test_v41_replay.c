@@ -21,6 +21,7 @@
  *    Engram, a reader before its source in the same call.
  */
 #include "tests/testutil.h"
+#include "tests/testcap.h"
 #include "tests/testcli.h"
 #include <omp.h>
 #include <unistd.h>
@@ -75,59 +76,14 @@ static int teardown(void **state)
     return system(cmd);
 }
 
-/* Copy call file src to dst, scaling the largest element of tensor `scale`
- * by 1.05 (1% of one element of a 27-token residual stream is below the
- * engram stage's bound: nrms 2.8e-4 < 4.2e-4, 1.3 BF16 ulps < 3) and
- * leaving out every tensor whose name starts with `drop`. */
-static void rewrite(const char *src, const char *dst, const char *scale, const char *drop)
-{
-    /* clang-format off */
-    static const char *const meta[] = {"dsv4q_capture_version", "checkpoint_sha256", "weights_sha256", "position",
-                                       "token_ids", "engine", "engine_version", "profile", "boundary", "width",
-                                       "tokens_sha256", "model", NULL};
-    /* clang-format on */
-    char err[1024];
-    dsv4q_st *st;
-    assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
-    dsv4q_st_writer *w = dsv4q_st_writer_new();
-    assert_non_null(w);
-    int scaled = !scale;
-    for (size_t i = 0; i < dsv4q_st_count(st); i++) {
-        const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
-        if (drop && !strncmp(t->name, drop, strlen(drop))) continue;
-        void *buf = malloc(t->nbytes);
-        memcpy(buf, t->data, t->nbytes);
-        if (scale && !strcmp(t->name, scale)) {
-            assert_int_equal(t->dtype, DSV4Q_DT_F64);
-            double *v = buf;
-            int64_t best = 0;
-            for (int64_t k = 1; k < t->numel; k++)
-                if (fabs(v[k]) > fabs(v[best])) best = k;
-            v[best] *= 1.05;
-            scaled = 1;
-        }
-        assert_int_equal(dsv4q_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, buf, t->nbytes, err, sizeof err),
-                         0);
-        free(buf);
-    }
-    assert_true(scaled); /* the tensor exists in that call */
-    for (int k = 0; meta[k]; k++)
-        if (dsv4q_st_meta(st, meta[k])) dsv4q_st_writer_meta(w, meta[k], dsv4q_st_meta(st, meta[k]));
-    assert_int_equal(dsv4q_st_writer_write(w, dst, err, sizeof err), 0);
-    dsv4q_st_close(st);
-}
-
+/* The capture with call `call` edited: the largest element of tensor `scale`
+ * scaled by 1.05 (1% of one element of a 27-token residual stream is below
+ * the engram stage's bound: nrms 2.8e-4 < 4.2e-4, 1.3 BF16 ulps < 3), every
+ * tensor whose name starts with `drop` left out. */
 static const char *variant(int call, const char *scale, const char *drop)
 {
-    static char dir[400];
-    char cmd[1000], f[500], g[500];
-    snprintf(dir, sizeof dir, "%s/edited", root);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, cap, dir);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f, sizeof f, "%s/call-%04d.safetensors", cap, call);
-    snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, call);
-    rewrite(f, g, scale, drop);
-    return dir;
+    const cap_edit e = {.scale = scale, .scale_by = 1.05, .drop_prefix = drop};
+    return cap_variant(root, cap, "edited", call, &e);
 }
 
 static void replay(const char *path, dsv4q_replay *res, int whole)
