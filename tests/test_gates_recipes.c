@@ -275,7 +275,8 @@ static void test_seeds(void **state)
  * 5e-6, a few FP32 roundings of the row's terms): plain BF16 ULPs count
  * the ~2e4 codes between, the row floor counts 5e-6 / ulp(1.5) = 5e-6 /
  * 2^-7 ~ 6e-4. Its level (the FP32 instance, no flip) is 0.5 ulp: the
- * gates (rope 4 * 0.5 + 2 = 4, sparse_attn 8 * 0.5 + 4 = 8) pass it. A
+ * gates (rope and hc_pre 4 * 0.5 + 2 = 4, sparse_attn 8 * 0.5 + 4 = 8)
+ * pass it. A
  * wrong kernel (0.15 at that element: 19 ulps of the row, or 16 ulps off
  * at an ordinary element) still fails both. */
 static void test_rowfloor_ulp(void **state)
@@ -285,6 +286,9 @@ static void test_rowfloor_ulp(void **state)
     assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 0));
     assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_WINDOW_ATTN_DECODE, 1));   /* ring_out: a copy */
     assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_ROPE, 0));
+    assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_HC_PRE, 0));       /* y = sum_j pre_j X_j */
+    assert_true(dsv4q_op_ulp_rowfloor(DSV4Q_OP_HC_PRE41, 0));
+    assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_HC_PRE, 1));      /* post: no cancellation */
     assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_ACT_QUANT, 0));           /* never the quantizers */
     assert_false(dsv4q_op_ulp_rowfloor(DSV4Q_OP_FP4_QUANT, 0));
     enum { n = 256 };
@@ -295,8 +299,8 @@ static void test_rowfloor_ulp(void **state)
     good[7] = dsv4q_bf16_decode(dsv4q_bf16_encode(-2e-6));
     bad1[7] = 0.15;
     bad2[100] += 16 * 0x1p-7;
-    const int ops[2] = {DSV4Q_OP_SPARSE_ATTN, DSV4Q_OP_ROPE};
-    for (int k = 0; k < 2; k++) {
+    const int ops[3] = {DSV4Q_OP_SPARSE_ATTN, DSV4Q_OP_ROPE, DSV4Q_OP_HC_PRE};
+    for (int k = 0; k < 3; k++) {
         const dsv4q_gate_rule *rule = &G.op[ops[k]][DSV4Q_M_ULP_MAX];
         assert_true(rule->on);
         dsv4q_mset ml, mg, m1, m2, plain;

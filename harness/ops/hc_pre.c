@@ -72,5 +72,5 @@ DSV4Q_OP_DESC(hc_pre,
         {"hc_pre(s=2,hc=4,d=7168,iters=3,hceps=1e-5,recipe=f32,seed=1)", SET_PRO},
         {"hc_pre(s=2,hc=4,d=7168,iters=1,recipe=normal,seed=1)", SET_PRO},
         {NULL, 0}},
-    .build = build, .role = role)
+    .build = build, .role = role, .rowfloor = 1u)
 #endif

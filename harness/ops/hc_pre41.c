@@ -126,5 +126,5 @@ DSV4Q_OP_DESC(
                                         {"hc_pre41(s=2,hc=4,d=5120,recipe=f32,seed=1)", SET_FLASH41},
                                         {"hc_pre41(s=2,hc=4,d=5120,recipe=extreme,seed=1)", SET_FLASH41},
                                         {NULL, 0}},
-    .build = build, .role = role, .check = check)
+    .build = build, .role = role, .check = check, .rowfloor = 1u)
 #endif
