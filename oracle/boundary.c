@@ -104,6 +104,21 @@ static const dsv4q_boundary_info engine_table[DSV4Q_B_END - DSV4Q_B_ENGINE_FIRST
                                  "every storage boundary that is on (resid_bf16 .. moe_bf16) rounds to F16",
                                  "engines whose activation type is F16 (GGML_TYPE_F16 intermediates)", NULL,
                                  DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q8_0_RNE - DSV4Q_B_ENGINE_FIRST] = {"act_q8_0_rne", E, 0,
+                                                     "Q8_0 block 32: d = amax/127 kept F32, q = RNE(x * (1/d))",
+                                                     "input of every FP8/FP4-weight linear",
+                                                     "engines' runtime Q8_0 (F32 scale, rint/lrintf ties to even)",
+                                                     "gemm_act_fp8", DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q8_K - DSV4Q_B_ENGINE_FIRST] = {"act_q8_k", E, 0,
+                                                 "GGML Q8_K block 256: m = the largest-|x| value, q = min(127, "
+                                                 "RNE(x * (-127/m))), x = q * (1/(-127/m)), F32",
+                                                 "input of every FP8/FP4-weight linear",
+                                                 "ggml quantize_row_q8_K_ref (vec_dot_type of K-quants and IQ types)",
+                                                 "gemm_act_fp8", DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q_ALL - DSV4Q_B_ENGINE_FIRST] = {"act_q_all", E, 0, "(the declared act_q8_0/_rne/act_q8_k)",
+                                                  "also the input of BF16/F32-weight linears (wo_a, the head)",
+                                                  "engines that store BF16/F32 weights as Q8_0 or K-quants", NULL,
+                                                  DSV4Q_BA_ALL},
 };
 #undef E
 
@@ -187,7 +202,7 @@ int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errl
         static char on[] = "=on";
         if (!eq) {   /* a bare NAME means NAME=on */
             if (dsv4q_boundary_find(tok) < 0) {
-                snprintf(msg, sizeof msg, "--boundary: '%s' is not NAME=on|off", tok);
+                snprintf(msg, sizeof msg, "--boundary: unknown boundary '%s' (NAME or NAME=on|off)", tok);
                 list_names(err, errlen, msg);
                 return -1;
             }
@@ -209,6 +224,17 @@ int dsv4q_boundary_apply(uint64_t *set, const char *spec, char *err, size_t errl
             snprintf(err, errlen, "--boundary: value for '%s' must be on or off, got '%s'", tok, eq + 1);
             return -1;
         }
+    }
+    const uint64_t aq = s & DSV4Q_ACT_Q_ENGINE;
+    if (aq & (aq - 1)) {
+        snprintf(err, errlen, "--boundary: act_q8_0, act_q8_0_rne and act_q8_k are alternatives: declare one");
+        return -1;
+    }
+    if (((s >> DSV4Q_B_ACT_Q_ALL) & 1u) && !aq) {
+        snprintf(err, errlen,
+                 "--boundary: act_q_all needs the activation quantizer it extends (act_q8_0, "
+                 "act_q8_0_rne or act_q8_k)");
+        return -1;
     }
     *set = s;
     return 0;
@@ -238,7 +264,14 @@ int dsv4q_declaration_parse(const char *decl, uint64_t *set, char *err, size_t e
                  "then optionally :NAME[=on|off],...)", decl, base);
         return -1;
     }
-    if (colon && colon[1] && dsv4q_boundary_apply(&s, colon + 1, err, errlen)) return -1;
+    char m[1024];
+    if (colon && colon[1] && dsv4q_boundary_apply(&s, colon + 1, m, sizeof m)) {
+        /* the message names the declaration, not the --boundary option a
+         * backend's descriptor never used */
+        const char *t = strncmp(m, "--boundary: ", 12) ? m : m + 12;
+        snprintf(err, errlen, "declaration '%s': %s", decl, t);
+        return -1;
+    }
     *set = s;
     return 0;
 }

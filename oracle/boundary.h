@@ -17,7 +17,7 @@
  *
  * Engine storage points (kind engine, bits 48 and up): rounding points a
  * real ENGINE applies where the reference does not (KV rows stored F16,
- * Q8_0 activation quantization per 32, FP32 indexer scores, F16 instead of
+ * Q8_0/Q8_K activation quantization, FP32 indexer scores, F16 instead of
  * BF16 activation storage). They are never part of a named profile; a
  * backend or `qualify --profile` DECLARES them on top of a base profile
  * (dsv4q_declaration_parse), and an engine point may REPLACE a reference
@@ -80,6 +80,9 @@ typedef enum dsv4q_boundary {
     DSV4Q_B_ACT_Q8_0 = 49,      /* GGML Q8_0 per 32 act quant of FP8/FP4-GEMM inputs */
     DSV4Q_B_IDX_SCORE_F32 = 50, /* indexer score stored FP32 */
     DSV4Q_B_ACT_F16 = 51,       /* every BF16 storage point that is on stores F16 */
+    DSV4Q_B_ACT_Q8_0_RNE = 52,  /* Q8_0 per 32 as engines write it: F32 scale, ties to even */
+    DSV4Q_B_ACT_Q8_K = 53,      /* GGML Q8_K per 256 (K-quant/IQ vec_dot input) */
+    DSV4Q_B_ACT_Q_ALL = 54,     /* the declared act quantizer also on BF16/F32-weight linears */
     DSV4Q_B_END
 } dsv4q_boundary;
 
@@ -128,8 +131,10 @@ void dsv4q_boundary_format(uint64_t set, char *buf, size_t len);
  *     qat:act_q8_0,kv_f16            (act_q8_0 replaces gemm_act_fp8)
  *     source:idx_score_f32=on,rope_bf16=off
  * Overrides apply left to right; an engine point switched on switches its
- * `replaces` boundary off. Returns 0 and *set, or -1 with a message naming
- * the bad part (unknown profile or boundary, bad value).
+ * `replaces` boundary off. At most one activation quantizer (act_q8_0,
+ * act_q8_0_rne, act_q8_k) may be on, and act_q_all needs one. Returns 0
+ * and *set, or -1 with a message naming the bad part (unknown profile or
+ * boundary, bad value, two activation quantizers, act_q_all alone).
  */
 int dsv4q_declaration_parse(const char *decl, uint64_t *set, char *err, size_t errlen);
 /* Canonical declaration of set: the named profile closest to it (fewest
@@ -142,5 +147,15 @@ void dsv4q_declaration_format(uint64_t set, char *buf, size_t len);
 int dsv4q_declaration_has_engine(uint64_t set);
 
 #define DSV4Q_BIT(b) ((uint64_t)1 << (b))
+
+/* The engine activation quantizers (one at most is on: declaration parse). */
+#define DSV4Q_ACT_Q_ENGINE (DSV4Q_BIT(DSV4Q_B_ACT_Q8_0) | DSV4Q_BIT(DSV4Q_B_ACT_Q8_0_RNE) | DSV4Q_BIT(DSV4Q_B_ACT_Q8_K))
+/* 1 if set's engine activation quantizer quantizes the input of a linear
+ * whose reference weight is FP8/FP4 (quant = 1) or BF16/F32 (quant = 0,
+ * only with act_q_all). */
+static inline int dsv4q_engine_act_q_applies(uint64_t set, int quant)
+{
+    return (set & DSV4Q_ACT_Q_ENGINE) && (quant || ((set >> DSV4Q_B_ACT_Q_ALL) & 1u));
+}
 
 #endif

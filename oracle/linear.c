@@ -284,13 +284,14 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
         if (!xq || !xs) { free(xq); free(xs); return -1; }
         for (long t = 0; t < s; t++)
             X(dsv4q_act_quant_codes)(x + t * K, K, (int)blk, ue8m0, xq + t * K, xs + t * nab);
-    } else if (quant && ((bs >> DSV4Q_B_ACT_Q8_0) & 1u)) {
-        /* engine point act_q8_0 (replaces gemm_act_fp8): the input as the
-         * engine's Q8_0 blocks decode it, then the plain FP32-math product */
+    } else if (dsv4q_engine_act_q_applies(bs, quant)) {
+        /* engine points act_q8_0 / act_q8_0_rne / act_q8_k (they replace
+         * gemm_act_fp8; with act_q_all also on BF16/F32 weights): the input
+         * as the engine's Q8 blocks decode it, then the plain product */
         xq = malloc(sizeof(real) * (size_t)(s * K > 0 ? s * K : 1));
         if (!xq) return -1;
         memcpy(xq, x, sizeof(real) * (size_t)(s * K));
-        for (long t = 0; t < s; t++) X(dsv4q_q8_0_quant)(xq + t * K, K);
+        for (long t = 0; t < s; t++) X(dsv4q_engine_act_quant)(bs, quant, xq + t * K, K);
         x = xq;
     }
     const lin_args a = {W, act_q ? xq : x, xs, s, y, K, N, blk, nab, act_q, out_b, bs, dsv4q_e4m3_table(),

@@ -83,6 +83,61 @@ void X(dsv4q_q8_0_quant)(real *x, long n)
     }
 }
 
+void X(dsv4q_q8_0_rne_quant)(real *x, long n)
+{
+    for (long b0 = 0; b0 < n; b0 += 32) {
+        real *v = x + b0;
+        long len = n - b0 < 32 ? n - b0 : 32;
+        float amax = 0;
+        for (long i = 0; i < len; i++) {
+            float a = fabsf((float)v[i]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        for (long i = 0; i < len; i++) {
+            float q = rintf((float)v[i] * id); /* the default mode: ties to even */
+            q = q > 127 ? 127 : (q < -127 ? -127 : q);
+            v[i] = (real)(q * d);
+        }
+    }
+}
+
+void X(dsv4q_q8_k_quant)(real *x, long n)
+{
+    for (long b0 = 0; b0 < n; b0 += 256) {
+        real *v = x + b0;
+        long len = n - b0 < 256 ? n - b0 : 256;
+        float amax = 0, m = 0;
+        for (long i = 0; i < len; i++) {
+            float a = fabsf((float)v[i]);
+            if (a > amax) {
+                amax = a;
+                m = (float)v[i];
+            } /* the first largest, signed */
+        }
+        if (amax == 0) {
+            for (long i = 0; i < len; i++) v[i] = 0;
+            continue;
+        }
+        const float is = -127.0f / m, d = 1.0f / is;
+        for (long i = 0; i < len; i++) {
+            float q = rintf((float)v[i] * is);
+            if (q > 127) q = 127; /* GGML clamps the top only: -127 * (m/|m|) is the far end */
+            v[i] = (real)(q * d);
+        }
+    }
+}
+
+int X(dsv4q_engine_act_quant)(uint64_t bs, int quant, real *x, long n)
+{
+    if (!dsv4q_engine_act_q_applies(bs, quant)) return 0;
+    if ((bs >> DSV4Q_B_ACT_Q8_0) & 1u) X(dsv4q_q8_0_quant)(x, n);
+    else if ((bs >> DSV4Q_B_ACT_Q8_0_RNE) & 1u) X(dsv4q_q8_0_rne_quant)(x, n);
+    else if ((bs >> DSV4Q_B_ACT_Q8_K) & 1u) X(dsv4q_q8_k_quant)(x, n);
+    else return 0;
+    return 1;
+}
+
 void X(dsv4q_fp4_act_quant)(real *x, long rows, long n)
 {
     const double floor_amax = 6.0 * ldexp(1.0, -126);

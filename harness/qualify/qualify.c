@@ -115,9 +115,10 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
 /* Kernel references of a LINEAR case whose weight the engine stores in its
  * own encoding (ew: decoded exactly, [N, K] F32): the oracle at both widths
  * on ew as an F32 weight, with the declaration's activation quantization of
- * the FP8/FP4 reference weight applied to x first (act_q8_0 in GGML's
- * binary32 definition, gemm_act_fp8 as the in-place simulation: both
- * width-independent in value), so the product is the engine's. */
+ * the FP8/FP4 reference weight (every weight with act_q_all) applied to x
+ * first (act_q8_0 / act_q8_0_rne / act_q8_k in binary32, gemm_act_fp8 as
+ * the in-place simulation: all width-independent in value), so the
+ * product is the engine's. */
 static int kernel_refs_make(refs *r, const dsv4q_case *c, uint64_t bs, const float *ew, char *err, size_t errlen)
 {
     dsv4q_case c2 = *c;
@@ -134,8 +135,8 @@ static int kernel_refs_make(refs *r, const dsv4q_case *c, uint64_t bs, const flo
     }
     memcpy(xq, c->in[0].data, sizeof(float) * (size_t)(s * K));
     uint64_t bs2 = bs;
-    if (quant && ((bs >> DSV4Q_B_ACT_Q8_0) & 1u)) {
-        for (long t = 0; t < s; t++) dsv4q_q8_0_quant_f32(xq + t * K, K);
+    if (dsv4q_engine_act_q_applies(bs, quant)) {
+        for (long t = 0; t < s; t++) dsv4q_engine_act_quant_f32(bs, quant, xq + t * K, K);
     } else if (quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u)) {
         for (long t = 0; t < s; t++) {
             for (long k = 0; k < K; k++) xd[k] = xq[t * K + k];
@@ -143,7 +144,7 @@ static int kernel_refs_make(refs *r, const dsv4q_case *c, uint64_t bs, const flo
             for (long k = 0; k < K; k++) xq[t * K + k] = (float)xd[k];
         }
     }
-    bs2 &= ~(DSV4Q_BIT(DSV4Q_B_ACT_Q8_0) | DSV4Q_BIT(DSV4Q_B_GEMM_ACT_FP8));
+    bs2 &= ~(DSV4Q_ACT_Q_ENGINE | DSV4Q_BIT(DSV4Q_B_ACT_Q_ALL) | DSV4Q_BIT(DSV4Q_B_GEMM_ACT_FP8));
     c2.in[0].data = xq;
     c2.in[1].data = (void *)ew;
     c2.in[1].raw = NULL;
