@@ -93,6 +93,23 @@ $(LIB): $(OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The git commit receipts record (receipts/version.h), baked into the library
+# at build time: a library loaded by Python or installed elsewhere must not
+# ask git about the directory of whatever executable loaded it. The stamp is
+# rewritten only when the commit changes (so version.o is rebuilt only
+# then); "unknown" when this tree is not the top of a git checkout.
+STAMP := $(BUILD)/gitcommit.h
+$(STAMP): FORCE
+	@mkdir -p $(dir $@); c=unknown; \
+	if [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/dev/null)" = '$(CURDIR)' ]; then \
+	  c=$$(git -C '$(CURDIR)' rev-parse --short HEAD 2>/dev/null) || c=unknown; fi; \
+	printf '#define DSV4Q_BUILD_COMMIT "%s"\n' "$${c:-unknown}" > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+.PHONY: FORCE
+$(BUILD)/common/receipts/version.o: $(STAMP)
+$(BUILD)/common/receipts/version.o: CFLAGS += -include $(STAMP)
+
 $(SOLIB): $(OBJS)
 	$(CC) -shared -Wl,-soname,libdsv4q.so.1 -o $@ $^ $(LDLIBS)
 	@ln -sf libdsv4q.so $(BUILD)/libdsv4q.so.1

@@ -3,7 +3,10 @@
  *
  * Owns: dsv4q_git_commit. The commit is looked up once per process and
  * cached, because every receipt records it and a stress run writes
- * hundreds. Failure to find one is never an error: it yields "unknown".
+ * hundreds. The commit is the one the library was BUILT from (the
+ * Makefile's stamp), never looked up at run time: the process may be a
+ * Python interpreter or a program in another checkout. No commit is never
+ * an error: it yields "unknown".
  */
 #include "receipts/version.h"
 
@@ -12,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static char commit[64] = "unknown";
 static pthread_once_t commit_once = PTHREAD_ONCE_INIT;
@@ -27,13 +29,15 @@ static void set_commit(const char *s)
         commit[n] = '\0';
 }
 
+/* The build's stamp (Makefile: $(BUILD)/gitcommit.h, passed with -include);
+ * a build outside the Makefile has none. */
+#ifndef DSV4Q_BUILD_COMMIT
+#define DSV4Q_BUILD_COMMIT "unknown"
+#endif
+
 static void resolve_commit(void)
 {
     const char *e = getenv("DSV4Q_GIT_COMMIT");
-    char exe[4096], cmd[4096 * 4 + 128], line[128], *slash, *q;
-    const char *c;
-    ssize_t n;
-    FILE *p = NULL;
 
     if (e && *e) {
         set_commit(e);
@@ -41,34 +45,9 @@ static void resolve_commit(void)
     }
 #ifdef DSV4Q_GIT_COMMIT
     set_commit(DSV4Q_GIT_COMMIT);
-    return;
+#else
+    set_commit(DSV4Q_BUILD_COMMIT);
 #endif
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return;
-    exe[n] = '\0';
-    slash = strrchr(exe, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    /* Single-quote the directory for the shell: ' -> '\'' */
-    q = cmd;
-    q += sprintf(q, "git -C '");
-    for (c = exe; *c; c++) {
-        if (*c == '\'') {
-            memcpy(q, "'\\''", 4);
-            q += 4;
-        } else {
-            *q++ = *c;
-        }
-    }
-    sprintf(q, "' rev-parse --short HEAD 2>/dev/null");
-    p = popen(cmd, "r");
-    if (!p)
-        return;
-    if (fgets(line, sizeof line, p))
-        set_commit(line);
-    pclose(p);
 }
 
 const char *dsv4q_git_commit(void)

@@ -17,7 +17,9 @@
  *   1. the environment variable DSV4Q_GIT_COMMIT, if set and non-empty;
  *   2. the compile-time macro DSV4Q_GIT_COMMIT, if the build defined one
  *      (e.g. CFLAGS+='-DDSV4Q_GIT_COMMIT="abc1234"');
- *   3. `git -C <directory of /proc/self/exe> rev-parse --short HEAD`;
+ *   3. the build stamp DSV4Q_BUILD_COMMIT: `git rev-parse --short HEAD` of
+ *      the source tree when `make` built the library (Makefile,
+ *      $(BUILD)/gitcommit.h; "unknown" outside a git checkout);
  *   4. "unknown".
  * Returns a static NUL-terminated string (never NULL; thread-safe). */
 const char *dsv4q_git_commit(void);
