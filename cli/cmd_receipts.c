@@ -159,7 +159,7 @@ static int cmd_verify(const dsv4q_receipts_args *o)
     }
     if (o->c.npos && (id = receipt_id(o)) < 0)
         return EXIT_USAGE;
-    r = dsv4q_receipt_verify(o->c.db, id, o->pubkey, stdout, &res, err, sizeof err);
+    r = dsv4q_receipt_verify_opts(o->c.db, id, o->pubkey, o->allow_unsigned, stdout, &res, err, sizeof err);
     fflush(stdout);
     if (r < 0) {
         fprintf(stderr, "dsv4q receipts verify: %s\n", err);

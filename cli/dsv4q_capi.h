@@ -118,6 +118,26 @@ char *dsv4q_capi_check_case(const dsv4q_capi_case *c, const char *profile, const
                             const char *gates_path, const dsv4q_bt *cand, const dsv4q_bt *cand2, int nout, char *err,
                             size_t errlen);
 
+/* --- receipts (cli/capi_receipts.c) ----------------------------------- */
+
+/* Verify a receipts database as `dsv4q receipts verify` does
+ * (dsv4q_receipt_verify_opts, receipts/receipts.h): db NULL or "" = the
+ * default database; id 0 = the whole chain, id > 0 = that receipt and its
+ * link; pubkey NULL = the default key's .pub if any (lenient), "" = no
+ * signature checks, else a .pub file every receipt must be signed by;
+ * allow_unsigned non-zero lets unsigned receipts pass under a NULL key.
+ * Returns malloc'd JSON {"status": "OK" | "NOT VERIFIED" | "FAILED",
+ * "ok": bool, "checked", "problems", "signatures_valid", "unsigned",
+ * "not_checked", "head_id" (integers), "head_hash", "corrupt" (bool),
+ * "report" (the verifier's lines, one per problem or note, and its
+ * summary)}; NULL with err on an error (no database, not a receipts
+ * database, no such id, unreadable key). */
+char *dsv4q_capi_receipts_verify(const char *db, long long id, const char *pubkey, int allow_unsigned, char *err,
+                                 size_t errlen);
+/* The git commit the library was built from ("unknown" outside a git
+ * checkout; $DSV4Q_GIT_COMMIT overrides), as receipts record it. */
+const char *dsv4q_capi_git_commit(void);
+
 #ifdef __cplusplus
 }
 #endif

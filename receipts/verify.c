@@ -245,6 +245,12 @@ static int read_failed(sqlite3 *db, int src, const char *db_path, FILE *report,
 int dsv4q_receipt_verify(const char *db_path, long long id, const char *pubkey_path,
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen)
 {
+    return dsv4q_receipt_verify_opts(db_path, id, pubkey_path, 0, report, res, err, errlen);
+}
+
+int dsv4q_receipt_verify_opts(const char *db_path, long long id, const char *pubkey_path, int allow_unsigned,
+                              FILE *report, dsv4q_verify_result *res, char *err, size_t errlen)
+{
     dsv4q_verify_result R;
     keyctx k;
     sqlite3 *db = NULL;
@@ -346,15 +352,28 @@ int dsv4q_receipt_verify(const char *db_path, long long id, const char *pubkey_p
             k.mode == KEY_NONE ? "signature checks disabled"
             : k.have ? "signed by other keys than the default public key (pass --pubkey FILE)"
                      : "no public key (pass --pubkey FILE)");
+    /* An unsigned receipt proves its chain position, not who wrote it: it
+     * passes only when the caller says so (a strict key already reports
+     * each one as a problem; "" disabled signature checks on purpose). */
+    R.unsigned_refused = !R.n_problems && R.n_unsigned && k.mode == KEY_LENIENT && !allow_unsigned;
+    if (R.unsigned_refused)
+        rpt(report,
+            "note: %lld receipt(s) unsigned: nothing shows who wrote them; sign them "
+            "(dsv4q keygen) and pass --pubkey FILE, or accept them with --allow-unsigned",
+            R.n_unsigned);
     if (!found)
         rpt(report, "no receipts in %s", db_path);
     else
-        rpt(report, "%s: %lld receipt(s) checked (ids %lld..%lld), %lld problem(s); %lld "
-                    "signature(s) valid, %lld unsigned, %lld not checked; head receipt %lld "
-                    "hash %s",
-            R.n_problems ? "FAILED" : "OK", R.n_checked, first_id, R.head_id, R.n_problems,
-            R.n_sig_ok, R.n_unsigned, R.n_sig_unchecked, R.head_id, R.head_hash);
-    rc = R.n_problems ? 1 : 0;
+        rpt(report,
+            "%s: %lld receipt(s) checked (ids %lld..%lld), %lld problem(s); %lld "
+            "signature(s) valid, %lld unsigned, %lld not checked; head receipt %lld "
+            "hash %s",
+            R.n_problems         ? "FAILED"
+            : R.unsigned_refused ? "NOT VERIFIED"
+                                 : "OK",
+            R.n_checked, first_id, R.head_id, R.n_problems, R.n_sig_ok, R.n_unsigned, R.n_sig_unchecked, R.head_id,
+            R.head_hash);
+    rc = R.n_problems || R.unsigned_refused ? 1 : 0;
 done:
     dsv4q_receipt_row_free(&row);
     sqlite3_finalize(st);

@@ -142,6 +142,19 @@ static int verify(const char *db, long long id, const char *pub, char **out,
     return r;
 }
 
+/* verify under the default key with unsigned receipts allowed. */
+static int verify_allow(const char *db, long long id, char **out, dsv4q_verify_result *res)
+{
+    size_t n = 0;
+    char err[256] = "";
+    FILE *m = open_memstream(out, &n);
+    int r;
+    assert_non_null(m);
+    r = dsv4q_receipt_verify_opts(db, id, NULL, 1, m, res, err, sizeof err);
+    fclose(m);
+    return r;
+}
+
 static int verify_json(const char *text, const char *pub, char **out)
 {
     size_t n = 0;
@@ -562,8 +575,17 @@ static void test_unsigned_note_and_default_key(void **state)
                 "chained");
     assert_int_equal(strchr(cap, '\n') - cap + 1, (long)strlen(cap)); /* one line */
     free(cap);
-    assert_int_equal(verify(f->db, 0, NULL, &out, &res, err, sizeof err), 0);
+    /* an unsigned receipt shows no writer: NOT VERIFIED unless allowed */
+    assert_int_equal(verify(f->db, 0, NULL, &out, &res, err, sizeof err), 1);
     assert_int_equal(res.n_unsigned, 1);
+    assert_int_equal(res.n_problems, 0);
+    assert_int_equal(res.unsigned_refused, 1);
+    expect(out, "NOT VERIFIED: 1 receipt(s) checked");
+    expect(out, "--allow-unsigned");
+    free(out);
+    assert_int_equal(verify_allow(f->db, 0, &out, &res), 0);
+    assert_int_equal(res.unsigned_refused, 0);
+    expect(out, "OK: 1 receipt(s) checked");
     free(out);
     assert_int_equal(verify(f->db, 0, f->pub, &out, NULL, err, sizeof err), 1);
     expect(out, "receipt 1: unsigned, but the given public key");
@@ -577,10 +599,14 @@ static void test_unsigned_note_and_default_key(void **state)
     assert_int_equal(verify(f->db, 2, f->pub, &out, &res, err, sizeof err), 0);
     assert_int_equal(res.n_sig_ok, 1);
     free(out);
-    /* lenient default: the .pub beside $DSV4Q_KEY checks what it signed */
-    assert_int_equal(verify(f->db, 0, NULL, &out, &res, err, sizeof err), 0);
+    /* lenient default: the .pub beside $DSV4Q_KEY checks what it signed;
+     * receipt 1 stays unsigned */
+    assert_int_equal(verify(f->db, 0, NULL, &out, &res, err, sizeof err), 1);
     assert_int_equal(res.n_sig_ok, 1);
     assert_int_equal(res.n_unsigned, 1);
+    free(out);
+    assert_int_equal(verify_allow(f->db, 0, &out, &res), 0);
+    assert_int_equal(res.n_sig_ok, 1);
     free(out);
     setenv("DSV4Q_KEY", "/nonexistent/dsv4q-test.key", 1);
 }
@@ -856,6 +882,20 @@ static void test_cli(void **state)
         out = cli(f, &rc, dsv4q_cmd_receipts, 5, a);
         assert_int_equal(rc, 1);
         expect(out, "receipt 2: hash mismatch");
+        free(out);
+    }
+    {
+        char un[4200];
+        snprintf(un, sizeof un, "%s/unsigned.db", f->dir);
+        write_n(un, "", 2);
+        char *a[] = {"receipts", "verify", "--db", un}, *b[] = {"receipts", "verify", "--allow-unsigned", "--db", un};
+        out = cli(f, &rc, dsv4q_cmd_receipts, 4, a);
+        assert_int_equal(rc, 1);
+        expect(out, "NOT VERIFIED: 2 receipt(s) checked");
+        free(out);
+        out = cli(f, &rc, dsv4q_cmd_receipts, 5, b);
+        assert_int_equal(rc, 0);
+        expect(out, "OK: 2 receipt(s) checked");
         free(out);
     }
     {
