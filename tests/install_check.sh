@@ -19,7 +19,8 @@ echo "install_check: cc consumer.c $flags"
 # shellcheck disable=SC2086
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer" tests/install/consumer.c $flags -lm >"$tmp/cc.log" 2>&1 ||
   { cat "$tmp/cc.log"; fail "building against the installed library failed"; }
-# the program must load the INSTALLED shared library, not the tree's
-LD_LIBRARY_PATH="$tmp/prefix/lib" ldd "$tmp/consumer" | grep -q "$tmp/prefix/lib/libdsv4q.so.1" ||
-  fail "consumer does not resolve libdsv4q.so.1 from the install prefix"
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer"
+# the program must load the INSTALLED shared library, not the tree's, and
+# find it with no LD_LIBRARY_PATH (dsv4q.pc's Libs carry an rpath to libdir)
+env -u LD_LIBRARY_PATH ldd "$tmp/consumer" | grep -q "$tmp/prefix/lib/libdsv4q.so.1" ||
+  fail "consumer does not resolve libdsv4q.so.1 from the install prefix without LD_LIBRARY_PATH (rpath in dsv4q.pc?)"
+env -u LD_LIBRARY_PATH "$tmp/consumer"
