@@ -1,10 +1,13 @@
 """pytest plugin (registered as ``dsv4q`` through the pytest11 entry point).
 
 Options:
-  --dsv4q-receipts DB   one signed, hash-chained receipt per test
-                        (dsv4q/receipts.py; kind "qualify"): the test's node
-                        id, outcome and the full verdict of every
-                        dsv4q.check / assert_qualified it made
+  --dsv4q-receipts DB   one signed, hash-chained receipt per test that made
+                        a dsv4q check (dsv4q/receipts.py; kind "qualify"):
+                        the test's node id, outcome and the full verdict of
+                        every dsv4q.check / assert_qualified it made; verdict
+                        pass (passed, xpassed), fail, info (xfailed) or
+                        error. Tests without a check and skipped tests get
+                        none.
   --dsv4q-key PATH      signing key for those receipts (default: the dsv4q
                         default key; "" = unsigned)
   --dsv4q-junit FILE    JUnit XML with one <testcase> per test; each dsv4q
@@ -58,18 +61,29 @@ def pytest_runtest_setup(item):
         _ops.take_recorded()
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """Record the outcome pytest itself reports (after the xfail plugin has
+    rewritten it): an expected failure is "xfailed", an unexpected pass
+    "xpassed" (a strict one "failed"), a failing setup/teardown "error"."""
+    res = yield
     st = _state(item)
     if not st:
         return
+    rep = res.get_result()
     rec = st.outcome.setdefault(item.nodeid, {"outcome": "passed", "longrepr": "", "seconds": 0.0})
     rec["seconds"] += call.duration
-    if call.excinfo is not None:
-        if call.excinfo.errisinstance(pytest.skip.Exception):
+    xfail = hasattr(rep, "wasxfail")
+    if rep.skipped:
+        if xfail:
+            rec["outcome"], rec["longrepr"] = "xfailed", rep.wasxfail or ""
+        elif rec["outcome"] == "passed":
             rec["outcome"] = "skipped"
-        else:
-            rec["outcome"] = "failed" if call.when == "call" else "error"
-            rec["longrepr"] = str(call.excinfo.value)
+    elif rep.failed:
+        rec["outcome"] = "failed" if call.when == "call" else "error"
+        rec["longrepr"] = str(call.excinfo.value) if call.excinfo is not None else rep.longreprtext
+    elif call.when == "call" and xfail:
+        rec["outcome"] = "xpassed"
 
 
 def _finish(item):
@@ -80,8 +94,14 @@ def _finish(item):
     verdicts = [v.json for v in _ops.take_recorded()]
     rec = st.outcome.get(item.nodeid, {"outcome": "passed", "longrepr": "", "seconds": 0.0})
     st.cases.append((item.nodeid, rec["outcome"], verdicts, rec["longrepr"], rec["seconds"]))
-    if st.db and rec["outcome"] != "skipped":
-        verdict = {"passed": "pass", "failed": "fail"}.get(rec["outcome"], "error")
+    # A receipt records dsv4q verdicts: a test that made no dsv4q check
+    # qualified nothing and gets none (a "pass" would certify nothing). An
+    # expected failure (xfail) is "info": pytest does not count it as a
+    # failure, and it is no pass either; an unexpected pass (non-strict
+    # xpass) is a pass, as pytest counts it.
+    if st.db and verdicts and rec["outcome"] != "skipped":
+        verdict = {"passed": "pass", "xpassed": "pass", "failed": "fail", "xfailed": "info"}.get(rec["outcome"],
+                                                                                              "error")
         gates = sorted({v["gates"] for v in verdicts})
         profiles = sorted({v["profile"] for v in verdicts})
         try:
@@ -119,7 +139,7 @@ def pytest_sessionfinish(session, exitstatus):
         suite = ET.Element("testsuite", name="dsv4q", tests=str(len(st.cases)),
                            failures=str(sum(c[1] == "failed" for c in st.cases)),
                            errors=str(sum(c[1] == "error" for c in st.cases)),
-                           skipped=str(sum(c[1] == "skipped" for c in st.cases)))
+                           skipped=str(sum(c[1] in ("skipped", "xfailed") for c in st.cases)))
         for nodeid, outcome, verdicts, longrepr, secs in st.cases:
             mod, _, name = nodeid.rpartition("::")
             tc = ET.SubElement(suite, "testcase", classname=mod.replace("/", ".").removesuffix(".py"), name=name,
@@ -138,6 +158,8 @@ def pytest_sessionfinish(session, exitstatus):
                 ET.SubElement(tc, "error", message=longrepr.splitlines()[0] if longrepr else "error").text = longrepr
             elif outcome == "skipped":
                 ET.SubElement(tc, "skipped")
+            elif outcome == "xfailed":   # as pytest's own --junitxml writes an xfail
+                ET.SubElement(tc, "skipped", type="pytest.xfail", message=longrepr or "expected failure")
         ET.ElementTree(suite).write(st.junit, encoding="utf-8", xml_declaration=True)
     if st.errors:
         session.config.get_terminal_writer().line("dsv4q: receipts NOT written for %d test(s):" % len(st.errors),

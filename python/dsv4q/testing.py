@@ -12,6 +12,7 @@ def assert_qualified(op, inputs, outputs, profile="source", *, msg=None, **kw):
     """Assert that a kernel's ``outputs`` for ``op`` on ``inputs`` pass the
     qualify gates (``dsv4q.check`` with the same arguments). Returns the
     Verdict; raises AssertionError with the full report otherwise."""
+    __tracebackhide__ = True   # pytest shows the caller's line, not this frame
     v = check(op, inputs, outputs, profile, **kw)
     if not v.passed:
         text = v.report()
