@@ -34,9 +34,9 @@ char *dsv4q_capi_receipts_verify(const char *db, long long id, const char *pubke
     fclose(m);
     if (r < 0) goto done;
     j = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b, s:s}", "status",
-                  R.n_problems         ? "FAILED"
-                  : R.unsigned_refused ? "NOT VERIFIED"
-                                       : "OK",
+                  R.n_problems     ? "FAILED"
+                  : R.not_verified ? "NOT VERIFIED"
+                                   : "OK",
                   "ok", r == 0, "checked", (json_int_t)R.n_checked, "problems", (json_int_t)R.n_problems,
                   "signatures_valid", (json_int_t)R.n_sig_ok, "unsigned", (json_int_t)R.n_unsigned, "not_checked",
                   (json_int_t)R.n_sig_unchecked, "head_id", (json_int_t)R.head_id, "head_hash", R.head_hash, "corrupt",

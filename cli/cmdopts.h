@@ -92,7 +92,7 @@ typedef struct dsv4q_receipts_args {
     const char *kind, *pubkey;
     long last;                     /* 0: all */
     int all, json;
-    int allow_unsigned; /* verify: unsigned receipts pass (else NOT VERIFIED) */
+    int allow_unsigned; /* verify: receipts with no verified signature pass */
 } dsv4q_receipts_args;
 
 #endif

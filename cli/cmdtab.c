@@ -368,7 +368,7 @@ static const dsv4q_mode MODES[] = {
      .opts = (const dsv4q_optspec[]){{FLAG("--all", RCPT, all), HELP("every receipt")},
                                      R_PUB,
                                      {FLAG("--allow-unsigned", RCPT, allow_unsigned),
-                                      HELP("unsigned receipts pass (else NOT VERIFIED, exit 1)")},
+                                      HELP("pass receipts with no verified signature (else NOT VERIFIED, exit 1)")},
                                      R_DB,
                                      O_END},
      .conflicts = NO_CONFLICTS},

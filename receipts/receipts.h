@@ -90,7 +90,8 @@ typedef struct dsv4q_verify_result {
     long long head_id;        /* id of the newest receipt checked (0 = none) */
     char head_hash[DSV4Q_SHA256_HEX + 1];
     int corrupt;              /* 1: the database itself is damaged */
-    int unsigned_refused;     /* 1: no problem, but unsigned receipts were not allowed */
+    int not_verified;         /* 1: no problem, but receipts without a verified signature
+                                 (unsigned or n_sig_unchecked) were not allowed */
 } dsv4q_verify_result;
 
 /* Verify the receipts in db_path (NULL = default): every receipt's hash is
@@ -105,8 +106,8 @@ typedef struct dsv4q_verify_result {
  * check no signatures.
  * report: receives one line per problem, prefixed "receipt N: ", and notes
  * (may be NULL). res: receives the summary (may be NULL).
- * Unsigned receipts under a NULL key leave the database NOT VERIFIED (see
- * dsv4q_receipt_verify_opts).
+ * Under a NULL key, receipts without a verified signature leave the
+ * database NOT VERIFIED (see dsv4q_receipt_verify_opts).
  * Returns 0 all good, 1 verification failed (including a corrupt
  * database, and unsigned receipts not allowed), -1 error (cannot open, not a dsv4q database, no such id,
  * unreadable key) with err set. */
@@ -115,11 +116,13 @@ int dsv4q_receipt_verify(const char *db_path, long long id, const char *pubkey_p
                           FILE *report, dsv4q_verify_result *res, char *err, size_t errlen);
 
 /* dsv4q_receipt_verify with the unsigned-receipt policy spelled out. With
- * pubkey_path NULL (lenient), an unsigned receipt leaves the database NOT
- * VERIFIED (return 1, res->unsigned_refused = 1, a note in report) unless
- * allow_unsigned is non-zero; dsv4q_receipt_verify is allow_unsigned = 0.
- * With a key every receipt must be signed by it anyway; with "" signature
- * checks are off and unsigned receipts pass. Returns as dsv4q_receipt_verify. */
+ * pubkey_path NULL (lenient), a receipt without a verified signature
+ * (unsigned, or signed by a key other than the default .pub) leaves the
+ * database NOT VERIFIED (return 1, res->not_verified = 1, a note in
+ * report) unless allow_unsigned is non-zero; dsv4q_receipt_verify is
+ * allow_unsigned = 0. With a key every receipt must be signed by it anyway;
+ * with "" signature checks are off and such receipts pass. Returns as
+ * dsv4q_receipt_verify. */
 DSV4Q_MUST_USE
 int dsv4q_receipt_verify_opts(const char *db_path, long long id, const char *pubkey_path, int allow_unsigned,
                               FILE *report, dsv4q_verify_result *res, char *err, size_t errlen);

@@ -352,15 +352,17 @@ int dsv4q_receipt_verify_opts(const char *db_path, long long id, const char *pub
             k.mode == KEY_NONE ? "signature checks disabled"
             : k.have ? "signed by other keys than the default public key (pass --pubkey FILE)"
                      : "no public key (pass --pubkey FILE)");
-    /* An unsigned receipt proves its chain position, not who wrote it: it
-     * passes only when the caller says so (a strict key already reports
-     * each one as a problem; "" disabled signature checks on purpose). */
-    R.unsigned_refused = !R.n_problems && R.n_unsigned && k.mode == KEY_LENIENT && !allow_unsigned;
-    if (R.unsigned_refused)
+    /* A receipt without a verified signature (unsigned, or signed by a key
+     * not at hand) proves its chain position, not who wrote it: it passes
+     * only when the caller says so (a strict key already reports each one
+     * as a problem; "" disabled signature checks on purpose). */
+    R.not_verified = !R.n_problems && (R.n_unsigned || R.n_sig_unchecked) && k.mode == KEY_LENIENT && !allow_unsigned;
+    if (R.not_verified)
         rpt(report,
-            "note: %lld receipt(s) unsigned: nothing shows who wrote them; sign them "
-            "(dsv4q keygen) and pass --pubkey FILE, or accept them with --allow-unsigned",
-            R.n_unsigned);
+            "note: %lld receipt(s) without a verified signature (%lld unsigned, %lld signed by a key "
+            "not given): nothing shows who wrote them; pass --pubkey FILE of the signing key (sign "
+            "new receipts with a key from dsv4q keygen), or accept them with --allow-unsigned",
+            R.n_unsigned + R.n_sig_unchecked, R.n_unsigned, R.n_sig_unchecked);
     if (!found)
         rpt(report, "no receipts in %s", db_path);
     else
@@ -368,12 +370,12 @@ int dsv4q_receipt_verify_opts(const char *db_path, long long id, const char *pub
             "%s: %lld receipt(s) checked (ids %lld..%lld), %lld problem(s); %lld "
             "signature(s) valid, %lld unsigned, %lld not checked; head receipt %lld "
             "hash %s",
-            R.n_problems         ? "FAILED"
-            : R.unsigned_refused ? "NOT VERIFIED"
-                                 : "OK",
+            R.n_problems     ? "FAILED"
+            : R.not_verified ? "NOT VERIFIED"
+                             : "OK",
             R.n_checked, first_id, R.head_id, R.n_problems, R.n_sig_ok, R.n_unsigned, R.n_sig_unchecked, R.head_id,
             R.head_hash);
-    rc = R.n_problems || R.unsigned_refused ? 1 : 0;
+    rc = R.n_problems || R.not_verified ? 1 : 0;
 done:
     dsv4q_receipt_row_free(&row);
     sqlite3_finalize(st);

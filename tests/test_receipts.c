@@ -579,12 +579,12 @@ static void test_unsigned_note_and_default_key(void **state)
     assert_int_equal(verify(f->db, 0, NULL, &out, &res, err, sizeof err), 1);
     assert_int_equal(res.n_unsigned, 1);
     assert_int_equal(res.n_problems, 0);
-    assert_int_equal(res.unsigned_refused, 1);
+    assert_int_equal(res.not_verified, 1);
     expect(out, "NOT VERIFIED: 1 receipt(s) checked");
     expect(out, "--allow-unsigned");
     free(out);
     assert_int_equal(verify_allow(f->db, 0, &out, &res), 0);
-    assert_int_equal(res.unsigned_refused, 0);
+    assert_int_equal(res.not_verified, 0);
     expect(out, "OK: 1 receipt(s) checked");
     free(out);
     assert_int_equal(verify(f->db, 0, f->pub, &out, NULL, err, sizeof err), 1);
@@ -896,6 +896,23 @@ static void test_cli(void **state)
         out = cli(f, &rc, dsv4q_cmd_receipts, 5, b);
         assert_int_equal(rc, 0);
         expect(out, "OK: 2 receipt(s) checked");
+        free(out);
+    }
+    {
+        /* signed, but by a key the verifier was not given: not verified either */
+        char k3[4200], s3[4200], e3[256];
+        snprintf(k3, sizeof k3, "%s/k3.key", f->dir);
+        snprintf(s3, sizeof s3, "%s/other-signer.db", f->dir);
+        assert_int_equal(dsv4q_keygen(k3, NULL, e3, sizeof e3), 0);
+        write_n(s3, k3, 1);
+        char *a[] = {"receipts", "verify", "--db", s3}, *b[] = {"receipts", "verify", "--allow-unsigned", "--db", s3};
+        out = cli(f, &rc, dsv4q_cmd_receipts, 4, a);
+        assert_int_equal(rc, 1);
+        expect(out, "(0 unsigned, 1 signed by a key not given)");
+        expect(out, "NOT VERIFIED: 1 receipt(s) checked");
+        free(out);
+        out = cli(f, &rc, dsv4q_cmd_receipts, 5, b);
+        assert_int_equal(rc, 0);
         free(out);
     }
     {

@@ -60,7 +60,8 @@ class VerifyResult:
     """Outcome of ``verify``. ``ok``: True only when every receipt's hash,
     chain link and signature checked out (``status`` "OK"); ``status`` is
     "FAILED" for a problem (tampering, damage, a bad or missing signature)
-    and "NOT VERIFIED" for unsigned receipts that were not allowed.
+    and "NOT VERIFIED" for receipts without a verified signature (unsigned,
+    or signed by a key not given) that were not allowed.
     Counts: ``checked``, ``problems``, ``signatures_valid``, ``unsigned``,
     ``not_checked`` (signed by a key that was not given); ``head_id`` /
     ``head_hash``: the newest receipt checked; ``report``: the verifier's
@@ -82,9 +83,9 @@ def verify(db=None, *, id=0, pubkey=None, allow_unsigned=False):
     ./dsv4q.db) with the library's verifier, as `dsv4q receipts verify`
     does. ``id``: 0 = the whole chain, N = receipt N and its link to N-1.
     ``pubkey``: a .pub file every receipt must be signed by (strict); None =
-    the default key's .pub if there is one (lenient: unsigned receipts make
-    the result NOT VERIFIED unless ``allow_unsigned``); "" = no signature
-    checks. Returns a VerifyResult (falsy unless OK); raises DSV4QError
+    the default key's .pub if there is one (lenient: a receipt it cannot
+    verify, unsigned or signed by another key, makes the result NOT
+    VERIFIED unless ``allow_unsigned``); "" = no signature checks. Returns a VerifyResult (falsy unless OK); raises DSV4QError
     when the database cannot be read as a receipts database, the id does
     not exist or the key is unreadable."""
     if not isinstance(id, int) or isinstance(id, bool) or id < 0:

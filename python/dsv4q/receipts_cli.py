@@ -3,8 +3,8 @@ dsv4q binary at hand (dsv4q.receipts.verify, the library's own verifier).
 
     dsv4q-receipts verify [ID | --all] [--pubkey FILE] [--allow-unsigned] [--db FILE]
 
-Prints the verifier's report; exit 0 OK, 1 FAILED or NOT VERIFIED (unsigned
-receipts without --allow-unsigned), 2 usage or unreadable database / key,
+Prints the verifier's report; exit 0 OK, 1 FAILED or NOT VERIFIED (a receipt
+with no verified signature, without --allow-unsigned), 2 usage or unreadable database / key,
 as `dsv4q receipts verify` (docs/receipts.md).
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ def main(argv=None):
     v.add_argument("id", nargs="?", type=int, default=0, help="one receipt (and its link to ID-1); default all")
     v.add_argument("--all", action="store_true", help="every receipt (the default)")
     v.add_argument("--pubkey", metavar="FILE", default=None, help="every receipt must be signed by this key")
-    v.add_argument("--allow-unsigned", action="store_true", help="unsigned receipts pass (else NOT VERIFIED)")
+    v.add_argument("--allow-unsigned", action="store_true",
+                   help="pass receipts with no verified signature (else NOT VERIFIED)")
     v.add_argument("--db", metavar="FILE", default=None, help="receipts database ($DSV4Q_DB, else ./dsv4q.db)")
     a = ap.parse_args(argv)
     if a.all and a.id:

@@ -78,6 +78,9 @@ def test_verify_from_python(tmp_path, dsv4q_bin, monkeypatch):
     assert "--allow-unsigned" in r.report
     assert dsv4q.receipts.verify(unsigned, allow_unsigned=True).status == "OK"
     assert dsv4q.receipts.verify(unsigned, pubkey=str(key) + ".pub").status == "FAILED"
+    # signed, but no key given and no default key: the signatures prove nothing here
+    r = dsv4q.receipts.verify(signed)
+    assert r.status == "NOT VERIFIED" and r.not_checked == 2 and r.signatures_valid == 0, r.report
     # the Python verifier agrees with the CLI's on a tampered database
     con = sqlite3.connect(str(signed))
     con.execute("UPDATE receipts SET verdict = 'fail' WHERE id = 2")
