@@ -101,7 +101,7 @@ $(LIB): $(OBJS)
 STAMP := $(BUILD)/gitcommit.h
 $(STAMP): FORCE
 	@mkdir -p $(dir $@); c=unknown; \
-	if [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/dev/null)" = '$(CURDIR)' ]; then \
+	if [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/dev/null)" = "$$(cd '$(CURDIR)' && pwd -P)" ]; then \
 	  c=$$(git -C '$(CURDIR)' rev-parse --short HEAD 2>/dev/null) || c=unknown; fi; \
 	printf '#define DSV4Q_BUILD_COMMIT "%s"\n' "$${c:-unknown}" > $@.tmp; \
 	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
