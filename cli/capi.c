@@ -183,6 +183,70 @@ static void shape_str(const dsv4q_bt *t, char *buf, size_t len)
     if (n < len) snprintf(buf + n, len - n, "]");
 }
 
+/* A dtype's name for a message ("I32", "F64"), "dtype N" when it has none. */
+static const char *bt_name(int32_t dt, char *buf, size_t len)
+{
+    const char *n = dsv4q_dtype_name((dsv4q_dtype)dt);
+    if (n) return n;
+    snprintf(buf, len, "dtype %d", (int)dt);
+    return buf;
+}
+
+/* "[i,j,k]": the coordinates of flat index i in t (row-major). */
+static void coords_str(const dsv4q_bt *t, long long i, char *buf, size_t len)
+{
+    long long idx[6] = {0};
+    for (int k = t->ndim - 1; k >= 0 && k < 6; k--) {
+        const long long e = t->shape[k] > 0 ? t->shape[k] : 1;
+        idx[k] = i % e;
+        i /= e;
+    }
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int k = 0; k < t->ndim && k < 6 && n < len; k++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", k ? "," : "", idx[k]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+/* The ranges of the params every operator reads the same way, checked on
+ * caller values (the case builders only make valid ones): an epsilon is
+ * added to a mean square or a sum, so a negative one can make the oracle
+ * take the root of a negative number; iters (Sinkhorn rounds) is cast to
+ * int, so 20.5 would silently run 20 and 0 or -1 none. hc_pre41's own check
+ * is stricter (norm_eps > 0). 0, or -1 + a message naming the param. */
+static int param_range(const dsv4q_op_info *o, const char *nm, double v, char *err, size_t errlen)
+{
+    const size_t n = strlen(nm);
+    if (n >= 3 && !strcmp(nm + n - 3, "eps") && !(v >= 0)) {
+        snprintf(err, errlen, "%s: param %s = %g is out of range: an epsilon must be >= 0", o->name, nm, v);
+        return -1;
+    }
+    if (!strcmp(nm, "iters") && !(v >= 1 && v <= 1000 && v == floor(v))) {
+        snprintf(err, errlen, "%s: param iters = %g is out of range: an integer in 1..1000 (Sinkhorn rounds)", o->name,
+                 v);
+        return -1;
+    }
+    return 0;
+}
+
+/* A NaN in a float input makes every metric of the outputs NaN (a FAIL
+ * that says nothing about the kernel): refuse it, naming the first one.
+ * +-inf stays allowed (masked scores, an absent sink are -inf). */
+static int nan_input(const dsv4q_op_info *o, const dsv4q_bt *t, int i, char *err, size_t errlen)
+{
+    if (t->ndim == 0 || t->dtype != DSV4Q_BT_F32 || !t->data) return 0;
+    const int64_t n = dsv4q_bt_numel(t);
+    const float *v = t->data;
+    for (int64_t k = 0; k < n; k++)
+        if (isnan(v[k])) {
+            char co[96];
+            coords_str(t, k, co, sizeof co);
+            snprintf(err, errlen, "%s: input %s has a NaN at index %s (flat %lld): NaN inputs are not judged", o->name,
+                     o->in[i].name, co, (long long)k);
+            return -1;
+        }
+    return 0;
+}
+
 static int bad_shape(const dsv4q_op_info *o, const dsv4q_bt *t, const char *want, const char *why, char *err, size_t errlen)
 {
     char got[96];
@@ -246,6 +310,7 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
         char nm[32];
         param_name(o->param[i], nm, sizeof nm);
         if (!isfinite(param[i])) { snprintf(err, errlen, "%s: param %s is not finite", o->name, nm); return -1; }
+        if (param_range(o, nm, param[i], err, errlen)) return -1;
         if (param[i] == floor(param[i]) && fabs(param[i]) < 1e15) env_set(&e, nm, (long long)param[i]);
     }
     if (o->shape_names) {   /* names the shapes use beyond the tensors' own dims (compressor: coff) */
@@ -269,11 +334,12 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
             if (pass == 0) {
                 const int want_i32 = !strcmp(o->in[i].dtype, "I32"), want_i64 = !strcmp(o->in[i].dtype, "I64");
                 if (t->dtype != (want_i32 ? DSV4Q_BT_I32 : want_i64 ? DSV4Q_BT_I64 : DSV4Q_BT_F32)) {
-                    snprintf(err, errlen, "%s: input %s must be %s (got dtype %d)", o->name, o->in[i].name,
+                    char dn[24];
+                    snprintf(err, errlen, "%s: input %s must be %s (got %s)", o->name, o->in[i].name,
                              want_i32   ? "int32"
                              : want_i64 ? "int64"
                                         : "float32",
-                             t->dtype);
+                             bt_name(t->dtype, dn, sizeof dn));
                     return -1;
                 }
                 if (!t->data) { snprintf(err, errlen, "%s: input %s has no data", o->name, o->in[i].name); return -1; }
@@ -297,7 +363,7 @@ int dsv4q_capi_shapes(int op, const dsv4q_bt *in, int nin, const double *param, 
                     return bad_shape(o, t, o->in[i].shape, why, err, errlen);
                 }
             }
-            if (pass == 1 && check_raw(o, t, err, errlen)) return -1;
+            if (pass == 1 && (check_raw(o, t, err, errlen) || nan_input(o, t, i, err, errlen))) return -1;
         }
     /* value constraints the oracle relies on (the operator's own check) */
     if (o->check) {
@@ -363,8 +429,10 @@ static int check_outs(const dsv4q_op_info *o, const dsv4q_bt *tmpl, const dsv4q_
             int ok = tmpl[i].dtype == DSV4Q_BT_I32 ? dt == DSV4Q_BT_I32
                                                    : dt == DSV4Q_BT_F32 || dt == DSV4Q_BT_BF16 || dt == DSV4Q_BT_F16;
             if (!ok) {
-                snprintf(err, errlen, "%s: output %s must be %s (got dtype %d)", o->name, tmpl[i].name,
-                         tmpl[i].dtype == DSV4Q_BT_I32 ? "int32" : "float32, bfloat16 or float16", dt);
+                char dn[24];
+                snprintf(err, errlen, "%s: output %s must be %s (got %s)", o->name, tmpl[i].name,
+                         tmpl[i].dtype == DSV4Q_BT_I32 ? "int32" : "float32, bfloat16 or float16",
+                         bt_name(dt, dn, sizeof dn));
                 return -1;
             }
         }

@@ -161,34 +161,59 @@ def _torch_to_numpy(t):
     return t.contiguous().numpy(), None
 
 
+def _narrow_ints(a, what, to):
+    """a (an integer array) as `to` (np.int32 / np.int64), refusing values
+    that do not fit: a cast would wrap them (2**32 + 1 would act as 1)."""
+    info = np.iinfo(to)
+    if a.size and (np.iinfo(a.dtype).max > info.max or np.iinfo(a.dtype).min < info.min):
+        bad = np.flatnonzero((a > info.max) | (a < info.min))
+        if bad.size:
+            at = np.unravel_index(bad[0], a.shape)
+            raise DSV4QError("dsv4q: %s (%s) has value %d at index %s, outside the %s range [%d, %d] (%d such "
+                             "value(s))" % (what, a.dtype, a.flat[bad[0]], tuple(int(k) for k in at),
+                                            np.dtype(to).name, info.min, info.max, bad.size))
+    return np.ascontiguousarray(a, dtype=to)
+
+
 def as_array(a, what, kind):
     """Return (contiguous numpy array, bt dtype) for an input.
 
     kind "f32": float inputs (float32 is used as is; other float dtypes are
-    converted); "i32" / "i64": integer inputs (32 / 64 bits); "out": candidate outputs (float32,
-    float16, bfloat16 codes or int32 kept in their storage dtype)."""
+    converted); "i32" / "i64": integer inputs (32 / 64 bits; any integer
+    dtype whose values fit, so torch's int64 indices are taken); "out_f":
+    a float candidate output (float32, float16 or bfloat16, kept in that
+    storage dtype: the ULPs are counted in it, so float64 is refused rather
+    than judged as F32); "out_i32": an index output (int32, or any integer
+    dtype whose values fit int32)."""
     tag = None
-    if kind == "out" and type(a).__name__ == "_BF16Codes":   # dsv4q.bf16_codes(...)
+    if kind.startswith("out") and type(a).__name__ == "_BF16Codes":   # dsv4q.bf16_codes(...)
+        if kind == "out_i32":
+            raise DSV4QError("dsv4q: output %s holds BF16 codes: expected int32 (an index output)" % what)
         return np.ascontiguousarray(a.view(np.ndarray)), BT["bf16"]
     if type(a).__module__.startswith("torch"):
         a, tag = _torch_to_numpy(a)
     a = np.asarray(a)
-    if kind == "out":
+    if kind == "out_f":
         if tag == "bf16":
             return np.ascontiguousarray(a), BT["bf16"]
         if a.dtype == np.float16:
             return np.ascontiguousarray(a).view(np.uint16), BT["f16"]
-        if a.dtype == np.int32 or a.dtype == np.int64:
-            return np.ascontiguousarray(a, dtype=np.int32), BT["i32"]
-        if a.dtype.kind != "f":
-            raise DSV4QError("dsv4q: output %s has dtype %s (float32, float16, bfloat16 or int32)" % (what, a.dtype))
-        return np.ascontiguousarray(a, dtype=np.float32), BT["f32"]
+        if a.dtype != np.float32:
+            raise DSV4QError("dsv4q: output %s has dtype %s: expected float32, float16 or bfloat16, the dtype the "
+                             "kernel stores (ULPs are counted in it; cast an FP32 kernel's result to float32)"
+                             % (what, "bfloat16" if tag == "bf16" else a.dtype))
+        return np.ascontiguousarray(a), BT["f32"]
+    if kind == "out_i32":
+        if a.dtype.kind not in "iu":
+            raise DSV4QError("dsv4q: output %s has dtype %s: expected int32 (an index output; int64 is taken when "
+                             "every value fits int32)" % (what, a.dtype))
+        return _narrow_ints(a, "output " + what, np.int32), BT["i32"]
     if tag == "bf16":   # BF16 -> F32 is exact: the code in the high half
         return (a.astype(np.uint32) << np.uint32(16)).view(np.float32), BT["f32"]
     if kind in ("i32", "i64"):
         if a.dtype.kind not in "iu":
             raise DSV4QError("dsv4q: input %s must be an integer array (got %s)" % (what, a.dtype))
-        return np.ascontiguousarray(a, dtype=np.int32 if kind == "i32" else np.int64), BT[kind]
+        return _narrow_ints(a, "input " + what, np.int32 if kind == "i32" else np.int64), BT[kind]
     if a.dtype.kind not in "fiu":
         raise DSV4QError("dsv4q: input %s must be a float array (got %s)" % (what, a.dtype))
     return np.ascontiguousarray(a, dtype=np.float32), BT["f32"]

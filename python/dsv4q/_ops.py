@@ -193,8 +193,8 @@ def _cands(info, outputs, tmpl, keep):
         raise DSV4QError("dsv4q: %s gives %d outputs (%s), got %d" % (info["name"], len(names), ", ".join(names),
                                                                        len(vals)))
     c = (BT_T * max(1, len(names)))()
-    for i, (n, v) in enumerate(zip(names, vals)):
-        arr, dt = as_array(v, n, "out")
+    for i, (n, v, t) in enumerate(zip(names, vals, info["outputs"])):
+        arr, dt = as_array(v, n, "out_i32" if t["dtype"] == "I32" else "out_f")
         keep.append(arr)
         fill_bt(c[i], n, arr, dt)
     return c
