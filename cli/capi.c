@@ -553,6 +553,87 @@ static json_t *worst_of(const dsv4q_bt *tmpl, const dsv4q_bt *cand, const void *
     return w;
 }
 
+/* The mismatched elements of output i (torch's assert_close prints such a
+ * count): floats: the elements whose ULP distance, counted as ulp_max
+ * counts it, is over the gated ulp_max bound (or, with ulp_max not gated,
+ * over 0: unlike the reference rounded to the storage dtype); selections
+ * and exact I32 outputs: the flips. {count, n, what}; NULL for an output
+ * whose values follow the candidate's picks (moe_gate weights: they are
+ * realigned before they are compared, so an element count would compare
+ * the wrong pairs). */
+static json_t *mismatched(const dsv4q_case *c, int i, const dsv4q_bt *cand, const void *ref, const dsv4q_qcase *r,
+                          const dsv4q_gates *g)
+{
+    const dsv4q_bt *t = &c->out[i];
+    const long n = (long)dsv4q_bt_numel(t);
+    const dsv4q_op_info *o = dsv4q_op_get(c->op);
+    char what[160];
+    if ((o->per_pick >> i) & 1u) return NULL;
+    if (t->dtype == DSV4Q_BT_I32) {
+        const double f = r->m[i].v[DSV4Q_M_FLIPS];
+        if (isnan(f)) return NULL;
+        snprintf(what, sizeof what, "%s",
+                 dsv4q_op_exact(c->op, i) ? "elements unlike the reference (an exact output)"
+                                          : "picks outside the reference's set and its tie-run at the cut (flips)");
+        return json_pack("{s:I,s:I,s:s}", "count", (json_int_t)f, "n", (json_int_t)n, "what", what);
+    }
+    const dsv4q_gate_rule *rule = &g->op[c->op][DSV4Q_M_ULP_MAX];
+    const double bound = rule->on ? dsv4q_gate_bound(rule, r->lvl[i].v[DSV4Q_M_ULP_MAX], r->dtype[i]) : 0;
+    double *av = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!av) return NULL;
+    for (long k = 0; k < n; k++) av[k] = cand_at(cand, k);
+    const long last = t->ndim ? (long)t->shape[t->ndim - 1] : 1;
+    const long over = dsv4q_metrics_ulp_over(av, ref, n, last, cand->dtype, dsv4q_op_ulp_rowfloor(c->op, i), bound);
+    free(av);
+    char dn[24];
+    if (rule->on)
+        snprintf(what, sizeof what, "elements more than %.4g %s ulps from the reference (the ulp_max bound%s)", bound,
+                 bt_name(cand->dtype, dn, sizeof dn), dsv4q_op_ulp_rowfloor(c->op, i) ? ", row-floored" : "");
+    else
+        snprintf(what, sizeof what, "elements unlike the reference rounded to %s (ulp_max is not gated)",
+                 bt_name(cand->dtype, dn, sizeof dn));
+    return json_pack("{s:I,s:I,s:s}", "count", (json_int_t)over, "n", (json_int_t)n, "what", what);
+}
+
+/* On a FAIL: the same candidate judged under every other profile (with the
+ * same boundary deviations), so a report can say when the declared
+ * profile, not the kernel, is the reason (a correct FP32 kernel checked
+ * against source's BF16 storage). Per profile: its verdict and, for the
+ * first failing gated row of the declared profile (metric, output), that
+ * metric's value and bound under it. NULL when nothing could be measured. */
+static json_t *other_profiles(const dsv4q_case *c, const char *profile, const char *boundary,
+                              void *bufs[2][DSV4Q_OPS_MAX_T], int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g,
+                              const dsv4q_qcase *r)
+{
+    int fm = -1;
+    for (int m = 0; m < DSV4Q_M_COUNT && fm < 0; m++)
+        if (r->row[m].out >= 0 && r->row[m].gated && !r->row[m].pass) fm = m;
+    dsv4q_qcase *q = malloc(sizeof *q);
+    json_t *a = json_array();
+    const char *given = profile && profile[0] ? profile : "source";
+    for (int p = 0; q && dsv4q_profile_names[p]; p++) {
+        uint64_t bs;
+        char e[512];
+        if (!strcmp(dsv4q_profile_names[p], given) ||
+            dsv4q_capi_profile(dsv4q_profile_names[p], boundary, &bs, e, sizeof e) ||
+            dsv4q_qualify_measure(c, bs, bufs, dt, g, q, NULL, e, sizeof e))
+            continue;
+        json_t *j =
+            json_pack("{s:s,s:s}", "profile", dsv4q_profile_names[p], "verdict", dsv4q_verdict_name(q->verdict));
+        if (fm >= 0 && q->verdict != DSV4Q_V_ERROR) {
+            const int i = r->row[fm].out;
+            const dsv4q_judgement jg = dsv4q_judge(&g->op[c->op][fm], q->m[i].v[fm], q->lvl[i].v[fm], q->dtype[i]);
+            json_object_set_new(j, "metric", json_string(dsv4q_metric_name(fm)));
+            json_object_set_new(j, "output", json_string(c->out[i].name));
+            json_object_set_new(j, "value", jnum(q->m[i].v[fm]));
+            json_object_set_new(j, "bound", jnum(jg.bound));
+        }
+        json_array_append_new(a, j);
+    }
+    free(q);
+    return a;
+}
+
 static char *check_core(const dsv4q_case *c, const char *profile, const char *boundary, const char *gates_path,
                         const dsv4q_bt *cand, const dsv4q_bt *cand2, int nout, char *err, size_t errlen)
 {
@@ -598,6 +679,12 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
             if (isnan(v) && isnan(l)) continue;
             const dsv4q_gate_rule *rule = &g->op[c->op][m];
             double b = dsv4q_gate_bound(rule, l, r->dtype[i]);
+            if (m == DSV4Q_M_RERUN && !cand2) { /* one run given: nothing to compare, not a pass */
+                json_object_set_new(ms, dsv4q_metric_name(m),
+                                    json_pack("{s:n,s:n,s:n,s:b,s:n,s:b}", "value", "level", "bound", "gated", rule->on,
+                                              "pass", "run", 0));
+                continue;
+            }
             json_object_set_new(ms, dsv4q_metric_name(m),
                                 json_pack("{s:o,s:o,s:o,s:b,s:b}", "value", jnum(v), "level", jnum(l), "bound",
                                           rule->on ? jnum(b) : json_null(), "gated", rule->on,
@@ -607,6 +694,8 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
         for (int k = 0; k < DSV4Q_ULP_BUCKETS; k++) json_array_append_new(h, json_integer(r->m[i].ulp_hist[k]));
         json_object_set_new(jo, "ulp_hist", h);
         json_object_set_new(jo, "tie_flips", json_integer(r->m[i].tie_flips));
+        json_t *mm = mismatched(c, i, &cand[i], ref[i], r, g);
+        if (mm) json_object_set_new(jo, "mismatched", mm);
         json_object_set_new(
             jo, "worst",
             worst_of(&c->out[i], &cand[i], ref[i], dsv4q_op_ulp_rowfloor(c->op, i), dsv4q_op_exact(c->op, i)));
@@ -615,6 +704,12 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
     for (int m = 0; m < DSV4Q_M_COUNT && r->verdict != DSV4Q_V_ERROR; m++) {
         const dsv4q_qrow *w = &r->row[m];
         if (w->out < 0) continue;
+        if (m == DSV4Q_M_RERUN && !cand2) {
+            json_object_set_new(rows, dsv4q_metric_name(m),
+                                json_pack("{s:s,s:n,s:n,s:n,s:s}", "output", o->out[w->out].name, "value", "level",
+                                          "bound", "verdict", "not run"));
+            continue;
+        }
         json_object_set_new(rows, dsv4q_metric_name(m),
                             json_pack("{s:s,s:o,s:o,s:o,s:s}", "output", o->out[w->out].name, "value", jnum(w->value),
                                       "level", jnum(w->level), "bound", w->gated ? jnum(w->bound) : json_null(),
@@ -622,6 +717,8 @@ static char *check_core(const dsv4q_case *c, const char *profile, const char *bo
     }
     json_object_set_new(j, "outputs", outs);
     json_object_set_new(j, "metrics", rows);
+    if (r->verdict == DSV4Q_V_FAIL)
+        json_object_set_new(j, "other_profiles", other_profiles(c, profile, boundary, bufs, dt, g, r));
     json_object_set_new(j, "ulp_buckets", json_string("0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>4096"));
     s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);

@@ -127,6 +127,14 @@ long dsv4q_metrics_ulp_argmax(const double *a, const double *b, long n, long las
     return at;
 }
 
+long dsv4q_metrics_ulp_over(const double *a, const double *b, long n, long last, int32_t dt, int rowfloor, double bound)
+{
+    double rms = 0;
+    long over = 0;
+    for (long i = 0; i < n; i++) over += !(elem_ulp(a, b, n, last, dt, rowfloor, i, &rms) <= bound);
+    return over;
+}
+
 void dsv4q_metrics_float(dsv4q_mset *m, const double *a, const double *b, long n, long last, int32_t dt,
                          int rowfloor)
 {

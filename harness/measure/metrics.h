@@ -109,6 +109,13 @@ void dsv4q_metrics_float(dsv4q_mset *m, const double *a, const double *b, long n
  * n = 0), its ULP count in *umax (INFINITY for a NaN/Inf mismatch). */
 long dsv4q_metrics_ulp_argmax(const double *a, const double *b, long n, long last, int32_t dt, int rowfloor,
                               double *umax);
+/* How many elements are further from the reference than `bound` ULPs, each
+ * counted exactly as ulp_max counts it (same arguments as above): the
+ * elements a gated ulp_max bound rejects (a NaN/Inf mismatch counts;
+ * dsv4q_gate_pass: value <= bound passes). The "mismatched elements" of a
+ * failure message (cli/capi.c). */
+long dsv4q_metrics_ulp_over(const double *a, const double *b, long n, long last, int32_t dt, int rowfloor,
+                            double bound);
 /* The selection rule on its own (exposed for tests): candidate picks B vs
  * reference picks A, both [rows, k] (-1 = none), judged with the
  * reference scores [rows, T] (NULL: every difference is a flip). Fills
