@@ -68,6 +68,7 @@ char *dsv4q_capi_ops_json(void)
         json_object_set_new(j, "params", ps);
         json_object_set_new(j, "oracle", json_string(o->oracle ? o->oracle : ""));
         json_object_set_new(j, "reference", json_string(o->reference ? o->reference : ""));
+        json_object_set_new(j, "notes", json_string(o->notes ? o->notes : ""));
         json_object_set_new(j, "selection", json_boolean(o->sel != 0));
         json_object_set_new(j, "exact", json_boolean(o->exact != 0));
         json_array_append_new(a, j);

@@ -44,7 +44,7 @@ int dsv4q_capi_op_count(void);
 int dsv4q_capi_op_find(const char *name);
 /* The whole table as JSON: [{"op", "name", "inputs": [{"name", "shape",
  * "dtype", "doc", "optional"}], "outputs": [...], "params": [{"name",
- * "doc"}], "oracle", "reference", "selection"}] (malloc'd). */
+ * "doc"}], "oracle", "reference", "notes", "selection", "exact"}] (malloc'd). */
 char *dsv4q_capi_ops_json(void);
 /* The metric names of qualify, in order, as a JSON array (malloc'd). */
 char *dsv4q_capi_metrics_json(void);

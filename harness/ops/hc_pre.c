@@ -51,15 +51,24 @@ static void role(dsv4q_case *c, const dsv4q_kv *kv)
 
 DSV4Q_OP_DESC(hc_pre,
     .in = { T("X", "[s,hc,d]", "F32", "hc residual streams"), 
-          T("fn", "[(2+hc)*hc,hc*d]", "F32 (+ raw)", "FP32 math"), 
-          T("scale", "[3]", "F32", ""), T("base", "[(2+hc)*hc]", "F32", "") },
-    .out = { T("y", "[s,d]", "F32|BF16", "sum_j pre_j X_j"), T("post", "[s,hc]", "F32", ""), 
-          T("comb", "[s,hc,hc]", "F32", "Sinkhorn-normalised mixing, C[j][k]") },
+          T("fn", "[(2+hc)*hc,hc*d]", "F32 (+ raw)",
+            "FP32 math: mix = fn X_t * rsqrt(mean(X_t^2) + norm_eps), X_t flat [hc*d]"),
+          T("scale", "[3]", "F32", "scale0 (pre), scale1 (post), scale2 (comb)"),
+          T("base", "[(2+hc)*hc]", "F32", "bias of each mix entry (pre, post, comb)") },
+    .out = { T("y", "[s,d]", "F32|BF16",
+            "sublayer input sum_j pre_j X_j, pre_j = sigmoid(mix_j scale0 + base_j) + hc_eps (not an output)"),
+          T("post", "[s,hc]", "F32",
+            "post_j = 2 sigmoid(mix_{hc+j} scale1 + base_{hc+j}): the weight of the sublayer output in stream j "
+            "(hc_post)"),
+          T("comb", "[s,hc,hc]", "F32",
+            "C[j][k], j = source stream: Sinkhorn(mix_{2hc+hc*j+k} scale2 + base_{2hc+hc*j+k}), doubly stochastic; "
+            "hc_post's Y_k = post_k x + sum_j C[j][k] X_j") },
     .param = { "norm_eps (mixes RMS)", "hc_eps (Sinkhorn)", "iters (hc_sinkhorn_iters)" },
     .oracle = "oracle/hc.c dsv4q_hc_pre",
     .reference = "model.py Block.hc_pre; kernel.py hc_split_sinkhorn_kernel",
     .boundaries = "resid_bf16 (y)",
-    .notes = "",
+    .notes = "Per token t, mix [(2+hc)*hc] is split into pre (first hc), post (next hc) and comb (last hc*hc, "
+             "row-major); pre weighs the streams into y, post and comb are what hc_post needs afterwards.",
     .keys = {{"s", "2"}, {"hc", "4"}, {"d", "4096"}},
     .optkeys = {{"iters", "20"}, {"hceps", "1e-6"}},
     .cases = (const dsv4q_case_entry[]){

@@ -353,11 +353,13 @@ class _OracleNS:
 
         f.__name__ = name
         f.__doc__ = ("%s(%s, *, %s, width='f64', profile='source', boundary=None)\n\n"
-                     "Oracle: %s; reference: %s.\nInputs:\n%s\nParams:\n%s\nOutputs:\n%s\n" % (
+                     "Oracle: %s; reference: %s.\nInputs:\n%s\nParams:\n%s\nOutputs:\n%s\n%s" % (
                          name, ", ".join(ins), ", ".join(pnames), info["oracle"], info["reference"],
                          "\n".join("  %s %s %s %s" % (t["name"], t["shape"], t["dtype"], t["doc"]) for t in info["inputs"]),
                          "\n".join("  " + p["doc"] for p in info["params"]),
-                         "\n".join("  %s %s %s" % (t["name"], t["shape"], t["dtype"]) for t in info["outputs"])))
+                         "\n".join("  %s %s %s %s" % (t["name"], t["shape"], t["dtype"], t["doc"])
+                                   for t in info["outputs"]),
+                         info["notes"] + "\n" if info.get("notes") else ""))
         return f
 
 

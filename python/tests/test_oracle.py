@@ -147,3 +147,24 @@ def test_empty_and_nonfinite_inputs_do_not_crash():
     v = dsv4q.check("rmsnorm", {"x": x, "w": np.ones(4, np.float32)}, y, eps=1e-6)
     assert not v.passed and v.outputs["y"].metrics["nonfinite"].value == 1
     assert "worst element of y at index (1, 2)" in v.report()
+
+
+def test_hc_pre_docs_define_pre_post_comb():
+    """help(dsv4q.oracle.hc_pre) (the operator table, also docs/backends.md)
+    defines pre, post and comb; the post formula it gives, ported to numpy
+    here, is what the oracle returns."""
+    doc = dsv4q.oracle.hc_pre.__doc__
+    assert "pre_j = sigmoid(mix_j scale0 + base_j) + hc_eps" in doc
+    assert "post_j = 2 sigmoid(mix_{hc+j} scale1 + base_{hc+j})" in doc
+    assert "C[j][k], j = source stream" in doc and "split into pre (first hc), post (next hc) and comb" in doc
+    c = dsv4q.Case("hc_pre(s=2,hc=4,d=64,recipe=normal,seed=1)")
+    i = {k: getattr(v, "values", v) for k, v in c.inputs.items()}
+    p = c.params
+    y, post, comb = dsv4q.oracle.hc_pre(**i, **p, profile="exact")
+    X = i["X"].astype(np.float64).reshape(2, -1)
+    mix = (X @ i["fn"].astype(np.float64).T) / np.sqrt(np.mean(X * X, axis=1, keepdims=True) + p["norm_eps"])
+    hc = 4
+    want = 2 / (1 + np.exp(-(mix[:, hc:2 * hc] * i["scale"][1] + i["base"][hc:2 * hc])))
+    assert post.shape == (2, hc) and comb.shape == (2, hc, hc)
+    assert np.allclose(post, want, rtol=1e-12, atol=0)
+    assert np.allclose(comb.sum(axis=1), 1, atol=1e-5)     # doubly stochastic (Sinkhorn ends on columns)
