@@ -413,9 +413,10 @@ typedef struct dsv4q_backend_v1 {
  *   DSV4Q_BT_F32 | DSV4Q_BT_F16 | DSV4Q_BT_BF16     plain values / codes
  *   DSV4Q_BT_F8_E4M3 + scale (E8M0 or F32) per block[0] x block[1]
  *   DSV4Q_BT_I8 (packed E2M1, low nibble = even k) + scale per block
- *   DSV4Q_BW_GGML(t): GGML block type t (ggml_type id: Q4_0 2, Q8_0 8,
- *       Q2_K 10, Q4_K 12, Q5_K 13, Q6_K 14, IQ2_XXS 16, MXFP4 39), rows
- *       of in/block_elems blocks, decoded as ggml's dequantize_row_*
+ *   DSV4Q_BW_GGML(t): GGML block type t (ggml_type id, e.g. Q4_0 2,
+ *       Q8_0 8, Q4_K 12, IQ2_XXS 16, MXFP4 39; every type docs/gguf.md
+ *       lists as decoded), rows of in/block_elems blocks, decoded as
+ *       ggml's dequantize_row_*
  */
 #define DSV4Q_BW_GGML(t) (0x100 + (t))
 typedef struct dsv4q_bweight {

@@ -375,9 +375,15 @@ static int shape_err(const dsv4q_model *m, const dsv4q_gguf_tensor *t, const cha
 static int decodable(const dsv4q_model *m, const dsv4q_gguf_tensor *t, char *err, size_t errlen)
 {
     if (dsv4q_ggml_decodable(t->type)) return 0;
-    snprintf(err, errlen, "gguf: %s: tensor '%s' has GGML type %s, which dsv4q does not decode (F32, F16, BF16, F64, "
-             "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4)", gpath(m), t->name,
-             dsv4q_ggml_type_name(t->type) ? dsv4q_ggml_type_name(t->type) : "?");
+    /* the accepted list comes from the decoder itself, so it cannot go stale */
+    char ok[512];
+    size_t n = 0;
+    ok[0] = 0;
+    for (int ty = 0; ty < DSV4Q_GGML_TYPE_LIMIT; ty++)
+        if (dsv4q_ggml_decodable(ty) && n < sizeof ok)
+            n += (size_t)snprintf(ok + n, sizeof ok - n, "%s%s", n ? ", " : "", dsv4q_ggml_type_name(ty));
+    snprintf(err, errlen, "gguf: %s: tensor '%s' has GGML type %s, which dsv4q does not decode (%s)", gpath(m), t->name,
+             dsv4q_ggml_type_name(t->type) ? dsv4q_ggml_type_name(t->type) : "?", ok);
     return -1;
 }
 

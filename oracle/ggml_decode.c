@@ -9,19 +9,9 @@
 #include <string.h>
 #include "oracle/ggml_decode.h"
 #include "oracle/formats.h"
+#include "oracle/ggml_iq.h"
 
 #define QK_K 256
-
-static const uint64_t k_iq2xxs_grid[256] = {
-#include "oracle/iq2xxs_grid.inc"
-};
-
-/* ksigns_iq2xs[i]: the 7 explicit sign bits i plus an 8th bit that makes
- * the count of negative signs even (ggml-common.h; it is exactly this). */
-static uint8_t ksign(unsigned i)
-{
-    return (uint8_t)(i | ((unsigned)__builtin_popcount(i) & 1u) << 7);
-}
 
 typedef struct { const char *name; int64_t elems; size_t bytes; } type_info;
 
@@ -55,18 +45,6 @@ const char *dsv4q_ggml_type_name(int t) { const type_info *i = info(t); return i
 int64_t dsv4q_ggml_block_elems(int t) { const type_info *i = info(t); return i ? i->elems : 0; }
 size_t dsv4q_ggml_block_bytes(int t) { const type_info *i = info(t); return i ? i->bytes : 0; }
 
-int dsv4q_ggml_decodable(int t)
-{
-    switch (t) {
-    case DSV4Q_GGML_F32: case DSV4Q_GGML_F16: case DSV4Q_GGML_BF16: case DSV4Q_GGML_F64:
-    case DSV4Q_GGML_Q4_0: case DSV4Q_GGML_Q4_1: case DSV4Q_GGML_Q5_0: case DSV4Q_GGML_Q5_1:
-    case DSV4Q_GGML_Q8_0: case DSV4Q_GGML_Q2_K: case DSV4Q_GGML_Q4_K:
-    case DSV4Q_GGML_Q5_K: case DSV4Q_GGML_Q6_K: case DSV4Q_GGML_IQ2_XXS: case DSV4Q_GGML_MXFP4:
-        return 1;
-    default: return 0;
-    }
-}
-
 size_t dsv4q_ggml_row_bytes(int t, int64_t ne0)
 {
     const type_info *i = info(t);
@@ -74,17 +52,10 @@ size_t dsv4q_ggml_row_bytes(int t, int64_t ne0)
     return (size_t)(ne0 / i->elems) * i->bytes;
 }
 
-static float f16(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return (float)dsv4q_f16_decode(h);   /* every binary16 value is a binary32 value */
-}
-
 /* block_q4_0 {f16 d; u8 qs[16]}: y[j] = (lo(qs[j]) - 8) d, y[j+16] = (hi - 8) d */
 static void q4_0(const uint8_t *b, float *y)
 {
-    const float d = f16(b);
+    const float d = dsv4q_ggml_f16(b);
     for (int j = 0; j < 16; j++) {
         y[j] = (float)((b[2 + j] & 0x0F) - 8) * d;
         y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
@@ -94,7 +65,7 @@ static void q4_0(const uint8_t *b, float *y)
 /* block_q4_1 {f16 d; f16 m; u8 qs[16]}: y = q d + m */
 static void q4_1(const uint8_t *b, float *y)
 {
-    const float d = f16(b), m = f16(b + 2);
+    const float d = dsv4q_ggml_f16(b), m = dsv4q_ggml_f16(b + 2);
     for (int j = 0; j < 16; j++) {
         y[j] = (float)(b[4 + j] & 0x0F) * d + m;
         y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
@@ -105,7 +76,7 @@ static void q4_1(const uint8_t *b, float *y)
  * j + 16 (element j + 16); y = (q - 16) d */
 static void q5_0(const uint8_t *b, float *y)
 {
-    const float d = f16(b);
+    const float d = dsv4q_ggml_f16(b);
     uint32_t qh;
     memcpy(&qh, b + 2, 4);
     for (int j = 0; j < 16; j++) {
@@ -119,7 +90,7 @@ static void q5_0(const uint8_t *b, float *y)
 /* block_q5_1 {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: y = q d + m */
 static void q5_1(const uint8_t *b, float *y)
 {
-    const float d = f16(b), m = f16(b + 2);
+    const float d = dsv4q_ggml_f16(b), m = dsv4q_ggml_f16(b + 2);
     uint32_t qh;
     memcpy(&qh, b + 4, 4);
     for (int j = 0; j < 16; j++) {
@@ -133,7 +104,7 @@ static void q5_1(const uint8_t *b, float *y)
 /* block_q8_0 {f16 d; i8 qs[32]}: y = qs * d */
 static void q8_0(const uint8_t *b, float *y)
 {
-    const float d = f16(b);
+    const float d = dsv4q_ggml_f16(b);
     for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
 }
 
@@ -142,7 +113,7 @@ static void q8_0(const uint8_t *b, float *y)
 static void q2_k(const uint8_t *b, float *y)
 {
     const uint8_t *sc = b, *qs = b + 16;
-    const float d = f16(b + 80), dmin = f16(b + 82);
+    const float d = dsv4q_ggml_f16(b + 80), dmin = dsv4q_ggml_f16(b + 82);
     int is = 0;
     for (int n = 0; n < 2; n++) {
         const uint8_t *q = qs + 32 * n;
@@ -152,6 +123,26 @@ static void q2_k(const uint8_t *b, float *y)
                 const float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
                 for (int l = 0; l < 16; l++) *y++ = dl * (float)((q[16 * half + l] >> shift) & 3) - ml;
             }
+    }
+}
+
+/* block_q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: element
+ * e = 128 n + 32 s + l has low bits (qs[32 n + l] >> 2 s) & 3, and 4 is
+ * subtracted unless bit 4 n + s of hmask[l] is set; per 16 elements j a
+ * 6-bit scale (low 4 bits: nibble j / 8 of scales[j % 8]; high 2: bits
+ * 2 (j / 4) of scales[8 + j % 4]), dl = d (sc - 32), y = dl q */
+static void q3_k(const uint8_t *b, float *y)
+{
+    const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+    const float d = dsv4q_ggml_f16(b + 108);
+    for (int j = 0; j < 16; j++) {
+        const int s6 = ((sc[j % 8] >> (4 * (j / 8))) & 0xF) | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+        const float dl = d * (float)(s6 - 32);
+        for (int k = 0; k < 16; k++) {
+            const int e = 16 * j + k, n = e / 128, sh = (e % 128) / 32, l = e % 32;
+            const int q = ((qs[32 * n + l] >> (2 * sh)) & 3) - ((hm[l] >> (4 * n + sh)) & 1 ? 0 : 4);
+            y[e] = dl * (float)q;
+        }
     }
 }
 
@@ -171,7 +162,7 @@ static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
  * low nibbles with (sc, m) 2j, high nibbles with 2j+1; y = (d sc) q - (dmin m) */
 static void q4_k(const uint8_t *b, float *y)
 {
-    const float d = f16(b), dmin = f16(b + 2);
+    const float d = dsv4q_ggml_f16(b), dmin = dsv4q_ggml_f16(b + 2);
     const uint8_t *scales = b + 4, *q = b + 16;
     for (int j = 0; j < 4; j++) {
         int sc, m;
@@ -189,7 +180,7 @@ static void q4_k(const uint8_t *b, float *y)
  * Q4_K with bit (2j | 2j+1) of qh[l] adding 16 */
 static void q5_k(const uint8_t *b, float *y)
 {
-    const float d = f16(b), dmin = f16(b + 2);
+    const float d = dsv4q_ggml_f16(b), dmin = dsv4q_ggml_f16(b + 2);
     const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
     unsigned u1 = 1, u2 = 2;
     for (int j = 0; j < 4; j++) {
@@ -212,7 +203,7 @@ static void q6_k(const uint8_t *b, float *y)
 {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
-    const float d = f16(b + 208);
+    const float d = dsv4q_ggml_f16(b + 208);
     for (int n = 0; n < 2; n++) {
         for (int l = 0; l < 32; l++) {
             const int is = l / 16;
@@ -232,23 +223,32 @@ static void q6_k(const uint8_t *b, float *y)
     }
 }
 
-/* block_iq2_xxs {f16 d; u16 qs[32]}: per 32 elements two u32 words: 4 grid
- * indices (bytes of the first), 4 x 7 sign bits and a 4-bit scale (the
- * second); db = d (0.5 + s) 0.25, y = db grid[j] (+-1) */
-static void iq2_xxs(const uint8_t *b, float *y)
+/* block_tq1_0 {u8 qs[48]; u8 qh[4]; f16 d}: ternary, 5 trits per byte of
+ * qs and 4 per byte of qh, stored as ceil(v 256 / 243) of the base-3
+ * number v (first trit most significant). Trit k of a byte is the top of
+ * (u8)(byte 3^k) times 3 (>> 8); y = (t - 1) d. Elements: 0..159 are
+ * qs[l] (l < 32) trit k at 32 k + l, 160..239 are qs[32 + l] trit k at
+ * 160 + 16 k + l, 240..255 are qh[l] trit k at 240 + 4 k + l. */
+static void tq1_0(const uint8_t *b, float *y)
 {
-    const float d = f16(b);
-    for (int ib = 0; ib < QK_K / 32; ib++) {
-        uint32_t a[2];
-        memcpy(a, b + 2 + 8 * ib, 8);
-        const uint8_t *idx = (const uint8_t *)&a[0];
-        const float db = d * (0.5f + (float)(a[1] >> 28)) * 0.25f;
-        for (int l = 0; l < 4; l++) {
-            const uint64_t g = k_iq2xxs_grid[idx[l]];
-            const uint8_t s = ksign((a[1] >> (7 * l)) & 127);
-            for (int j = 0; j < 8; j++)
-                *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> j) & 1 ? -1.f : 1.f);
-        }
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const float d = dsv4q_ggml_f16(b + 52);
+    for (int k = 0; k < 5; k++) {
+        for (int l = 0; l < 32; l++) y[32 * k + l] = (float)((((uint8_t)(b[l] * pow3[k]) * 3) >> 8) - 1) * d;
+        for (int l = 0; l < 16; l++) y[160 + 16 * k + l] = (float)((((uint8_t)(b[32 + l] * pow3[k]) * 3) >> 8) - 1) * d;
+    }
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 4; l++) y[240 + 4 * k + l] = (float)((((uint8_t)(b[48 + l] * pow3[k]) * 3) >> 8) - 1) * d;
+}
+
+/* block_tq2_0 {u8 qs[64]; f16 d}: element 128 n + 32 s + l is
+ * ((qs[32 n + l] >> 2 s) & 3) - 1, times d */
+static void tq2_0(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b + 64);
+    for (int e = 0; e < QK_K; e++) {
+        const int n = e / 128, sh = (e % 128) / 32, l = e % 32;
+        y[e] = (float)(((b[32 * n + l] >> (2 * sh)) & 3) - 1) * d;
     }
 }
 
@@ -277,12 +277,28 @@ static block_fn block_decoder(int t)
     case DSV4Q_GGML_Q5_1: return q5_1;
     case DSV4Q_GGML_Q8_0: return q8_0;
     case DSV4Q_GGML_Q2_K: return q2_k;
+    case DSV4Q_GGML_Q3_K: return q3_k;
     case DSV4Q_GGML_Q4_K: return q4_k;
     case DSV4Q_GGML_Q5_K: return q5_k;
     case DSV4Q_GGML_Q6_K: return q6_k;
-    case DSV4Q_GGML_IQ2_XXS: return iq2_xxs;
+    case DSV4Q_GGML_TQ1_0: return tq1_0;
+    case DSV4Q_GGML_TQ2_0: return tq2_0;
+    case DSV4Q_GGML_IQ4_NL: return dsv4q_iq_iq4_nl;
+    case DSV4Q_GGML_IQ4_XS: return dsv4q_iq_iq4_xs;
+    case DSV4Q_GGML_IQ2_XXS: return dsv4q_iq_iq2_xxs;
     case DSV4Q_GGML_MXFP4: return mxfp4;
     default: return NULL;
+    }
+}
+
+int dsv4q_ggml_decodable(int t)
+{
+    switch (t) {
+    case DSV4Q_GGML_F32:
+    case DSV4Q_GGML_F16:
+    case DSV4Q_GGML_BF16:
+    case DSV4Q_GGML_F64: return 1;
+    default: return block_decoder(t) != NULL;
     }
 }
 

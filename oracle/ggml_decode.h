@@ -3,13 +3,14 @@
  *
  * Owns: the GGML type vocabulary (ids as in ggml.h enum ggml_type, block
  * sizes and bytes per block as in ggml.c type_traits / gguf-py
- * GGML_QUANT_SIZES), and the decode of every block of the types DeepSeek V4
- * GGUFs use to the value ggml itself computes: F32, F16, BF16, F64, Q4_0,
- * Q4_1, Q5_0, Q5_1 (llama-quantize's fallbacks for rows that are not a
- * multiple of 256 under a K-quant ftype), Q8_0, Q2_K, Q4_K, Q5_K, Q6_K,
- * IQ2_XXS, MXFP4 (plus I32 for hash-routing tables, which is not a float
- * type and is not decoded here). F64 decodes exactly in the _f64 variants
- * and rounds to nearest in the _f32 ones.
+ * GGML_QUANT_SIZES), and the decode of every block of the types
+ * llama-quantize writes to the value ggml itself computes: F32, F16, BF16,
+ * F64, Q4_0, Q4_1, Q5_0, Q5_1 (also llama-quantize's fallbacks for rows
+ * that are not a multiple of 256 under a K-quant ftype), Q8_0, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ2_XXS (the IQ block
+ * decoders live in oracle/ggml_iq.c), MXFP4 (plus I32 for hash-routing
+ * tables, which is not a float type and is not decoded here). F64 decodes
+ * exactly in the _f64 variants and rounds to nearest in the _f32 ones.
  *
  * What "exact" means: ggml dequantizes in binary32 with a fixed order of
  * operations (ggml-quants.c dequantize_row_*: e.g. Q4_K y = (d*sc)*q -

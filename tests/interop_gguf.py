@@ -5,7 +5,8 @@ same weights in safetensors.
 
 Owns two proofs:
  1. Decoders. For each GGML type dsv4q decodes (F32, F16, BF16, Q4_0, Q4_1,
-    Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4) this writes, with gguf-py's
+    Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ4_NL,
+    IQ4_XS, IQ2_XXS, MXFP4) this writes, with gguf-py's
     GGUFWriter, random blocks plus edge blocks (F16 scales 0, -0, the
     smallest and largest subnormal, the largest normal; codes all 0x00 and
     all 0xFF; every MXFP4 exponent byte 0..255) as tensor q.T, and
@@ -39,7 +40,8 @@ BIN = os.path.join(ROOT, BUILD, "dsv4q")
 TEST = os.path.join(ROOT, BUILD, "tests", "test_gguf")
 
 # byte offsets of the F16 scale fields in each block (ggml-common.h structs)
-F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q3_K: [108],
+              T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208], T.TQ1_0: [52], T.TQ2_0: [64], T.IQ4_NL: [0], T.IQ4_XS: [0],
               T.IQ2_XXS: [0], T.MXFP4: []}
 EDGE_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0xFBFF, 0x3C00, 0x0400]
 
@@ -89,7 +91,8 @@ def decoders(tmp, n):
     rng = np.random.default_rng(20261201)
     path = os.path.join(tmp, "from_py.gguf")
     w = gguf.GGUFWriter(path, "dsv4q-interop")
-    types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ2_XXS, T.MXFP4]
+    types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
+             T.TQ1_0, T.TQ2_0, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.MXFP4]
     counts = {}
     for qt in types:
         raw = blocks_for(qt, rng, n)
@@ -104,13 +107,13 @@ def decoders(tmp, n):
     w.close()
     r = subprocess.run([TEST], env={**os.environ, "DSV4Q_INTEROP_DIR": tmp}, capture_output=True, text=True)
     out = r.stdout + r.stderr
-    seen = dict(re.findall(r"interop (\w+): (\d+) blocks, \d+ values, 0 differences", out))
-    ok = r.returncode == 0 and "[  PASSED  ] 11 test(s)" in out
+    seen = {t: (nb, nd) for t, nb, nd in re.findall(r"interop (\w+): (\d+) blocks, \d+ values, (\d+) differences", out)}
+    ok = r.returncode == 0 and "[  PASSED  ] 14 test(s)" in out
     for name, nb in counts.items():
-        got = seen.get(name)
+        got, nd = seen.get(name, (None, None))
         print(f"decoder {name:8s}: {nb} blocks written by gguf-py, "
-              + (f"{got} compared bit for bit" if got else "NOT CONFIRMED"))
-        ok = ok and got is not None and int(got) == nb
+              + (f"{got} compared bit for bit, {nd} differences" if got else "NOT CONFIRMED"))
+        ok = ok and got is not None and int(got) == nb and int(nd) == 0
     if not ok:
         print(out[-4000:])
     return ok

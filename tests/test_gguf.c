@@ -365,12 +365,126 @@ static void test_decode_hand(void **s)
     assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q5_0, b, 0, 1, y), 0);
     assert_true(y[0] == 15.0f && y[16] == 0.0f && y[1] == -1.0f && y[17] == -16.0f);
     /* undecodable types are refused, sizes are ggml's */
-    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q3_K, b, 0, 1, y), -1);
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q8_K, b, 0, 1, y), -1);
+    assert_int_equal(dsv4q_ggml_decodable(DSV4Q_GGML_Q8_K), 0);
+    assert_int_equal(dsv4q_ggml_decodable(DSV4Q_GGML_Q3_K), 1);
     assert_int_equal(dsv4q_ggml_block_bytes(DSV4Q_GGML_Q2_K), 84);
     assert_int_equal(dsv4q_ggml_block_bytes(DSV4Q_GGML_IQ2_XXS), 66);
     assert_int_equal(dsv4q_ggml_row_bytes(DSV4Q_GGML_Q8_0, 64), 68);
     assert_int_equal(dsv4q_ggml_row_bytes(DSV4Q_GGML_Q8_0, 63), 0);
     assert_null(dsv4q_ggml_type_name(33));
+}
+
+/* Q3_K and the ternary types, by hand from the block definitions
+ * (ggml-common.h block_q3_K, block_tq1_0, block_tq2_0). */
+static void test_decode_hand_q3k_tq(void **s)
+{
+    (void)s;
+    uint8_t b[256];
+    float y[256];
+    /* Q3_K, d = 1 (at byte 108). Scale j: low 4 bits from nibble j/8 of
+     * scales[j%8], high 2 bits from bits 2(j/4) of scales[8 + j%4], minus
+     * 32. scales[0] = 0x21: j=0 low 1, j=8 low 2; scales[8] = 0x20: j=8
+     * high 2 (bits 4-5). So sc0 = 1 - 32 = -31, sc8 = 34 - 32 = 2, every
+     * other scale -32. Element 0: qs[0] bits 0-1 = 3, hmask[0] bit 0 set
+     * -> q = 3, y = -93. Element 1: q = 0 - 4 -> 124. Element 32 (bits 2-3
+     * of qs[0] = 0, hmask[0] bit 1 clear, scale 2 = -32) -> 128. Element
+     * 128 (qs[32], hmask bit 4 clear, scale 8) -> 2 * -4 = -8. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x01;   /* hmask[0] */
+    b[32] = 0x03;  /* qs[0] */
+    b[96] = 0x21;  /* scales[0] */
+    b[104] = 0x20; /* scales[8] */
+    b[108] = 0x00;
+    b[109] = 0x3C;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_Q3_K, b, 0, 1, y), 0);
+    assert_true(y[0] == -93.0f && y[1] == 124.0f && y[32] == 128.0f && y[128] == -8.0f);
+    assert_true(y[16] == 128.0f); /* scale 1 = -32, q = -4 */
+    /* TQ1_0, d = 1 (at byte 52). A byte holds ceil(v 256 / 243) for the
+     * base-3 number v of its trits, first trit most significant; trit k
+     * of qs[l] (l < 32) is element 32 k + l, of qs[32 + l] element
+     * 160 + 16 k + l, of qh[l] element 240 + 4 k + l; y = trit - 1.
+     * Trits (2,0,1,2,1): v = 162 + 0 + 9 + 6 + 1 = 178, byte
+     * ceil(178 256 / 243) = 188. qh trits (0,2,2,0): v = 54 + 18 = 72,
+     * byte ceil(72 256 / 243) = 76. A zero byte is trits (0,...) -> -1. */
+    memset(b, 0, sizeof b);
+    b[0] = 188;
+    b[32] = 188;
+    b[48] = 76;
+    b[52] = 0x00;
+    b[53] = 0x3C;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_TQ1_0, b, 0, 1, y), 0);
+    assert_true(y[0] == 1.0f && y[32] == -1.0f && y[64] == 0.0f && y[96] == 1.0f && y[128] == 0.0f);
+    assert_true(y[160] == 1.0f && y[176] == -1.0f && y[192] == 0.0f && y[208] == 1.0f && y[224] == 0.0f);
+    assert_true(y[240] == -1.0f && y[244] == 1.0f && y[248] == 1.0f && y[252] == -1.0f);
+    assert_true(y[1] == -1.0f && y[255] == -1.0f);
+    /* TQ2_0, d = 2 (at byte 64): element 128 n + 32 s + l is bits 2s of
+     * qs[32 n + l], minus 1. qs[0] = 0xE4 = 3,2,1,0 from the top:
+     * elements 0, 32, 64, 96 = (0, 1, 2, 3) - 1, times 2. */
+    memset(b, 0, sizeof b);
+    b[0] = 0xE4;
+    b[32] = 0x03;
+    b[64] = 0x00;
+    b[65] = 0x40;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_TQ2_0, b, 0, 1, y), 0);
+    assert_true(y[0] == -2.0f && y[32] == 0.0f && y[64] == 2.0f && y[96] == 4.0f);
+    assert_true(y[128] == 4.0f && y[160] == -2.0f && y[1] == -2.0f);
+}
+
+/* IQ4_NL / IQ4_XS by hand: kvalues_iq4nl is the published table
+ * {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}. */
+static void test_decode_hand_iq4(void **s)
+{
+    (void)s;
+    uint8_t b[256];
+    float y[256];
+    /* IQ4_NL, d = 0.5: qs[0] = 0xF0 -> element 0 kv[0] = -127, element 16
+     * kv[15] = 113; qs[1] = 0x98 -> element 1 kv[8] = 1, element 17 kv[9] = 13 */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00;
+    b[1] = 0x38;
+    b[2] = 0xF0;
+    b[3] = 0x98;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ4_NL, b, 0, 1, y), 0);
+    assert_true(y[0] == -63.5f && y[16] == 56.5f && y[1] == 0.5f && y[17] == 6.5f && y[2] == -63.5f);
+    /* IQ4_XS, d = 1: scale of 32-group ib = (nibble ib of scales_l) |
+     * (bits 2ib of scales_h) << 4, minus 32. scales_h = 0x0003, scales_l[0]
+     * = 0x21: group 0 = (1 | 3 << 4) - 32 = 17, group 1 = 2 - 32 = -30,
+     * groups 2..7 = -32. qs[0] = 0x98: element 0 kv[8] = 1, element 16
+     * kv[9] = 13; other codes 0 (kv -127). */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00;
+    b[1] = 0x3C;
+    b[2] = 0x03;
+    b[3] = 0x00;
+    b[4] = 0x21;
+    b[8] = 0x98;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ4_XS, b, 0, 1, y), 0);
+    assert_true(y[0] == 17.0f && y[16] == 221.0f && y[1] == 17.0f * -127);
+    assert_true(y[32] == -30.0f * -127 && y[64] == -32.0f * -127 && y[255] == -32.0f * -127);
+}
+
+/* A truncated tensor of a newly decodable type is refused at open, naming
+ * the tensor: Q3_K [256, 2] needs 2 blocks of 110 bytes, 150 are there. */
+static void test_truncated_q3k(void **s)
+{
+    (void)s;
+    gb b = {0};
+    gb_raw(&b, "GGUF", 4);
+    gb_u32(&b, 3);
+    gb_u64(&b, 1);
+    gb_u64(&b, 1);
+    kv_str(&b, "general.architecture", "test");
+    tinfo(&b, "blk.0.ffn_down.weight", 2, (uint64_t[]){256, 2}, DSV4Q_GGML_Q3_K, 0);
+    gb_pad(&b, 32);
+    uint8_t data[150] = {0};
+    gb_raw(&b, data, sizeof data);
+    char err[512];
+    assert_int_equal(parse(&b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "img.gguf"));
+    assert_non_null(strstr(err, "tensor 'blk.0.ffn_down.weight'"));
+    assert_non_null(strstr(err, "+220")); /* 2 x 110 bytes expected */
+    free(b.p);
 }
 
 /* ---- binding -------------------------------------------------------------- */
@@ -546,7 +660,7 @@ static void test_interop(void **s)
         free(yd);
         types++;
     }
-    assert_true(types >= 14);
+    assert_true(types >= 19);
     dsv4q_gguf_close(g);
 }
 
@@ -559,6 +673,9 @@ int main(void)
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_open_file_errors),
         cmocka_unit_test(test_decode_hand),
+        cmocka_unit_test(test_decode_hand_q3k_tq),
+        cmocka_unit_test(test_decode_hand_iq4),
+        cmocka_unit_test(test_truncated_q3k),
         cmocka_unit_test(test_name_map),
         cmocka_unit_test(test_bind_refusals),
         cmocka_unit_test(test_pin_file),

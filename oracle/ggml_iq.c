@@ -1,0 +1,75 @@
+/*
+ * ggml_iq.c - the block decoders of ggml's IQ types (ggml_iq.h): the
+ * non-linear 4-bit ones (IQ4_NL, IQ4_XS: a 16-value table) and the
+ * codebook ones (IQ2_*, IQ3_*, IQ1_*: grid entries of 4 or 8 magnitudes,
+ * oracle/iq*_grid.inc, with sign bits). Layouts are ggml-common.h's
+ * block_<type> structs (llama.cpp), checked field by field against
+ * gguf-py 0.19.0's gguf.quants.<TYPE>.dequantize_blocks; the comments give
+ * the struct and the formula. Width-independent (ORACLE_COMMON).
+ */
+#include "oracle/ggml_iq.h"
+
+#define QK_K 256
+
+static const uint64_t k_iq2xxs_grid[256] = {
+#include "oracle/iq2xxs_grid.inc"
+};
+
+/* kvalues_iq4nl (ggml-common.h; gguf.quants.IQ4_NL.kvalues) */
+static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* ksigns_iq2xs[i]: the 7 explicit sign bits i plus an 8th bit that makes
+ * the count of negative signs even (ggml-common.h; it is exactly this). */
+static uint8_t ksign(unsigned i) { return (uint8_t)(i | ((unsigned)__builtin_popcount(i) & 1u) << 7); }
+
+/* block_iq4_nl {f16 d; u8 qs[16]}: y = d kvalues[q]; low nibbles are
+ * elements 0..15, high nibbles 16..31 */
+void dsv4q_iq_iq4_nl(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)k_iq4nl[b[2 + j] & 0xF];
+        y[j + 16] = d * (float)k_iq4nl[b[2 + j] >> 4];
+    }
+}
+
+/* block_iq4_xs {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: per 32
+ * elements ib a 6-bit scale ls (low 4 bits: nibble ib of scales_l, high 2:
+ * bits 2ib of scales_h), dl = d (ls - 32), y = dl kvalues[q]; 16 bytes of
+ * qs per 32, low nibbles first */
+void dsv4q_iq_iq4_xs(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    uint16_t sh;
+    memcpy(&sh, b + 2, 2);
+    const uint8_t *sl = b + 4, *qs = b + 8;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[j] = dl * (float)k_iq4nl[qs[j] & 0xF];
+            y[j + 16] = dl * (float)k_iq4nl[qs[j] >> 4];
+        }
+        y += 32;
+        qs += 16;
+    }
+}
+
+/* block_iq2_xxs {f16 d; u16 qs[32]}: per 32 elements two u32 words: 4 grid
+ * indices (bytes of the first), 4 x 7 sign bits and a 4-bit scale (the
+ * second); db = d (0.5 + s) 0.25, y = db grid[j] (+-1) */
+void dsv4q_iq_iq2_xxs(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint32_t a[2];
+        memcpy(a, b + 2 + 8 * ib, 8);
+        const uint8_t *idx = (const uint8_t *)&a[0];
+        const float db = d * (0.5f + (float)(a[1] >> 28)) * 0.25f;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t g = k_iq2xxs_grid[idx[l]];
+            const uint8_t s = ksign((a[1] >> (7 * l)) & 127);
+            for (int j = 0; j < 8; j++) *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> j) & 1 ? -1.f : 1.f);
+        }
+    }
+}
