@@ -286,6 +286,10 @@ static block_fn block_decoder(int t)
     case DSV4Q_GGML_IQ4_NL: return dsv4q_iq_iq4_nl;
     case DSV4Q_GGML_IQ4_XS: return dsv4q_iq_iq4_xs;
     case DSV4Q_GGML_IQ2_XXS: return dsv4q_iq_iq2_xxs;
+    case DSV4Q_GGML_IQ2_XS: return dsv4q_iq_iq2_xs;
+    case DSV4Q_GGML_IQ2_S: return dsv4q_iq_iq2_s;
+    case DSV4Q_GGML_IQ3_XXS: return dsv4q_iq_iq3_xxs;
+    case DSV4Q_GGML_IQ3_S: return dsv4q_iq_iq3_s;
     case DSV4Q_GGML_MXFP4: return mxfp4;
     default: return NULL;
     }

@@ -14,6 +14,18 @@
 static const uint64_t k_iq2xxs_grid[256] = {
 #include "oracle/iq2xxs_grid.inc"
 };
+static const uint64_t k_iq2xs_grid[512] = {
+#include "oracle/iq2xs_grid.inc"
+};
+static const uint64_t k_iq2s_grid[1024] = {
+#include "oracle/iq2s_grid.inc"
+};
+static const uint32_t k_iq3xxs_grid[256] = {
+#include "oracle/iq3xxs_grid.inc"
+};
+static const uint32_t k_iq3s_grid[512] = {
+#include "oracle/iq3s_grid.inc"
+};
 
 /* kvalues_iq4nl (ggml-common.h; gguf.quants.IQ4_NL.kvalues) */
 static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -70,6 +82,86 @@ void dsv4q_iq_iq2_xxs(const uint8_t *b, float *y)
             const uint64_t g = k_iq2xxs_grid[idx[l]];
             const uint8_t s = ksign((a[1] >> (7 * l)) & 127);
             for (int j = 0; j < 8; j++) *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> j) & 1 ? -1.f : 1.f);
+        }
+    }
+}
+
+/* block_iq2_xs {f16 d; u16 qs[32]; u8 scales[8]}: each u16 codes 8
+ * elements: grid index (low 9 bits, iq2xs_grid) and 7 sign bits (high 7,
+ * through ksigns); 16 elements k share the 4-bit scale s = nibble k of
+ * scales, db = d (0.5 + s) 0.25, y = db grid[j] (+-1) */
+void dsv4q_iq_iq2_xs(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    const uint8_t *sc = b + 66;
+    for (int k = 0; k < QK_K / 16; k++) {
+        const float db = d * (0.5f + (float)((sc[k / 2] >> (4 * (k % 2))) & 0xF)) * 0.25f;
+        for (int l = 0; l < 2; l++) {
+            uint16_t q;
+            memcpy(&q, b + 2 + 2 * (2 * k + l), 2);
+            const uint64_t g = k_iq2xs_grid[q & 511];
+            const uint8_t s = ksign(q >> 9);
+            for (int j = 0; j < 8; j++) *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> j) & 1 ? -1.f : 1.f);
+        }
+    }
+}
+
+/* block_iq2_s {f16 d; u8 qs[64]; u8 qh[8]; u8 scales[8]}: qs is 32 grid
+ * index bytes then 32 sign bytes; index i (8 elements) is qs[i] | 2 bits
+ * 2 (i % 4) of qh[i / 4] << 8 (iq2s_grid); element e's sign is bit e % 8
+ * of sign byte e / 8; scales as IQ2_XS (one nibble per 16 elements) */
+void dsv4q_iq_iq2_s(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *sc = b + 74;
+    for (int k = 0; k < QK_K / 16; k++) {
+        const float db = d * (0.5f + (float)((sc[k / 2] >> (4 * (k % 2))) & 0xF)) * 0.25f;
+        for (int l = 0; l < 2; l++) {
+            const int i = 2 * k + l;
+            const uint64_t g = k_iq2s_grid[qs[i] | ((qh[i / 4] >> (2 * (i % 4))) & 3) << 8];
+            for (int j = 0; j < 8; j++) *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((signs[i] >> j) & 1 ? -1.f : 1.f);
+        }
+    }
+}
+
+/* block_iq3_xxs {f16 d; u8 qs[96]}: the first 64 bytes are grid indices
+ * (4 elements each, iq3xxs_grid), then one u32 per 32 elements: 4 x 7
+ * sign bits (through ksigns, each for 8 elements = two indices) and a
+ * 4-bit scale s (top); db = d (0.5 + s) 0.5, y = db grid[j] (+-1) */
+void dsv4q_iq_iq3_xxs(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint32_t a;
+        memcpy(&a, b + 66 + 4 * ib, 4);
+        const float db = d * (0.5f + (float)(a >> 28)) * 0.5f;
+        for (int l = 0; l < 8; l++) {
+            const uint32_t g = k_iq3xxs_grid[qs[8 * ib + l]];
+            const uint8_t s = ksign((a >> (7 * (l / 2))) & 127);
+            for (int j = 0; j < 4; j++)
+                *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((s >> (4 * (l % 2) + j)) & 1 ? -1.f : 1.f);
+        }
+    }
+}
+
+/* block_iq3_s {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]}:
+ * index i (4 elements) is qs[i] | bit i % 8 of qh[i / 8] << 8
+ * (iq3s_grid); element e's sign is bit e % 8 of signs[e / 8]; 32 elements
+ * ib share s = nibble ib of scales, db = d (1 + 2 s), y = db grid[j] (+-1) */
+void dsv4q_iq_iq3_s(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *sc = b + 106;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const float db = d * (float)(1 + 2 * ((sc[ib / 2] >> (4 * (ib % 2))) & 0xF));
+        for (int l = 0; l < 8; l++) {
+            const int i = 8 * ib + l;
+            const uint32_t g = k_iq3s_grid[qs[i] | ((qh[i / 8] >> (i % 8)) & 1) << 8];
+            for (int j = 0; j < 4; j++) {
+                const int e = 4 * i + j;
+                *y++ = db * (float)(uint8_t)(g >> (8 * j)) * ((signs[e / 8] >> (e % 8)) & 1 ? -1.f : 1.f);
+            }
         }
     }
 }

@@ -31,5 +31,9 @@ static inline float dsv4q_ggml_f16(const uint8_t *p)
 void dsv4q_iq_iq4_nl(const uint8_t *b, float *y);
 void dsv4q_iq_iq4_xs(const uint8_t *b, float *y);
 void dsv4q_iq_iq2_xxs(const uint8_t *b, float *y);
+void dsv4q_iq_iq2_xs(const uint8_t *b, float *y);
+void dsv4q_iq_iq2_s(const uint8_t *b, float *y);
+void dsv4q_iq_iq3_xxs(const uint8_t *b, float *y);
+void dsv4q_iq_iq3_s(const uint8_t *b, float *y);
 
 #endif

@@ -464,6 +464,68 @@ static void test_decode_hand_iq4(void **s)
     assert_true(y[32] == -30.0f * -127 && y[64] == -32.0f * -127 && y[255] == -32.0f * -127);
 }
 
+/* IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S by hand from the block definitions and
+ * ggml-common.h's published grids: iq2xs_grid[1] = 0x080808080808082b,
+ * iq2xs_grid[511] = 0x2b2b2b2b2b2b2b2b, iq2s_grid[1] = 0x080808080808082b,
+ * iq2s_grid[512] = 0x19080819082b1919, iq3xxs_grid[1] = 0x04040414,
+ * iq3xxs_grid[255] = 0x3e341c04, iq3s_grid[1] = 0x01010103,
+ * iq3s_grid[256] = 0x05090507, every [0] all-minimum (8 or 4 or 1);
+ * byte j of an entry is element j. ksigns[1] = 0x81. */
+static void test_decode_hand_iq23(void **s)
+{
+    (void)s;
+    uint8_t b[256];
+    float y[256];
+    /* IQ2_XS, d 1: u16 qs[0] = grid 1 | sign index 1 << 9 (elements 0, 7
+     * negative), qs[1] = 511, qs[2] = 0; scales[0] = 0x53: elements 0..15
+     * db = (0.5 + 3) / 4 = 0.875, 16..31 db = (0.5 + 5) / 4 = 1.375;
+     * scales[1] = 0: db 0.125 */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3C;
+    const uint16_t q2[3] = {1 | 1 << 9, 511, 0};
+    memcpy(b + 2, q2, sizeof q2);
+    b[66] = 0x53;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ2_XS, b, 0, 1, y), 0);
+    assert_true(y[0] == -43 * 0.875f && y[1] == 7.0f && y[7] == -7.0f && y[8] == 43 * 0.875f && y[15] == 43 * 0.875f);
+    assert_true(y[16] == 11.0f && y[32] == 1.0f);
+    /* IQ2_S, d 1: index 0 = qs[0] 0 | (qh[0] bits 0-1 = 2) << 8 = 512,
+     * index 1 = qs[1] 1 | (bits 2-3 = 0) << 8 = 1; sign byte 0 = 0x04
+     * (element 2 negative); scales[0] = 1: db = 1.5 / 4 = 0.375 */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3C;
+    b[3] = 1;     /* qs[1] */
+    b[34] = 0x04; /* sign byte 0 */
+    b[66] = 0x02; /* qh[0] */
+    b[74] = 0x01; /* scales[0] */
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ2_S, b, 0, 1, y), 0);
+    assert_true(y[0] == 25 * 0.375f && y[1] == 25 * 0.375f && y[2] == -43 * 0.375f && y[3] == 3.0f);
+    assert_true(y[7] == 25 * 0.375f && y[8] == 43 * 0.375f && y[9] == 3.0f);
+    /* IQ3_XXS, d 1: qs[0] = 1, qs[1] = 255 (4 elements each); u32 0 =
+     * scale 1 << 28 | sign index 1: db = 1.5 / 2 = 0.75, elements 0 and 7
+     * negative */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3C;
+    b[2] = 1;
+    b[3] = 255;
+    const uint32_t a3 = 1u << 28 | 1u;
+    memcpy(b + 66, &a3, 4);
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ3_XXS, b, 0, 1, y), 0);
+    assert_true(y[0] == -15.0f && y[1] == 3.0f && y[4] == 3.0f && y[5] == 21.0f && y[6] == 39.0f && y[7] == -46.5f);
+    assert_true(y[8] == 3.0f && y[32] == 4 * 0.25f);
+    /* IQ3_S, d 1: index 0 = qs[0] 0 | (qh[0] bit 0) << 8 = 256, index 1 =
+     * qs[1] = 1; signs[0] = 0x11 (elements 0, 4 negative); scales[0] = 2:
+     * elements 0..31 db = 1 + 2 2 = 5, 32..63 db = 1 */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3C;
+    b[3] = 1;
+    b[66] = 0x01;
+    b[74] = 0x11;
+    b[106] = 0x02;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ3_S, b, 0, 1, y), 0);
+    assert_true(y[0] == -35.0f && y[1] == 25.0f && y[2] == 45.0f && y[3] == 25.0f);
+    assert_true(y[4] == -15.0f && y[5] == 5.0f && y[8] == 5.0f && y[32] == 1.0f);
+}
+
 /* A truncated tensor of a newly decodable type is refused at open, naming
  * the tensor: Q3_K [256, 2] needs 2 blocks of 110 bytes, 150 are there. */
 static void test_truncated_q3k(void **s)
@@ -660,7 +722,7 @@ static void test_interop(void **s)
         free(yd);
         types++;
     }
-    assert_true(types >= 19);
+    assert_true(types >= 23);
     dsv4q_gguf_close(g);
 }
 
@@ -675,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_decode_hand),
         cmocka_unit_test(test_decode_hand_q3k_tq),
         cmocka_unit_test(test_decode_hand_iq4),
+        cmocka_unit_test(test_decode_hand_iq23),
         cmocka_unit_test(test_truncated_q3k),
         cmocka_unit_test(test_name_map),
         cmocka_unit_test(test_bind_refusals),
