@@ -290,6 +290,8 @@ static block_fn block_decoder(int t)
     case DSV4Q_GGML_IQ2_S: return dsv4q_iq_iq2_s;
     case DSV4Q_GGML_IQ3_XXS: return dsv4q_iq_iq3_xxs;
     case DSV4Q_GGML_IQ3_S: return dsv4q_iq_iq3_s;
+    case DSV4Q_GGML_IQ1_S: return dsv4q_iq_iq1_s;
+    case DSV4Q_GGML_IQ1_M: return dsv4q_iq_iq1_m;
     case DSV4Q_GGML_MXFP4: return mxfp4;
     default: return NULL;
     }

@@ -26,6 +26,13 @@ static const uint32_t k_iq3xxs_grid[256] = {
 static const uint32_t k_iq3s_grid[512] = {
 #include "oracle/iq3s_grid.inc"
 };
+static const uint64_t k_iq1s_grid[2048] = {
+#include "oracle/iq1s_grid.inc"
+};
+
+/* IQ1S_DELTA (ggml-common.h; gguf.quants.IQ1_S.delta): the shift added to
+ * every -1/0/+1 grid value, its sign chosen per 8 elements */
+#define IQ1_DELTA 0.125f
 
 /* kvalues_iq4nl (ggml-common.h; gguf.quants.IQ4_NL.kvalues) */
 static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -164,4 +171,52 @@ void dsv4q_iq_iq3_s(const uint8_t *b, float *y)
             }
         }
     }
+}
+
+/* block_iq1_s {f16 d; u8 qs[32]; u16 qh[8]}: per 32 elements ib, u16 h =
+ * qh[ib]: index l (8 elements) is qs[4 ib + l] | bits 3 l of h (3) << 8
+ * (iq1s_grid, int8 -1/0/+1); dl = d (2 ((h >> 12) & 7) + 1), delta =
+ * -0.125 if bit 15 of h else +0.125, y = dl (grid[j] + delta) */
+void dsv4q_iq_iq1_s(const uint8_t *b, float *y)
+{
+    const float d = dsv4q_ggml_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint16_t h;
+        memcpy(&h, b + 34 + 2 * ib, 2);
+        const float dl = d * (float)(2 * ((h >> 12) & 7) + 1);
+        const float delta = h & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t g = k_iq1s_grid[qs[4 * ib + l] | ((h >> (3 * l)) & 7) << 8];
+            for (int j = 0; j < 8; j++) *y++ = dl * ((float)(int8_t)(uint8_t)(g >> (8 * j)) + delta);
+        }
+    }
+}
+
+/* block_iq1_m {u8 qs[32]; u8 qh[16]; u8 scales[8]}: the F16 d is the top
+ * nibbles of the four u16 scale words (word w gives bits 4 w .. 4 w + 3);
+ * index k (8 elements) is qs[k] | nibble k of qh (low 3 bits) << 8
+ * (iq1s_grid), the nibble's bit 3 negating the delta; 16 elements
+ * 2 ib + h share the 3-bit scale s at bits 6 (ib % 2) + 3 h of word ib / 2,
+ * dl = d (2 s + 1), y = dl (grid[j] + delta) */
+void dsv4q_iq_iq1_m(const uint8_t *b, float *y)
+{
+    const uint8_t *qs = b, *qh = b + 32;
+    uint16_t sc[4];
+    memcpy(sc, b + 48, 8);
+    const uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000));
+    uint8_t dd[2];
+    memcpy(dd, &dh, 2);
+    const float d = dsv4q_ggml_f16(dd);
+    for (int ib = 0; ib < QK_K / 32; ib++)
+        for (int h = 0; h < 2; h++) {
+            const float dl = d * (float)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3 * h)) & 7) + 1);
+            for (int i = 0; i < 2; i++) {
+                const int k = 4 * ib + 2 * h + i;
+                const unsigned nib = (qh[k / 2] >> (4 * (k % 2))) & 0xF;
+                const uint64_t g = k_iq1s_grid[qs[k] | (nib & 7) << 8];
+                const float delta = nib & 8 ? -IQ1_DELTA : IQ1_DELTA;
+                for (int j = 0; j < 8; j++) *y++ = dl * ((float)(int8_t)(uint8_t)(g >> (8 * j)) + delta);
+            }
+        }
 }

@@ -35,5 +35,7 @@ void dsv4q_iq_iq2_xs(const uint8_t *b, float *y);
 void dsv4q_iq_iq2_s(const uint8_t *b, float *y);
 void dsv4q_iq_iq3_xxs(const uint8_t *b, float *y);
 void dsv4q_iq_iq3_s(const uint8_t *b, float *y);
+void dsv4q_iq_iq1_s(const uint8_t *b, float *y);
+void dsv4q_iq_iq1_m(const uint8_t *b, float *y);
 
 #endif

@@ -6,10 +6,11 @@ same weights in safetensors.
 Owns two proofs:
  1. Decoders. For each GGML type dsv4q decodes (F32, F16, BF16, Q4_0, Q4_1,
     Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ4_NL,
-    IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4) this writes, with gguf-py's
-    GGUFWriter, random blocks plus edge blocks (F16 scales 0, -0, the
-    smallest and largest subnormal, the largest normal; codes all 0x00 and
-    all 0xFF; every MXFP4 exponent byte 0..255) as tensor q.T, and
+    IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)
+    this writes, with gguf-py's GGUFWriter, random blocks plus edge blocks
+    (F16 scales 0, -0, the smallest and largest subnormal, the largest
+    normal; codes all 0x00 and all 0xFF; every MXFP4 exponent byte 0..255)
+    as tensor q.T, and
     gguf.quants.dequantize of the same bytes as want.T (F32). The C test
     (build/tests/test_gguf, test_interop) opens the file with dsv4q's reader
     and requires every value bit for bit. The values on the Python side are
@@ -39,10 +40,14 @@ BUILD = os.environ.get("DSV4Q_TEST_BUILD", "build")
 BIN = os.path.join(ROOT, BUILD, "dsv4q")
 TEST = os.path.join(ROOT, BUILD, "tests", "test_gguf")
 
+# IQ1_M has no F16 field: its d is the top nibbles of the four u16 scale
+# words at bytes 48..55 (bits 4w..4w+3 of d in word w); put_f16 scatters it
+IQ1M_D = -1
 # byte offsets of the F16 scale fields in each block (ggml-common.h structs)
 F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q3_K: [108],
               T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208], T.TQ1_0: [52], T.TQ2_0: [64], T.IQ4_NL: [0], T.IQ4_XS: [0],
-              T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.MXFP4: []}
+              T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0],
+              T.IQ1_M: [IQ1M_D], T.MXFP4: []}
 EDGE_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0xFBFF, 0x3C00, 0x0400]
 
 
@@ -52,6 +57,18 @@ def finite_f16(rng, n):
     bad = (h & 0x7C00) == 0x7C00
     h[bad] &= 0xBFFF
     return h
+
+
+def put_f16(blocks, off, h):
+    """Store F16 codes h (one per row of blocks) in field `off` (IQ1M_D:
+    IQ1_M's scattered d)."""
+    h = np.asarray(h, dtype=np.uint16).reshape(-1)
+    if off == IQ1M_D:
+        for w in range(4):
+            nib = ((h >> (4 * w)) & 0xF).astype(np.uint8)
+            blocks[:, 49 + 2 * w] = (blocks[:, 49 + 2 * w] & 0x0F) | (nib << 4)
+    else:
+        blocks[:, off:off + 2] = h.view(np.uint8).reshape(-1, 2)
 
 
 def blocks_for(qt, rng, n):
@@ -74,7 +91,7 @@ def blocks_for(qt, rng, n):
         for sc in EDGE_F16:
             e = np.full(ts, fill, dtype=np.uint8)
             for off in F16_FIELDS[qt]:
-                e[off:off + 2] = np.array([sc], dtype=np.uint16).view(np.uint8)
+                put_f16(e.reshape(1, -1), off, [sc])
             edges.append(e)
     if qt == T.MXFP4:
         for ex in range(256):   # every E8M0 exponent, random codes
@@ -83,7 +100,7 @@ def blocks_for(qt, rng, n):
             edges.append(e)
     b = np.concatenate([b, np.stack(edges)])
     for off in F16_FIELDS[qt]:   # random blocks: finite scales only
-        b[:n, off:off + 2] = finite_f16(rng, n).view(np.uint8).reshape(n, 2)
+        put_f16(b[:n], off, finite_f16(rng, n))
     return b
 
 
@@ -92,7 +109,8 @@ def decoders(tmp, n):
     path = os.path.join(tmp, "from_py.gguf")
     w = gguf.GGUFWriter(path, "dsv4q-interop")
     types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
-             T.TQ1_0, T.TQ2_0, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.MXFP4]
+             T.TQ1_0, T.TQ2_0, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S,
+             T.IQ1_S, T.IQ1_M, T.MXFP4]
     counts = {}
     for qt in types:
         raw = blocks_for(qt, rng, n)
@@ -108,7 +126,7 @@ def decoders(tmp, n):
     r = subprocess.run([TEST], env={**os.environ, "DSV4Q_INTEROP_DIR": tmp}, capture_output=True, text=True)
     out = r.stdout + r.stderr
     seen = {t: (nb, nd) for t, nb, nd in re.findall(r"interop (\w+): (\d+) blocks, \d+ values, (\d+) differences", out)}
-    ok = r.returncode == 0 and "[  PASSED  ] 15 test(s)" in out
+    ok = r.returncode == 0 and "[  PASSED  ] 16 test(s)" in out
     for name, nb in counts.items():
         got, nd = seen.get(name, (None, None))
         print(f"decoder {name:8s}: {nb} blocks written by gguf-py, "

@@ -526,6 +526,48 @@ static void test_decode_hand_iq23(void **s)
     assert_true(y[4] == -15.0f && y[5] == 5.0f && y[8] == 5.0f && y[32] == 1.0f);
 }
 
+/* IQ1_S and IQ1_M by hand from the block definitions, with ggml-common.h's
+ * published iq1s_grid (bytes are int8 -1/0/+1, byte j = element j):
+ * [0] = 0xffffffffffffffff, [1] = 0xffffffffffffff01, [1024] =
+ * 0x0000000000ff0100, [2047] = 0x0101010101010101; IQ1S_DELTA = 0.125. */
+static void test_decode_hand_iq1(void **s)
+{
+    (void)s;
+    uint8_t b[256];
+    float y[256];
+    /* IQ1_S, d 1. Group 0: qh[0] = 2 << 12 -> dl = 2 2 + 1 = 5, delta
+     * +0.125; indices qs[0] = 0 and qs[1] = 1. Group 1: qh[1] = 0x8007 ->
+     * dl 1, delta -0.125, index 0 = qs[4] 0xFF | 7 << 8 = 2047. Group 2:
+     * qh[2] = 4 -> index 0 = qs[8] 0 | 4 << 8 = 1024, dl 1, delta +. */
+    memset(b, 0, sizeof b);
+    b[1] = 0x3C;
+    b[3] = 1;
+    b[6] = 0xFF;
+    const uint16_t h1[3] = {2 << 12, 0x8007, 4};
+    memcpy(b + 34, h1, sizeof h1);
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ1_S, b, 0, 1, y), 0);
+    assert_true(y[0] == -4.375f && y[7] == -4.375f && y[8] == 5.625f && y[9] == -4.375f);
+    assert_true(y[32] == 0.875f && y[39] == 0.875f && y[40] == -1.125f);
+    assert_true(y[64] == 0.125f && y[65] == 1.125f && y[66] == -0.875f && y[67] == 0.125f);
+    /* IQ1_M: d = 1.0 = 0x3C00 is the top nibbles of the u16 scale words
+     * (word w gives bits 4w..4w+3): word 2 = 0xC000, word 3 = 0x3000.
+     * Word 0 = 0x000A: 16-element scales s = 2 (elements 0..15, dl 5) and
+     * 1 (16..31, dl 3), the rest 0 (dl 1). qh[0] = 0x08: index 0 = qs[0] 0
+     * with delta -0.125; index 1 = qs[1] 1, delta +. qh[1] = 0x07: index 2
+     * = qs[2] 0xFF | 7 << 8 = 2047, delta +. */
+    memset(b, 0, sizeof b);
+    b[1] = 1;
+    b[2] = 0xFF;
+    b[32] = 0x08;
+    b[33] = 0x07;
+    b[48] = 0x0A;
+    b[53] = 0xC0;
+    b[55] = 0x30;
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_IQ1_M, b, 0, 1, y), 0);
+    assert_true(y[0] == -5.625f && y[7] == -5.625f && y[8] == 5.625f && y[9] == -4.375f);
+    assert_true(y[16] == 3.375f && y[23] == 3.375f && y[24] == -2.625f && y[32] == -0.875f);
+}
+
 /* A truncated tensor of a newly decodable type is refused at open, naming
  * the tensor: Q3_K [256, 2] needs 2 blocks of 110 bytes, 150 are there. */
 static void test_truncated_q3k(void **s)
@@ -722,7 +764,7 @@ static void test_interop(void **s)
         free(yd);
         types++;
     }
-    assert_true(types >= 23);
+    assert_true(types >= 25);
     dsv4q_gguf_close(g);
 }
 
@@ -738,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_decode_hand_q3k_tq),
         cmocka_unit_test(test_decode_hand_iq4),
         cmocka_unit_test(test_decode_hand_iq23),
+        cmocka_unit_test(test_decode_hand_iq1),
         cmocka_unit_test(test_truncated_q3k),
         cmocka_unit_test(test_name_map),
         cmocka_unit_test(test_bind_refusals),
