@@ -6,6 +6,7 @@
  * fields are read with memcpy, little-endian (GGUF is little-endian; the
  * oracle's supported hosts are too).
  */
+#include <math.h>
 #include <string.h>
 #include "oracle/ggml_decode.h"
 #include "oracle/formats.h"
@@ -266,6 +267,25 @@ static void mxfp4(const uint8_t *b, float *y)
     }
 }
 
+/* block_nvfp4 {u8 d[4]; u8 qs[32]}: 4 sub-blocks of 16, each with an
+ * unsigned E4M3 scale (bias 7; bits 3-6 exponent, 0-2 mantissa, bit 7
+ * ignored; codes 0x00 and 0x7F are 0) halved for the doubled E2M1 values
+ * (kvalues_mxfp4), as gguf.quants.NVFP4.ue4m3_to_fp32; sub-block s holds
+ * elements 16 s + j (low nibble of qs[8 s + j]) and 16 s + 8 + j (high).
+ * Scale and product are exact in binary32 (<= 4 and 2 significant bits). */
+static void nvfp4(const uint8_t *b, float *y)
+{
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int s = 0; s < 4; s++) {
+        const unsigned x = b[s], e = (x >> 3) & 0xF, m = x & 7;
+        const float d = x == 0 || x == 0x7F ? 0.0f : e ? ldexpf((float)(8 + m), (int)e - 11) : ldexpf((float)m, -10);
+        for (int j = 0; j < 8; j++) {
+            y[16 * s + j] = d * (float)kv[b[4 + 8 * s + j] & 0xF];
+            y[16 * s + 8 + j] = d * (float)kv[b[4 + 8 * s + j] >> 4];
+        }
+    }
+}
+
 typedef void (*block_fn)(const uint8_t *, float *);
 
 static block_fn block_decoder(int t)
@@ -293,6 +313,7 @@ static block_fn block_decoder(int t)
     case DSV4Q_GGML_IQ1_S: return dsv4q_iq_iq1_s;
     case DSV4Q_GGML_IQ1_M: return dsv4q_iq_iq1_m;
     case DSV4Q_GGML_MXFP4: return mxfp4;
+    case DSV4Q_GGML_NVFP4: return nvfp4;
     default: return NULL;
     }
 }

@@ -9,7 +9,7 @@
  * that are not a multiple of 256 under a K-quant ftype), Q8_0, Q2_K, Q3_K,
  * Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S,
  * IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (the IQ block decoders live in
- * oracle/ggml_iq.c), MXFP4 (plus I32 for hash-routing
+ * oracle/ggml_iq.c), MXFP4, NVFP4 (plus I32 for hash-routing
  * tables, which is not a float type and is not decoded here). F64 decodes
  * exactly in the _f64 variants and rounds to nearest in the _f32 ones.
  *

@@ -6,11 +6,11 @@ same weights in safetensors.
 Owns two proofs:
  1. Decoders. For each GGML type dsv4q decodes (F32, F16, BF16, Q4_0, Q4_1,
     Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ4_NL,
-    IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)
-    this writes, with gguf-py's GGUFWriter, random blocks plus edge blocks
-    (F16 scales 0, -0, the smallest and largest subnormal, the largest
-    normal; codes all 0x00 and all 0xFF; every MXFP4 exponent byte 0..255)
-    as tensor q.T, and
+    IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4,
+    NVFP4) this writes, with gguf-py's GGUFWriter, random blocks plus edge
+    blocks (F16 scales 0, -0, the smallest and largest subnormal, the
+    largest normal; codes all 0x00 and all 0xFF; every MXFP4 exponent byte
+    and every NVFP4 scale byte 0..255) as tensor q.T, and
     gguf.quants.dequantize of the same bytes as want.T (F32). The C test
     (build/tests/test_gguf, test_interop) opens the file with dsv4q's reader
     and requires every value bit for bit. The values on the Python side are
@@ -47,7 +47,7 @@ IQ1M_D = -1
 F16_FIELDS = {T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q2_K: [80, 82], T.Q3_K: [108],
               T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208], T.TQ1_0: [52], T.TQ2_0: [64], T.IQ4_NL: [0], T.IQ4_XS: [0],
               T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0],
-              T.IQ1_M: [IQ1M_D], T.MXFP4: []}
+              T.IQ1_M: [IQ1M_D], T.MXFP4: [], T.NVFP4: []}
 EDGE_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0xFBFF, 0x3C00, 0x0400]
 
 
@@ -98,6 +98,11 @@ def blocks_for(qt, rng, n):
             e = rng.integers(0, 256, size=ts, dtype=np.uint16).astype(np.uint8)
             e[0] = ex
             edges.append(e)
+    if qt == T.NVFP4:
+        for sc in range(256):   # every UE4M3 scale byte in each of the 4 slots
+            e = rng.integers(0, 256, size=ts, dtype=np.uint16).astype(np.uint8)
+            e[:4] = [sc, (sc + 64) % 256, (sc + 128) % 256, (sc + 192) % 256]
+            edges.append(e)
     b = np.concatenate([b, np.stack(edges)])
     for off in F16_FIELDS[qt]:   # random blocks: finite scales only
         put_f16(b[:n], off, finite_f16(rng, n))
@@ -110,7 +115,7 @@ def decoders(tmp, n):
     w = gguf.GGUFWriter(path, "dsv4q-interop")
     types = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
              T.TQ1_0, T.TQ2_0, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S,
-             T.IQ1_S, T.IQ1_M, T.MXFP4]
+             T.IQ1_S, T.IQ1_M, T.MXFP4, T.NVFP4]
     counts = {}
     for qt in types:
         raw = blocks_for(qt, rng, n)
@@ -126,7 +131,7 @@ def decoders(tmp, n):
     r = subprocess.run([TEST], env={**os.environ, "DSV4Q_INTEROP_DIR": tmp}, capture_output=True, text=True)
     out = r.stdout + r.stderr
     seen = {t: (nb, nd) for t, nb, nd in re.findall(r"interop (\w+): (\d+) blocks, \d+ values, (\d+) differences", out)}
-    ok = r.returncode == 0 and "[  PASSED  ] 16 test(s)" in out
+    ok = r.returncode == 0 and "[  PASSED  ] 17 test(s)" in out
     for name, nb in counts.items():
         got, nd = seen.get(name, (None, None))
         print(f"decoder {name:8s}: {nb} blocks written by gguf-py, "

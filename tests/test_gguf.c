@@ -568,6 +568,25 @@ static void test_decode_hand_iq1(void **s)
     assert_true(y[16] == 3.375f && y[23] == 3.375f && y[24] == -2.625f && y[32] == -0.875f);
 }
 
+/* NVFP4 by hand: 4 sub-blocks of 16, each scaled by an unsigned E4M3 byte
+ * (bias 7) halved, since the E2M1 codes are doubled (kvalues_mxfp4
+ * {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ...}). 0x38 = 2^0 -> 0.5; 0x7F is 0;
+ * 0x01 = subnormal 1/8 2^-6 -> 2^-10; 0x40 = 2^1 -> 1. Sub-block s holds
+ * the low nibbles of qs[8s..8s+7] then their high nibbles. */
+static void test_decode_hand_nvfp4(void **s)
+{
+    (void)s;
+    uint8_t b[36] = {0x38, 0x7F, 0x01, 0x40};
+    float y[64];
+    b[4] = 0x97;  /* element 0: code 7 -> 12, element 8: code 9 -> -1 */
+    b[12] = 0x77; /* sub-block 1, scale 0 */
+    b[20] = 0x01; /* element 32: code 1 */
+    b[28] = 0xF0; /* element 48: code 0, element 56: code 15 -> -12 */
+    assert_int_equal(dsv4q_ggml_decode_f32(DSV4Q_GGML_NVFP4, b, 0, 1, y), 0);
+    assert_true(y[0] == 6.0f && y[8] == -0.5f && y[1] == 0.0f);
+    assert_true(y[16] == 0.0f && y[24] == 0.0f && y[32] == 0x1p-10f && y[48] == 0.0f && y[56] == -12.0f);
+}
+
 /* A truncated tensor of a newly decodable type is refused at open, naming
  * the tensor: Q3_K [256, 2] needs 2 blocks of 110 bytes, 150 are there. */
 static void test_truncated_q3k(void **s)
@@ -764,7 +783,7 @@ static void test_interop(void **s)
         free(yd);
         types++;
     }
-    assert_true(types >= 25);
+    assert_true(types >= 26);
     dsv4q_gguf_close(g);
 }
 
@@ -781,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_decode_hand_iq4),
         cmocka_unit_test(test_decode_hand_iq23),
         cmocka_unit_test(test_decode_hand_iq1),
+        cmocka_unit_test(test_decode_hand_nvfp4),
         cmocka_unit_test(test_truncated_q3k),
         cmocka_unit_test(test_name_map),
         cmocka_unit_test(test_bind_refusals),
