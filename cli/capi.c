@@ -270,13 +270,19 @@ static int check_raw(const dsv4q_op_info *o, const dsv4q_bt *t, char *err, size_
         ok = t->raw_ndim == t->ndim && t->raw_shape[0] == N && (t->ndim < 2 || t->raw_shape[1] == K) && !t->raw_scale;
         snprintf(want, sizeof want, "raw [%lld,%lld] and no scale", N, K);
         break;
-    case DSV4Q_BT_F8_E4M3:
+    case DSV4Q_BT_F8_E4M3: {
+        /* V4's 128x128 blocks or V4.1's 32x32: the block is read from the
+         * scale grid, as the oracle reads it (dsv4q_weight_blk) */
+        const long long b = t->scale_shape[0] == (N + 31) / 32 && t->scale_shape[1] == (K + 31) / 32 ? 32 : 128;
         ok = t->ndim == 2 && t->raw_ndim == 2 && t->raw_shape[0] == N && t->raw_shape[1] == K && t->raw_scale &&
-             t->scale_shape[0] == (N + 127) / 128 && t->scale_shape[1] == (K + 127) / 128 &&
+             t->scale_shape[0] == (N + b - 1) / b && t->scale_shape[1] == (K + b - 1) / b &&
              (t->scale_dtype == DSV4Q_BT_F8_E8M0 || t->scale_dtype == DSV4Q_BT_F32);
-        snprintf(want, sizeof want, "F8_E4M3 raw [%lld,%lld] with E8M0/F32 scale [%lld,%lld]", N, K, (N + 127) / 128,
-                 (K + 127) / 128);
+        snprintf(want, sizeof want,
+                 "F8_E4M3 raw [%lld,%lld] with E8M0/F32 scale [%lld,%lld] (128x128 blocks) or "
+                 "[%lld,%lld] (32x32)",
+                 N, K, (N + 127) / 128, (K + 127) / 128, (N + 31) / 32, (K + 31) / 32);
         break;
+    }
     case DSV4Q_BT_I8:
         ok = t->ndim == 2 && K % 32 == 0 && t->raw_ndim == 2 && t->raw_shape[0] == N && t->raw_shape[1] == K / 2 &&
              t->raw_scale && t->scale_shape[0] == N && t->scale_shape[1] == K / 32 && t->scale_dtype == DSV4Q_BT_F8_E8M0;

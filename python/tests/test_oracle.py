@@ -122,6 +122,20 @@ def test_raw_fp8_weight_runs_the_fp8_gemm():
         dsv4q.oracle.linear(c.inputs["x"], bad, **c.params)
 
 
+def test_raw_fp8_block32_weight_is_accepted():
+    """V4.1's FP8 weights carry 32x32 scale blocks: a case's own inputs
+    passed back give the case's reference (they were refused as 'raw form
+    does not match' when only 128-blocks were accepted)."""
+    c = dsv4q.Case("linear(s=2,N=1280,K=5120,fmt=fp8b32,out=bf16,recipe=normal,seed=1)")
+    w = c.inputs["w"]
+    assert isinstance(w, dsv4q.Weight) and w.scale.shape == (40, 160)
+    y = dsv4q.oracle.linear(c.inputs["x"], w, **c.params)
+    assert y.shape == (2, 1280)
+    bad = dsv4q.Weight(w.values, raw=w.raw, fmt="fp8", scale=w.scale[:, :159])
+    with pytest.raises(dsv4q.DSV4QError, match="32x32"):
+        dsv4q.oracle.linear(c.inputs["x"], bad, **c.params)
+
+
 def test_raw_weight_with_the_wrong_code_dtype_is_refused():
     c = dsv4q.Case("linear(s=2,N=1024,K=4096,fmt=fp8,out=bf16,recipe=normal,seed=1)")
     w = c.inputs["w"]
