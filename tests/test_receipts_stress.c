@@ -2,12 +2,13 @@
  * test_receipts_stress.c - concurrency and crash-safety of the receipt store.
  *
  * Owns: the multi-process tests of R2 (concurrent creation of a new
- * database migrates once), R6 (a writer killed with SIGKILL at random
- * instants never leaves a partial receipt, and the database stays
+ * database migrates once), R6 (a writer killed with SIGKILL at every point
+ * between its file operations never leaves a partial receipt, and the database stays
  * integrity_check "ok") and R7 (two processes appending concurrently never
  * fork the chain and lose nothing). Separate from test_receipts.c because
- * these tests fork and take seconds rather than milliseconds. The random
- * kill instants are seeded, so a failure reproduces.
+ * these tests fork and take seconds rather than milliseconds. The kill
+ * instants are counted in SQLite file operations of the victim, not in
+ * time, so every run kills at the same points.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,8 +33,6 @@
 #ifndef PER_WRITER
 #define PER_WRITER 200
 #endif
-#define KILLS 60
-#define KILL_SEED 20250611u
 
 typedef struct fx {
     char dir[64];
@@ -188,45 +187,271 @@ static void test_concurrent_writers(void **state)
                                  "b.id = a.id + 1 WHERE a.command_line <> b.command_line"));
 }
 
-/* R6: SIGKILL a writer at seeded-random instants KILLS times; afterwards
- * every row has every field, the database passes integrity_check and the
- * whole chain (hashes, links, signatures) verifies. */
+/* ---- kill points (R6) ------------------------------------------------------
+ * A SIGKILL can only land between two system calls, so the instants that
+ * differ for the files are the points between SQLite's file operations. The
+ * victim runs SQLite over a VFS that forwards to the default one and counts
+ * every call it makes (open, delete, access, and every method of every open
+ * file, locks and the WAL index included); at call number kill_at it kills
+ * itself before the call runs. Kill point k is then the same instant of the
+ * same write on any machine, however loaded. */
+typedef struct shim_file {
+    sqlite3_file base;
+    sqlite3_file *real; /* the default VFS's file, allocated just after this */
+} shim_file;
+
+static sqlite3_vfs *real_vfs;
+static long shim_calls, shim_kill_at;
+
+static void shim_tick(void)
+{
+    if (++shim_calls == shim_kill_at) kill(getpid(), SIGKILL);
+}
+
+#define REAL(f) (((shim_file *)(f))->real)
+
+static int shim_close(sqlite3_file *f)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int shim_read(sqlite3_file *f, void *b, int n, sqlite3_int64 off)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xRead(REAL(f), b, n, off);
+}
+static int shim_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 off)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xWrite(REAL(f), b, n, off);
+}
+static int shim_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int shim_sync(sqlite3_file *f, int flags)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int shim_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+static int shim_lock(sqlite3_file *f, int lk)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xLock(REAL(f), lk);
+}
+static int shim_unlock(sqlite3_file *f, int lk)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xUnlock(REAL(f), lk);
+}
+static int shim_check_reserved(sqlite3_file *f, int *out)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int shim_file_control(sqlite3_file *f, int op, void *arg)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int shim_sector_size(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xSectorSize(REAL(f)); /* a constant: no kill point */
+}
+static int shim_device_chars(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); /* a constant */
+}
+static int shim_shm_map(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, pgsz, extend, pp);
+}
+static int shim_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void shim_shm_barrier(sqlite3_file *f)
+{
+    shim_tick(); /* the WAL index is written through memory; barriers delimit it */
+    REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int shim_shm_unmap(sqlite3_file *f, int del)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+static int shim_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **pp)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xFetch(REAL(f), off, n, pp);
+}
+static int shim_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+    shim_tick();
+    return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
+}
+
+static const sqlite3_io_methods shim_io = {
+    3,
+    shim_close,
+    shim_read,
+    shim_write,
+    shim_truncate,
+    shim_sync,
+    shim_file_size,
+    shim_lock,
+    shim_unlock,
+    shim_check_reserved,
+    shim_file_control,
+    shim_sector_size,
+    shim_device_chars,
+    shim_shm_map,
+    shim_shm_lock,
+    shim_shm_barrier,
+    shim_shm_unmap,
+    shim_fetch,
+    shim_unfetch,
+};
+
+static int shim_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    shim_file *s = (shim_file *)f;
+    int rc;
+    (void)v;
+    shim_tick();
+    s->real = (sqlite3_file *)&s[1];
+    rc = real_vfs->xOpen(real_vfs, name, s->real, flags, out);
+    /* every method is forwarded, so the real file must have them all */
+    if (s->real->pMethods && s->real->pMethods->iVersion < 3) {
+        fprintf(stderr, "victim: the default VFS's files are version %d, need 3\n", s->real->pMethods->iVersion);
+        _exit(5);
+    }
+    s->base.pMethods = s->real->pMethods ? &shim_io : NULL;
+    return rc;
+}
+static int shim_delete(sqlite3_vfs *v, const char *name, int sync)
+{
+    (void)v;
+    shim_tick();
+    return real_vfs->xDelete(real_vfs, name, sync);
+}
+static int shim_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    (void)v;
+    shim_tick();
+    return real_vfs->xAccess(real_vfs, name, flags, out);
+}
+static int shim_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
+{
+    (void)v;
+    return real_vfs->xFullPathname(real_vfs, name, n, out);
+}
+static int shim_randomness(sqlite3_vfs *v, int n, char *out)
+{
+    (void)v;
+    return real_vfs->xRandomness(real_vfs, n, out);
+}
+static int shim_sleep(sqlite3_vfs *v, int us)
+{
+    (void)v;
+    return real_vfs->xSleep(real_vfs, us);
+}
+static int shim_current_time(sqlite3_vfs *v, double *t)
+{
+    (void)v;
+    return real_vfs->xCurrentTime(real_vfs, t);
+}
+static int shim_last_error(sqlite3_vfs *v, int n, char *out)
+{
+    (void)v;
+    return real_vfs->xGetLastError(real_vfs, n, out);
+}
+
+/* In a forked victim only: make the counting VFS the default, so the
+ * receipt store (which opens with the default VFS) runs over it. */
+static void shim_install(long kill_at)
+{
+    static sqlite3_vfs vfs;
+    real_vfs = sqlite3_vfs_find(NULL);
+    if (!real_vfs) _exit(6);
+    memset(&vfs, 0, sizeof vfs);
+    vfs.iVersion = 1;
+    vfs.szOsFile = (int)sizeof(shim_file) + real_vfs->szOsFile;
+    vfs.mxPathname = real_vfs->mxPathname;
+    vfs.zName = "dsv4q-killpoint";
+    vfs.xOpen = shim_open;
+    vfs.xDelete = shim_delete;
+    vfs.xAccess = shim_access;
+    vfs.xFullPathname = shim_full_pathname;
+    vfs.xRandomness = shim_randomness;
+    vfs.xSleep = shim_sleep;
+    vfs.xCurrentTime = shim_current_time;
+    vfs.xGetLastError = shim_last_error;
+    shim_calls = 0;
+    shim_kill_at = kill_at;
+    if (sqlite3_vfs_register(&vfs, 1) != SQLITE_OK) _exit(6);
+}
+
+#define MAX_KILL_POINTS 5000
+
+/* R6: a victim writes one receipt and is SIGKILLed at file operation k, for
+ * k = 1, 2, ... until a victim finishes its write untouched (k passed its
+ * last operation): every point of opening, the transaction, the commit and
+ * the checkpoint on close is hit once. After each kill the receipt is whole
+ * or absent and integrity_check is "ok"; afterwards every row has every
+ * field and the whole chain (hashes, links, signatures) verifies. */
 static void test_sigkill_never_partial(void **state)
 {
     fx *f = *state;
     char err[512] = "";
-    unsigned seed = KILL_SEED;
-    long long n, before;
-    int k, st, killed_mid = 0;
+    long long n, before, after;
+    long k;
+    int st, uncommitted = 0, committed = 0, done = 0;
 
     assert_int_equal(write_one(f, "parent", 0, err, sizeof err), 0);
-    for (k = 0; k < KILLS; k++) {
-        struct timespec d;
+    for (k = 1; k <= MAX_KILL_POINTS && !done; k++) {
         pid_t pid;
         before = sql_int(f->db, "SELECT count(*) FROM receipts");
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            int i;
-            for (i = 0;; i++)
-                if (write_one(f, "victim", i, err, sizeof err) != 0) {
-                    fprintf(stderr, "victim: %s\n", err);
-                    _exit(3);
-                }
+            shim_install(k);
+            if (write_one(f, "victim", 0, err, sizeof err) != 0) {
+                fprintf(stderr, "victim (kill point %ld): %s\n", k, err);
+                _exit(3);
+            }
+            _exit(0);
         }
-        d.tv_sec = 0;
-        d.tv_nsec = (long)(500 + rand_r(&seed) % 7500) * 1000L; /* 0.5 .. 8 ms */
-        nanosleep(&d, NULL);
-        assert_int_equal(kill(pid, SIGKILL), 0);
         assert_int_equal(waitpid(pid, &st, 0), pid);
-        if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
-            fail_msg("victim %d exited on its own (status 0x%x) instead of being killed", k, st);
-        if (sql_int(f->db, "SELECT count(*) FROM receipts") == before)
-            killed_mid++; /* killed before its first commit: opening, or mid-transaction */
+        /* reading the database recovers it (WAL) as the next writer would */
+        after = sql_int(f->db, "SELECT count(*) FROM receipts");
+        integrity_ok(f->db);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            done = 1; /* k is past the victim's last file operation */
+            if (after != before + 1)
+                fail_msg("the victim that was not killed (k = %ld) stored %lld receipts", k, after - before);
+        } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+            if (after == before) uncommitted++;
+            else if (after == before + 1) committed++;
+            else fail_msg("kill point %ld: %lld receipts appeared", k, after - before);
+        } else {
+            fail_msg("victim at kill point %ld failed (status 0x%x)", k, st);
+        }
     }
+    if (!done) fail_msg("a victim was still killed at file operation %d", MAX_KILL_POINTS);
+    /* both sides of the commit point were hit */
+    if (uncommitted == 0 || committed == 0)
+        fail_msg("kills before the commit: %d, after it: %d (need both)", uncommitted, committed);
     n = sql_int(f->db, "SELECT count(*) FROM receipts");
-    if (n < 2)
-        fail_msg("no victim ever committed a receipt in %d tries", KILLS);
+    assert_int_equal(n, 2 + committed);
     /* no row lacks a field: NOT NULL is schema, but emptiness is ours */
     assert_int_equal(sql_int(f->db, "SELECT count(*) FROM receipts WHERE created = '' OR "
                                     "tool_version = '' OR git_commit = '' OR kind = '' OR "
@@ -235,13 +460,11 @@ static void test_sigkill_never_partial(void **state)
                                     "length(prev_hash) <> 64 OR length(signature) <> 128 OR "
                                     "length(signer_key_id) <> 16"), 0);
     assert_int_equal(sql_int(f->db, "SELECT max(id) FROM receipts"), n);
-    integrity_ok(f->db);
     verify_all_ok(f, n);
     /* and the store is still writable and the chain continues */
     assert_int_equal(write_one(f, "after", 0, err, sizeof err), 0);
     verify_all_ok(f, n + 1);
-    print_message("      %d kills, %lld receipts survived, %d kills before a commit\n", KILLS, n,
-                  killed_mid);
+    print_message("      %ld kill points: %d before the commit, %d after it\n", k - 2, uncommitted, committed);
 }
 
 int main(void)
