@@ -5,7 +5,10 @@
     dsv4q replay --model CKPT --capture CAPTURE
 
 Exit 0 written, 2 bad input (the message names the file and what was
-expected). The summary lists every engine tensor name the map did not know.
+expected), an engine tensor name inside a layer that the map does not know or
+one within a few edits of a known name (the message names the closest known
+name), or PyTorch missing. The summary lists every other engine tensor name
+the map did not know.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import argparse
 import sys
 
 from .._lib import DSV4QError
-from . import convert, load_map
+from . import convert, load_map, require_torch
 
 
 def main(argv=None):
@@ -30,6 +33,7 @@ def main(argv=None):
     ap.add_argument("--device", default=None, help="vLLM: the device suffix to read (cuda_0)")
     a = ap.parse_args(argv)
     try:
+        require_torch()   # before anything is read: the dumps are .pt files
         nm = load_map(a.map or a.engine)
         if a.engine == "sglang":
             from .sglang import read
