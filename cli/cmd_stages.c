@@ -32,8 +32,9 @@ int dsv4q_cmd_stages(int argc, char **argv)
     if (model) {
         char p[4200];
         snprintf(p, sizeof p, "%s/config.json", model);
-        if (dsv4q_is_gguf(model) ? dsv4q_gguf_load_config(model, &cfg, err, sizeof err)
-                                 : dsv4q_config_load(&cfg, p, err, sizeof err)) {
+        const int kind = dsv4q_model_path_kind(model, err, sizeof err);
+        if (kind < 0 || (kind == 1 ? dsv4q_gguf_load_config(model, &cfg, err, sizeof err)
+                                   : dsv4q_config_load(&cfg, p, err, sizeof err))) {
             fprintf(stderr, "dsv4q stages: %s\n", err);
             return 2;
         }

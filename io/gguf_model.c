@@ -6,11 +6,13 @@
  * experts are slices of one stacked [n_expert, out, in] tensor per
  * projection.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "base/util.h"
 #include "io/gguf_model.h"
 #include "oracle/formats.h"
 #include "oracle/ggml_decode.h"
@@ -87,6 +89,43 @@ int dsv4q_is_gguf(const char *path)
     int ok = fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4);
     fclose(f);
     return ok;
+}
+
+/* What a model path must be, appended to each refusal of dsv4q_model_path_kind. */
+#define EXPECTED_MODEL "expected a GGUF file or a checkpoint directory holding config.json"
+
+int dsv4q_model_path_kind(const char *path, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) return dsv4q_errf(err, errlen, "%s: no such file or directory (" EXPECTED_MODEL ")", path);
+        return dsv4q_errf(err, errlen, "%s: cannot stat: %s (" EXPECTED_MODEL ")", path, strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode)) return 0;
+    if (!S_ISREG(sb.st_mode))
+        return dsv4q_errf(err, errlen, "%s: not a regular file or a directory (" EXPECTED_MODEL ")", path);
+    /* 24 = magic, version (u32) and the two u64 counts: the fixed GGUF header */
+    if (sb.st_size == 0)
+        return dsv4q_errf(err, errlen, "%s: empty file (0 bytes), not a GGUF file (" EXPECTED_MODEL ")", path);
+    if (sb.st_size < 4)
+        return dsv4q_errf(err, errlen, "%s: file too short (%lld bytes) for a GGUF header (24 bytes, magic 'GGUF')",
+                          path, (long long)sb.st_size);
+    FILE *f = fopen(path, "rb");
+    if (!f) return dsv4q_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char m[4];
+    size_t got = fread(m, 1, 4, f);
+    fclose(f);
+    if (got != 4) return dsv4q_errf(err, errlen, "%s: cannot read the first 4 bytes", path);
+    if (memcmp(m, "GGUF", 4)) {
+        char shown[5];
+        for (int i = 0; i < 4; i++) shown[i] = m[i] >= 0x20 && m[i] < 0x7f ? (char)m[i] : '.';
+        shown[4] = 0;
+        return dsv4q_errf(
+            err, errlen,
+            "%s: not a GGUF file (magic %02x %02x %02x %02x '%s', expected 47 47 55 46 'GGUF'; " EXPECTED_MODEL ")",
+            path, m[0], m[1], m[2], m[3], shown);
+    }
+    return 1;
 }
 
 /* ---- metadata ------------------------------------------------------------ */

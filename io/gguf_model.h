@@ -32,6 +32,13 @@
 /* 1 if `path` is a regular file starting with the GGUF magic, else 0. */
 int dsv4q_is_gguf(const char *path);
 
+/* What a model path is: 1 a file starting with the GGUF magic, 0 a
+ * directory (a safetensors checkpoint, opened as one), -1 neither, with
+ * err naming the path, what it is (missing, empty, too short for a GGUF
+ * header, a non-GGUF magic shown in hex, not a regular file) and what a
+ * model path must be. */
+int dsv4q_model_path_kind(const char *path, char *err, size_t errlen);
+
 /* The dsv4q_config of a deepseek4 GGUF (general.architecture must be
  * "deepseek4"), validated. Float metadata stored as FLOAT32 is read as the
  * shortest decimal that rounds to the stored float (1e-06 for the F32 of

@@ -893,7 +893,10 @@ static int check_roles_v41(const dsv4q_model *m, char *err, size_t errlen)
 
 int dsv4q_model_open(dsv4q_model **out, const char *dir, char *err, size_t errlen)
 {
-    if (dsv4q_is_gguf(dir)) return dsv4q_model_open_gguf(out, dir, err, errlen);
+    *out = NULL;
+    const int kind = dsv4q_model_path_kind(dir, err, errlen);
+    if (kind < 0) return -1;
+    if (kind == 1) return dsv4q_model_open_gguf(out, dir, err, errlen);
     dsv4q_model *m = calloc(1, sizeof *m);
     char path[4200];
     *out = NULL;
