@@ -179,11 +179,12 @@ clean:
 
 # make install PREFIX=/usr/local (DESTDIR honoured): the static and shared
 # library, the public headers under include/dsv4q/ (the ABI header, the C API,
-# the oracle and metrics headers, keeping their oracle/ harness/ paths) and
+# the oracle, GGML-decode, GGUF-reader and metrics headers, keeping their
+# oracle/ io/ harness/ paths) and
 # lib/pkgconfig/dsv4q.pc (`pkg-config --cflags --libs dsv4q`).
 PREFIX ?= /usr/local
 PUB_HEADERS := abi/dsv4q_backend.h harness/dsv4q_backend.h cli/dsv4q_capi.h harness/measure/metrics.h oracle/ops.h oracle/ops.inc oracle/both.h oracle/width.h \
-               oracle/weights.h oracle/formats.h oracle/boundary.h
+               oracle/weights.h oracle/formats.h oracle/boundary.h oracle/ggml_decode.h oracle/ggml_decode.inc io/gguf.h
 install: $(LIB) $(SOLIB)
 	@d=$(DESTDIR)$(PREFIX); mkdir -p $$d/lib/pkgconfig $$d/include/dsv4q/oracle $$d/include/dsv4q/harness && \
 	install -m 644 $(LIB) $$d/lib/libdsv4q.a && install -m 755 $(SOLIB) $$d/lib/libdsv4q.so.1 && \

@@ -64,6 +64,13 @@ typedef struct dsv4q_stages_args {
     int markdown, names;
 } dsv4q_stages_args;
 
+/* weight: --model is c.model, --out c.out, --width c.width. */
+typedef struct dsv4q_weight_args {
+    dsv4q_cli_opts c;
+    const char *tensor;
+    int list;
+} dsv4q_weight_args;
+
 /* synth: --out is c.out, --seed c.seed. */
 typedef struct dsv4q_synth_args {
     dsv4q_cli_opts c;

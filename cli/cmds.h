@@ -13,6 +13,7 @@ int dsv4q_cmd_golden(int argc, char **argv);
 int dsv4q_cmd_margins(int argc, char **argv);
 int dsv4q_cmd_qualify(int argc, char **argv);
 int dsv4q_cmd_stages(int argc, char **argv);
+int dsv4q_cmd_weight(int argc, char **argv);
 int dsv4q_cmd_capture(int argc, char **argv);
 int dsv4q_cmd_replay(int argc, char **argv);
 /* cli/cmd_receipts.c: `keygen` (1 when it refuses to overwrite a key) and

@@ -11,7 +11,8 @@ fail() { echo "install_check: $*"; echo "[  FAILED  ] 1 test(s)."; exit 1; }
 command -v pkg-config >/dev/null || fail "pkg-config not found (scripts/deps.sh installs it)"
 make -s install PREFIX="$tmp/prefix" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "make install failed"; }
 for f in lib/libdsv4q.so lib/libdsv4q.so.1 lib/libdsv4q.a lib/pkgconfig/dsv4q.pc include/dsv4q/abi/dsv4q_backend.h \
-         include/dsv4q/cli/dsv4q_capi.h include/dsv4q/oracle/ops.h include/dsv4q/harness/measure/metrics.h; do
+         include/dsv4q/cli/dsv4q_capi.h include/dsv4q/oracle/ops.h include/dsv4q/harness/measure/metrics.h \
+         include/dsv4q/oracle/ggml_decode.h include/dsv4q/oracle/ggml_decode.inc include/dsv4q/io/gguf.h; do
   [ -e "$tmp/prefix/$f" ] || fail "make install did not install $f"
 done
 flags=$(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs dsv4q) || fail "pkg-config --cflags --libs dsv4q failed"
