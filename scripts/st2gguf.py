@@ -12,10 +12,18 @@ byte; I32 (tid2eid) too; MTP layers are dropped (dsv4q binds none from a
 GGUF); routed experts are stacked per projection as llama.cpp does.
 FP8/FP4 tensors are refused: GGUF has no E4M3 type.
 
-usage: python3 scripts/st2gguf.py CHECKPOINT_DIR OUT.gguf [--f32]
+usage: python3 scripts/st2gguf.py CHECKPOINT_DIR OUT.gguf [--f32 | --f16]
 --f32: widen BF16 tensors to F32 (exact), so llama.cpp runs every matmul
 in F32 (its BF16 matmuls round the activation to BF16) and the oracle binds
 F32 weights (same values, same logits).
+--f16: write every BF16 tensor of 2 or more dimensions as F16 (the type of
+llama.cpp's `--outtype f16` and of llama-quantize's F16 target), rounded to
+nearest even by numpy; 1-D BF16 tensors (norms) are widened to F32, as
+llama.cpp's converter keeps 1-D tensors, and F32 tensors (the parameters
+the reference keeps in F32: hc, gate, compressor) stay F32. A BF16 value
+(8 significant bits) is exact in F16 (11) unless it lies outside F16's
+range (|x| < 2^-17 loses bits, |x| > 65504 overflows): the script says how
+many values rounded (stderr) and refuses a value that would overflow.
 The file also carries llama.cpp's "no vocabulary" keys
 (tokenizer.ggml.model = "none", deepseek4.vocab_size) so llama.cpp loads it.
 Needs: numpy, gguf (PyPI). Reads safetensors by its spec (no torch).
@@ -80,10 +88,27 @@ EXPERT = {"w1": "ffn_gate_exps", "w2": "ffn_down_exps", "w3": "ffn_up_exps"}
 
 
 WIDEN = False
+F16 = False
+ROUNDED = [0, 0]   # --f16: values that changed, values written
+
+
+def to_f16(name, dt, arr):
+    """arr (BF16 storage, uint16) as float16, rounded to nearest even; refuses overflow."""
+    x = (arr.astype(np.uint32) << 16).view(np.float32)
+    h = x.astype(np.float16)
+    bad = np.isinf(h) & np.isfinite(x)
+    if bad.any():
+        raise SystemExit(f"st2gguf: --f16: tensor '{name}' holds {x[bad].flat[0]!r}, outside F16's range "
+                         "(|x| <= 65504): write it without --f16")
+    ROUNDED[0] += int(np.count_nonzero(h.astype(x.dtype) != x))
+    ROUNDED[1] += h.size
+    return np.ascontiguousarray(h)
 
 
 def add(w, name, dt, arr):
-    if dt == "BF16" and WIDEN:
+    if F16 and dt == "BF16" and arr.ndim >= 2:
+        w.add_tensor(name, to_f16(name, dt, arr))
+    elif dt == "BF16" and (WIDEN or F16):
         w.add_tensor(name, np.ascontiguousarray((arr.astype(np.uint32) << 16).view(np.float32)))
     elif dt == "BF16":
         w.add_tensor(name, np.ascontiguousarray(arr), raw_dtype=gguf.GGMLQuantizationType.BF16)
@@ -92,10 +117,10 @@ def add(w, name, dt, arr):
 
 
 def main():
-    global WIDEN
-    args = [a for a in sys.argv[1:] if a != "--f32"]
-    WIDEN = len(args) != len(sys.argv) - 1
-    if len(args) != 2:
+    global WIDEN, F16
+    args = [a for a in sys.argv[1:] if a not in ("--f32", "--f16")]
+    WIDEN, F16 = "--f32" in sys.argv[1:], "--f16" in sys.argv[1:]
+    if len(args) != 2 or (WIDEN and F16):
         raise SystemExit(__doc__)
     src, dst = args
     cfg = json.load(open(os.path.join(src, "config.json")))
@@ -164,6 +189,8 @@ def main():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    if F16:
+        print(f"st2gguf: --f16: {ROUNDED[0]} of {ROUNDED[1]} values rounded to F16", file=sys.stderr)
 
 
 if __name__ == "__main__":

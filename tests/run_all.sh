@@ -58,6 +58,19 @@ else
   echo "interop_gguf.py: skipped (python3 numpy/gguf not installed; run make pydeps)"
   if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_gguf.py (CI=true: not run)"); fi
 fi
+# The F16 route: scripts/st2gguf.py --f16 vs numpy's float16, and the
+# oracle on the F16 GGUF (tests/interop_gguf_f16.py; PyPI gguf).
+if python3 -c "import numpy, gguf" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/dsv4q" ]; then
+  if python3 tests/interop_gguf_f16.py >/tmp/dsv4q-interop-gguf-f16.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_gguf_f16.py"; grep -E "^  ok" /tmp/dsv4q-interop-gguf-f16.log
+  else
+    fail=$((fail + 1)); failed+=("interop_gguf_f16.py"); tail -20 /tmp/dsv4q-interop-gguf-f16.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "interop_gguf_f16.py: skipped (python3 numpy/gguf not installed; run make pydeps)"
+  if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_gguf_f16.py (CI=true: not run)"); fi
+fi
 # llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
 # scripts/llamacpp/build.sh, which .ci/run runs).
 if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache, typing_extensions" 2>/dev/null; then
