@@ -130,9 +130,10 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # The install and Python checks load the plain shared library into pkg-config
 # consumers and CPython, and the recipe check (scripts/recipe-check.sh) adds
 # an operator to a scratch copy of the tree and builds it: not in the
-# sanitizer or fuzz builds.
+# sanitizer or fuzz builds. tests/llamacpp_tools_check.sh checks the llama.cpp
+# scripts' Python choice and argument checks (no llama.cpp needed).
 ifeq ($(SAN)$(FUZZ),)
-PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh
+PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh tests/llamacpp_tools_check.sh
 endif
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 	@sh scripts/check-layers.sh

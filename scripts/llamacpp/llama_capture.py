@@ -29,8 +29,12 @@ src/models/deepseek4.cpp build_arch_graph:
 ggml stores [ne0, ne1, ...] with ne0 contiguous; numpy's C order reverses
 it, so [n_embd, hc, tokens] is exactly the capture's [tokens, hc, dim].
 
-usage: python3 llama_capture.py MODEL.gguf OUT_DIR [--prompt-len N] [--decode M]
+usage: python3 llama_capture.py MODEL.gguf OUT_DIR [--prompt-len N | --tokens IDS] [--decode M]
          [--seed S] [--threads T] [--kv f32|f16] [--flash-attn auto|on|off] [--gpu-layers N]
+--tokens IDS: comma-separated token ids (e.g. 17,4,900,3,3), instead of the
+seeded synthetic prompt: the first len(IDS) - M are the prompt (one call),
+each of the last M one teacher-forced decode call. Every id must be below
+the model's vocabulary; --tokens excludes --prompt-len and --seed.
 env: LLAMA_CPP_LIB_PATH = the directory of libllama.so / libggml*.so;
      PYTHONPATH must reach the llama_cpp package (llama-cpp-python).
 """
@@ -44,7 +48,7 @@ import sys
 import numpy as np
 from safetensors.numpy import save_file
 
-import llama_cpp.llama_cpp as L
+L = None   # llama_cpp.llama_cpp, imported by main() once the arguments are valid
 
 GGML_TYPE_F32, GGML_TYPE_F16 = 0, 1
 ENGINE_VERSION = "llama.cpp 0c1e570 (llama-cpp-python 0.3.36)"
@@ -76,6 +80,23 @@ def sha256_file(p):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def parse_tokens(text, decode):
+    """--tokens "a,b,c" -> [a, b, c]; SystemExit (exit 2) naming the bad element or count."""
+    ids = []
+    for i, w in enumerate(text.split(",")):
+        w = w.strip()
+        if not w.isdigit():
+            print(f"llama_capture: --tokens: element {i} is '{w}', expected a non-negative integer token id",
+                  file=sys.stderr)
+            sys.exit(2)
+        ids.append(int(w))
+    if len(ids) <= decode:
+        print(f"llama_capture: --tokens: {len(ids)} ids, but --decode {decode} needs at least {decode + 1} "
+              "(a prompt of one or more, then one id per decode call)", file=sys.stderr)
+        sys.exit(2)
+    return ids
 
 
 def synth_tokens(seed, n, vocab):
@@ -167,9 +188,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("out")
-    ap.add_argument("--prompt-len", type=int, default=12)
+    ap.add_argument("--prompt-len", type=int, default=None)
+    ap.add_argument("--tokens", default=None, help="comma-separated token ids: prompt, then the --decode ones")
     ap.add_argument("--decode", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kv", choices=("f32", "f16"), default="f32")
     ap.add_argument("--gpu-layers", type=int, default=0)
@@ -178,6 +200,19 @@ def main():
                     "raw, to OUT/extra-NNNN.safetensors (debugging; not part of the capture)")
     a = ap.parse_args()
     extra = [x for x in a.extra.split(",") if x]
+    if a.decode < 0:
+        ap.error("--decode must be >= 0")
+    given = None
+    if a.tokens is not None:
+        if a.prompt_len is not None or a.seed is not None:
+            ap.error("--tokens excludes --prompt-len and --seed (the ids are the prompt and the decode tokens)")
+        given = parse_tokens(a.tokens, a.decode)
+        a.prompt_len = len(given) - a.decode
+    else:
+        a.prompt_len = 12 if a.prompt_len is None else a.prompt_len
+        a.seed = 1 if a.seed is None else a.seed
+    global L
+    import llama_cpp.llama_cpp as L
 
     ggml = load_ggml()
     L.llama_backend_init()
@@ -203,7 +238,11 @@ def main():
     if not ctx:
         raise SystemExit("llama_capture: llama_init_from_model failed (see its log above)")
 
-    toks = synth_tokens(a.seed, total, vocab)
+    toks = given if given is not None else synth_tokens(a.seed, total, vocab)
+    bad = [(i, t) for i, t in enumerate(toks) if t >= vocab]
+    if bad:
+        raise SystemExit(f"llama_capture: --tokens: element {bad[0][0]} is {bad[0][1]}, not below the vocabulary "
+                         f"of {a.model} ({vocab} tokens)")
     os.makedirs(a.out, exist_ok=True)
     ck = sha256_file(a.model)
     listing = f"{ck}  {os.path.basename(a.model)}\n"
