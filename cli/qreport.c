@@ -13,9 +13,12 @@
 #include "oracle/stages.h"
 #include "oracle/formats.h"
 
+/* A case that was not judged (skipped, or not checkable: its reference is
+ * not finite) of an operator the user requires. */
 static int skip_required(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro)
 {
-    return r->verdict == DSV4Q_V_SKIP && (ro->require_all || (ro->require & DSV4Q_CAP(r->op)));
+    return (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_UNCHECKABLE) &&
+           (ro->require_all || (ro->require & DSV4Q_CAP(r->op)));
 }
 
 int dsv4q_qreport_case_failed(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro)
@@ -44,8 +47,16 @@ static void metric_label(const dsv4q_qcase *r, int m, const dsv4q_qrow *w, char 
 static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, char *out, size_t n)
 {
     if (r->verdict == DSV4Q_V_ERROR) { snprintf(out, n, "ERROR: %s", r->msg); return; }
+    if (skip_required(r, ro) && r->verdict == DSV4Q_V_UNCHECKABLE) {
+        snprintf(out, n, "not checkable (required): %s", r->msg);
+        return;
+    }
     if (skip_required(r, ro)) {
-        snprintf(out, n, "not implemented (operator %s outside the backend's caps; required)", dsv4q_op_get(r->op)->name);
+        if (r->status == DSV4Q_ISO_DECLINED)
+            snprintf(out, n, "declined (operator %s; required): %s", dsv4q_op_get(r->op)->name, r->msg);
+        else
+            snprintf(out, n, "not implemented (operator %s outside the backend's caps; required)",
+                     dsv4q_op_get(r->op)->name);
         return;
     }
     for (int m = 0; m < DSV4Q_M_COUNT; m++) {
@@ -61,19 +72,56 @@ static void first_failure(const dsv4q_qcase *r, const dsv4q_qreport_opts *ro, ch
     snprintf(out, n, "failed");
 }
 
+/* What happened to each operator with cases not judged, in the operator
+ * table's order: "OP partial (J of N)" when J of its N cases were judged
+ * (the others declined by supports() or not checkable); then the
+ * operators none of whose cases was judged, "not implemented: OP ..."
+ * (outside the caps) and "declined: OP ..." (every shape declined); then
+ * "not checkable: OP (K) ...", the cases whose reference is not finite. */
+static void print_partial_ops(FILE *f, const dsv4q_qualify_result *q)
+{
+    int total[DSV4Q_OP_COUNT] = {0}, judged[DSV4Q_OP_COUNT] = {0}, unc[DSV4Q_OP_COUNT] = {0};
+    for (int i = 0; i < q->ncases; i++) {
+        const dsv4q_qcase *r = &q->cases[i];
+        if (r->op < 0 || r->op >= DSV4Q_OP_COUNT) continue;
+        total[r->op]++;
+        judged[r->op] += r->verdict != DSV4Q_V_SKIP && r->verdict != DSV4Q_V_UNCHECKABLE;
+        unc[r->op] += r->verdict == DSV4Q_V_UNCHECKABLE;
+    }
+    int k = 0;
+    for (int op = 0; op < DSV4Q_OP_COUNT; op++)
+        if (judged[op] && judged[op] < total[op])
+            fprintf(f, "%s %s partial (%d of %d)", k++ ? "," : ";", dsv4q_op_get(op)->name, judged[op], total[op]);
+    static const char *const label[3] = {"not implemented", "declined", "not checkable"};
+    for (int g = 0; g < 3; g++) {
+        k = 0;
+        for (int op = 0; op < DSV4Q_OP_COUNT; op++) {
+            const int in_caps = (q->desc.caps & DSV4Q_CAP(op)) != 0, none = total[op] && !judged[op];
+            const int in_group = g == 0 ? none && !in_caps : g == 1 ? none && in_caps && !unc[op] : unc[op] > 0;
+            if (!in_group) continue;
+            if (k++) fputc(' ', f);
+            else fprintf(f, "; %s: ", label[g]);
+            fputs(dsv4q_op_get(op)->name, f);
+            if (g == 2) fprintf(f, " (%d)", unc[op]);
+        }
+    }
+}
+
 void dsv4q_qreport_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gates *g, const dsv4q_qreport_opts *ro)
 {
     if (dsv4q_qualify_print_header(f, q, g)) return;
-    int nfailed = 0, nskip = 0, nrun = 0;
+    int nfailed = 0, njudged = 0;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
         int failed = dsv4q_qreport_case_failed(r, ro);
         nfailed += failed;
-        nskip += r->verdict == DSV4Q_V_SKIP;
-        nrun += r->verdict != DSV4Q_V_SKIP;
-        if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR) {
+        njudged += r->verdict != DSV4Q_V_SKIP && r->verdict != DSV4Q_V_UNCHECKABLE;
+        if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR || r->verdict == DSV4Q_V_UNCHECKABLE) {
             if (ro->failures_only && !failed) continue;
-            const char *v = skip_required(r, ro) ? "FAIL (required, not implemented)" : dsv4q_verdict_name(r->verdict);
+            const char *v = !skip_required(r, ro)               ? dsv4q_verdict_name(r->verdict)
+                            : r->verdict == DSV4Q_V_UNCHECKABLE ? "FAIL (required, not checkable)"
+                            : r->status == DSV4Q_ISO_DECLINED   ? "FAIL (required, declined)"
+                                                                : "FAIL (required, not implemented)";
             fprintf(f, "%-78s %-12s %11s %11s %11s  %s%s%s\n", r->key, "-", "-", "-", "-", v, r->msg[0] ? ": " : "",
                     r->msg);
             continue;
@@ -107,18 +155,13 @@ void dsv4q_qreport_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gat
             }
     }
     int st = dsv4q_qreport_status(q, ro);
-    fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped -> %s", q->ncases, q->npass, q->nfail, q->nerror,
-            q->nskip, st == 0 ? "PASS" : "FAIL");
-    if (nskip) {
-        /* the operators the backend does not implement, once each */
-        uint64_t seen = 0;
-        fprintf(f, " (partial: %d of %d cases; not implemented:", nrun, q->ncases);
-        for (int i = 0; i < q->ncases; i++) {
-            const dsv4q_qcase *r = &q->cases[i];
-            if (r->verdict != DSV4Q_V_SKIP || (seen & DSV4Q_CAP(r->op))) continue;
-            seen |= DSV4Q_CAP(r->op);
-            fprintf(f, " %s", dsv4q_op_get(r->op)->name);
-        }
+    fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped", q->ncases, q->npass, q->nfail, q->nerror,
+            q->nskip);
+    if (q->nunc) fprintf(f, ", %d not checkable", q->nunc);
+    fprintf(f, " -> %s", st == 0 ? "PASS" : "FAIL");
+    if (q->nskip || q->nunc) {
+        fprintf(f, " (partial: %d of %d cases judged", njudged, q->ncases);
+        print_partial_ops(f, q);
         fprintf(f, "%s)", ro->require_all || ro->require ? "; required skips fail" : "");
     }
     fputc('\n', f);
@@ -147,9 +190,10 @@ void dsv4q_qreport_junit(dsv4q_junit *j, const dsv4q_qualify_result *q, const ds
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
         snprintf(cls, sizeof cls, "qualify.%s.%s", q->desc.spec, dsv4q_op_get(r->op)->name);
-        if (!dsv4q_qreport_case_failed(r, ro)) {
-            dsv4q_junit_case(j, cls, r->key, r->seconds,
-                             r->verdict == DSV4Q_V_SKIP ? DSV4Q_JUNIT_SKIPPED : DSV4Q_JUNIT_PASS, r->msg, NULL);
+        if (!dsv4q_qreport_case_failed(r, ro)) { /* not checkable: skipped with its reason */
+            const int skipped = r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_UNCHECKABLE;
+            dsv4q_junit_case(j, cls, r->key, r->seconds, skipped ? DSV4Q_JUNIT_SKIPPED : DSV4Q_JUNIT_PASS, r->msg,
+                             NULL);
             continue;
         }
         char msg[1200], *body = NULL;
@@ -201,6 +245,7 @@ void dsv4q_rreport_junit(dsv4q_junit *j, const dsv4q_replay *res, const char *en
         dsv4q_junit_case(j, cls, key, -1, DSV4Q_JUNIT_FAILURE, msg[0] ? msg : "failed", NULL);
     }
     const dsv4q_rmodel *M = &res->model;
+    if (M->ref_nonfinite) dsv4q_junit_case(j, cls, "model.logits", -1, DSV4Q_JUNIT_SKIPPED, M->why, NULL);
     if (M->verdict == DSV4Q_RV_PASS || M->verdict == DSV4Q_RV_FAIL) {
         char msg[400];
         snprintf(msg, sizeof msg, "logit nrms %.3e (level %.3e, bound %.3e); greedy %ld/%ld (oracle-f32 %ld/%ld)",

@@ -12,6 +12,8 @@
  *  - wrong shape, unknown stage name, layer out of range, wrong dtype,
  *    missing metadata, a checkpoint pin of another model: a clear error
  *    naming the tensor / field, and `dsv4q replay` exits 2;
+ *  - a stage whose reference is not finite (an input scaled past FLT_MAX:
+ *    oracle-f32 NaN) is "not checkable" with the reason, exit 1;
  *  - a missing input makes its stage "not checkable" (with the reason),
  *    never silently skipped; a missing attn input makes the layer's later
  *    attn calls "not checkable (missing earlier call)";
@@ -290,6 +292,48 @@ static void non_finite_is_not_checkable(void **state)
     }
 }
 
+/* Issue 29: a stage whose reference is not finite judges nothing. One
+ * element of L2.ffn_norm's captured input scaled by 1e200 is finite in
+ * double but beyond FLT_MAX: the sum of squares overflows at both widths,
+ * so the rms factor is 1/sqrt(inf) = 0; oracle-f64's outputs are all 0
+ * (finite), oracle-f32's input element is inf and its output inf x 0 =
+ * NaN there: one NaN, not shared, so the stage is not checkable (never
+ * PASS, never FAIL), whatever the captured output. */
+static void reference_not_finite_is_not_checkable(void **state)
+{
+    (void)state;
+    cap_edit e = {.scale = "L2.ffn_norm.in", .scale_by = 1e200};
+    const char *dir = variant(cap_model, "refnonfinite", 1, &e);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 0), 0);
+    const dsv4q_replay_stage *s = dsv4q_replay_find(&r, DSV4Q_STAGE_FFN_NORM, 2);
+    assert_non_null(s);
+    const char *want = "reference not finite: L2.ffn_norm.out: oracle-f32 has 1 NaN, first at [";
+    if (s->verdict != DSV4Q_RV_UNCHECKABLE || !s->ref_nonfinite || !strstr(s->why, want))
+        fail_msg("verdict %d, ref_nonfinite %d, why: %s", s->verdict, s->ref_nonfinite, s->why);
+    assert_non_null(strstr(s->why, "(call at position 18)"));
+    assert_int_equal(s->calls_unchecked, 1);
+    /* the other layers' ffn_norm are judged as usual */
+    assert_int_equal(dsv4q_replay_find(&r, DSV4Q_STAGE_FFN_NORM, 1)->verdict, DSV4Q_RV_PASS);
+    assert_int_not_equal(dsv4q_replay_status(&r), 0);
+    dsv4q_replay_free(&r);
+    /* the front door: exit 1, the row and the JUnit testcase say why */
+    char junit[400];
+    snprintf(junit, sizeof junit, "%s/refnonfinite.xml", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", dir, "--no-model",
+                                      "--junit", junit, "-q", NULL),
+                     1);
+    FILE *f = fopen(junit, "rb");
+    assert_non_null(f);
+    char xml[1 << 16];
+    size_t n = fread(xml, 1, sizeof xml - 1, f);
+    xml[n] = 0;
+    fclose(f);
+    const char *tc = strstr(xml, "name=\"L2.ffn_norm\"");
+    assert_non_null(tc);
+    assert_non_null(strstr(tc, "<skipped message=\"reference not finite: L2.ffn_norm.out: oracle-f32 has 1 NaN"));
+}
+
 static void malformed_captures_are_clear_errors(void **state)
 {
     (void)state;
@@ -449,6 +493,7 @@ int main(void)
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(non_finite_is_not_checkable),
+        cmocka_unit_test(reference_not_finite_is_not_checkable),
         cmocka_unit_test(malformed_captures_are_clear_errors),
         cmocka_unit_test(missing_inputs_are_not_checkable),
         cmocka_unit_test(python_example_capture_replays),

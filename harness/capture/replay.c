@@ -293,6 +293,18 @@ void dsv4q_replay_add(dsv4q_replay_stage *r, const double *const *cand, const do
                       const char *adj)
 {
     char name[DSV4Q_STAGE_NAME_MAX], what[128];
+    for (int t = 0; t < r->nout; t++) { /* the reference first: if it is not finite, nothing is judged */
+        if (!cand[t]) continue;
+        const int64_t rows_last[2] = {last[t] > 0 ? n[t] / last[t] : n[t], last[t] > 0 ? last[t] : 1};
+        char why[sizeof r->why - 40];
+        dsv4q_stage_tensor_name_arch(r->arch, name, sizeof name, r->stage, r->layer, 1, t);
+        if (!dsv4q_ref_finite(f64[t], f32[t], 0, n[t], rows_last, 2, name, why, sizeof why)) continue;
+        if (!r->ref_nonfinite) snprintf(r->why, sizeof r->why, "%s (call at position %ld)", why, pos);
+        r->nonfinite = r->ref_nonfinite = 1;
+        r->calls_unchecked++;
+        if (r->verdict == DSV4Q_RV_ABSENT) r->verdict = DSV4Q_RV_UNCHECKABLE;
+        return;
+    }
     for (int t = 0; t < r->nout; t++) {
         if (!cand[t]) continue;
         for (long i = 0; i < n[t]; i++)
@@ -355,6 +367,16 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         if (dsv4q_run_feed(a, c->ids, c->s, l64, err, errlen) || dsv4q_run_feed(b, c->ids, c->s, l32, err, errlen))
             goto out;
         dsv4q_capture_values(t, lc);
+        const int64_t shape[1] = {V};
+        char why[sizeof M->why - 40];
+        if (dsv4q_ref_finite(l64, l32, 0, V, shape, 1, "logits", why, sizeof why)) {
+            /* the whole oracle run overflowed: no logit comparison proves anything */
+            snprintf(M->why, sizeof M->why, "%s (call at position %ld)", why, c->pos);
+            M->ref_nonfinite = 1;
+            M->verdict = DSV4Q_RV_UNCHECKABLE;
+            rc = 0;
+            goto out;
+        }
         /* the logit gate keeps the logits' own storage (not P6, a stage rule) */
         dt = t->dtype == DSV4Q_DT_BF16 || t->dtype == DSV4Q_DT_F16
                  ? (int)t->dtype
@@ -528,7 +550,7 @@ out:
 
 int dsv4q_replay_status(const dsv4q_replay *res)
 {
-    if (res->nfail || res->model.verdict == DSV4Q_RV_FAIL) return 1;
+    if (res->nfail || res->model.verdict == DSV4Q_RV_FAIL || res->model.ref_nonfinite) return 1;
     for (int i = 0; i < res->nst; i++)   /* a non-finite stage is never part of a pass */
         if (res->st[i].nonfinite) return 1;
     return res->npass > 0 ? 0 : 1;

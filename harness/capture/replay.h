@@ -90,11 +90,16 @@ typedef struct dsv4q_replay_stage {
     int nonfinite;                    /* a non-finite input, or an output finite on one side only
                                          (capture vs oracle-f64): the stage is not checkable, never
                                          PASS; why names the tensor and element */
+    int ref_nonfinite;                /* of those, the reference itself: oracle-f64 or oracle-f32
+                                         has a NaN or an inf the other width does not share
+                                         (dsv4q_ref_finite); why: "reference not finite: ..." */
 } dsv4q_replay_stage;
 
 typedef struct dsv4q_rmodel {
     dsv4q_replay_verdict verdict;           /* ABSENT: no logits captured */
     char why[320];
+    /* UNCHECKABLE because the oracle's logits are not finite (dsv4q_ref_finite) */
+    int ref_nonfinite;
     long rows;
     dsv4q_acc val, lvl;
     long agree, agree_lvl;            /* greedy agreement with oracle-f64 */
@@ -128,7 +133,8 @@ void dsv4q_replay_free(dsv4q_replay *res);
 
 /* 0: every compared stage (and the whole model, if compared) passed, at
  * least one stage was compared and no stage met a non-finite value
- * (rstage.nonfinite); 1 otherwise. */
+ * (rstage.nonfinite, the reference's own included) nor were the oracle's
+ * logits non-finite (rmodel.ref_nonfinite); 1 otherwise. */
 int dsv4q_replay_status(const dsv4q_replay *res);
 /* The row of (stage, layer) (layer ignored for model-level stages). */
 const dsv4q_replay_stage *dsv4q_replay_find(const dsv4q_replay *res, int stage, int layer);

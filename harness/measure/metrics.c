@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "abi/dsv4q_backend.h"
@@ -252,4 +253,51 @@ double dsv4q_metrics_rerun_sel(const int32_t *a, const int32_t *b, long rows, lo
             d += !in;
         }
     return rows > 0 && k > 0 ? (double)d / (double)(rows * k) : 0;
+}
+
+/* "[i,j,k]" of flat index i in a row-major shape [nd] ("[i]" when nd is 0). */
+static void coords_of(long i, const int64_t *shape, int nd, char *buf, size_t len)
+{
+    long c[8];
+    if (nd <= 0 || nd > 8) {
+        snprintf(buf, len, "[%ld]", i);
+        return;
+    }
+    for (int d = nd - 1; d >= 0; d--) {
+        const long e = shape[d] > 0 ? (long)shape[d] : 1;
+        c[d] = i % e;
+        i /= e;
+    }
+    size_t k = 0;
+    for (int d = 0; d < nd && k < len; d++) k += (size_t)snprintf(buf + k, len - k, "%s%ld", d ? "," : "[", c[d]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+int dsv4q_ref_finite(const double *r64, const void *r32, int r32_is_float, long n, const int64_t *shape, int nd,
+                     const char *name, char *why, size_t len)
+{
+    /* [width][0 NaN, 1 unshared inf]: count and first index */
+    long cnt[2][2] = {{0}}, first[2][2] = {{-1, -1}, {-1, -1}};
+    for (long i = 0; i < n; i++) {
+        const double v[2] = {r64[i], r32_is_float ? (double)((const float *)r32)[i] : ((const double *)r32)[i]};
+        if (isfinite(v[0]) && isfinite(v[1])) continue;
+        for (int w = 0; w < 2; w++) {
+            int kind = isnan(v[w]) ? 0 : isinf(v[w]) && v[w] != v[1 - w] ? 1 : -1;
+            if (kind < 0) continue;
+            if (!cnt[w][kind]++) first[w][kind] = i;
+        }
+    }
+    if (!cnt[0][0] && !cnt[0][1] && !cnt[1][0] && !cnt[1][1]) return 0;
+    size_t k = (size_t)snprintf(why, len, "reference not finite: %s%s", name ? name : "", name ? ": " : "");
+    int parts = 0;
+    for (int w = 0; w < 2; w++)
+        for (int kind = 0; kind < 2; kind++) {
+            if (!cnt[w][kind] || k >= len) continue;
+            char at[96];
+            coords_of(first[w][kind], shape, nd, at, sizeof at);
+            k += (size_t)snprintf(
+                why + k, len - k, "%soracle-f%s has %ld %s, first at %s", parts++ ? "; " : "", w ? "32" : "64",
+                cnt[w][kind], kind ? (w ? "inf not shared by oracle-f64" : "inf not shared by oracle-f32") : "NaN", at);
+        }
+    return 1;
 }

@@ -138,4 +138,18 @@ double dsv4q_metrics_rerun(const double *a, const double *b, const double *ref, 
  * that run 1 a did not make; order within a row is not compared. */
 double dsv4q_metrics_rerun_sel(const int32_t *a, const int32_t *b, long rows, long k);
 
+/* The reference check (issue 29): a comparison proves nothing when the
+ * reference itself is not finite (a NaN drops out of every metric, so a
+ * candidate NaN where the reference is NaN scores NRMS 0). The reference
+ * r64 [n] (oracle-f64) with its level r32 [n] (oracle-f32; float values
+ * when r32_is_float, else double) is checkable when neither holds a NaN and
+ * every infinity of one is the same infinity (same sign, same element) in
+ * the other (a masked score: -inf at both widths). shape [nd] names the
+ * element ("[0,5]"; nd 0: the flat index). Returns 0 when checkable;
+ * else 1 with why = "reference not finite: [NAME: ]oracle-f64 has 1024
+ * NaN, first at [0,0]; oracle-f32 has ..." (name may be NULL), one part
+ * per width and kind (NaN; inf the other width does not share). */
+int dsv4q_ref_finite(const double *r64, const void *r32, int r32_is_float, long n, const int64_t *shape, int nd,
+                     const char *name, char *why, size_t len);
+
 #endif

@@ -23,8 +23,8 @@
 
 const char *dsv4q_verdict_name(dsv4q_verdict v)
 {
-    static const char *const n[] = {"pass", "FAIL", "ERROR", "skip"};
-    return (unsigned)v < 4 ? n[v] : "?";
+    static const char *const n[] = {"pass", "FAIL", "ERROR", "skip", "not checkable"};
+    return (unsigned)v < 5 ? n[v] : "?";
 }
 
 int dsv4q_qualify_parse_seeds(const char *s, long *lo, long *hi, char *err, size_t errlen)
@@ -75,6 +75,7 @@ typedef struct refs {
     uint64_t bs;
     void *f64[DSV4Q_OPS_MAX_T];   /* double or int32_t */
     void *f32[DSV4Q_OPS_MAX_T];   /* float or int32_t */
+    char bad[512];                /* "" or why the reference is not finite (dsv4q_ref_finite) */
 } refs;
 
 static int is_i32(const dsv4q_case *c, int i) { return c->out[i].dtype == DSV4Q_BT_I32; }
@@ -109,7 +110,23 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
         refs_free(r);
         return -1;
     }
+    /* a reference that is not finite judges nothing (issue 29: act_q8_0's
+     * F16 scale overflowing on the extreme recipe made both widths NaN, and
+     * the candidate's NaN scored NRMS 0, a vacuous pass) */
+    for (int i = 0; i < c->nout && !r->bad[0]; i++)
+        if (!is_i32(c, i))
+            dsv4q_ref_finite(r->f64[i], r->f32[i], 1, (long)dsv4q_bt_numel(&c->out[i]), c->out[i].shape, c->out[i].ndim,
+                             c->nout > 1 ? c->out[i].name : NULL, r->bad, sizeof r->bad);
     return 0;
+}
+
+/* Case r judged against reference ref: not checkable when ref is not
+ * finite (a backend error stays an error: it says more). */
+static void mark_uncheckable(dsv4q_qcase *r, const refs *ref)
+{
+    if (!ref->bad[0] || r->verdict == DSV4Q_V_ERROR) return;
+    r->verdict = DSV4Q_V_UNCHECKABLE;
+    snprintf(r->msg, sizeof r->msg, "%s", ref->bad);
 }
 
 /* Kernel references of a LINEAR case whose weight the engine stores in its
@@ -524,12 +541,14 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qualify_opts *o, 
                 dsv4q_acc_add(&fa, kref.f64[0], rf->f64[0], (long)dsv4q_bt_numel(&c.out[0]));
                 r->fmt_nrms = dsv4q_acc_nrms(&fa);
                 r->fmt_max_abs = fa.max_abs;
-                refs_free(&kref);
                 if (o->format_gate > 0 && !(r->fmt_nrms <= o->format_gate)) {
                     r->verdict = DSV4Q_V_FAIL;
                     snprintf(r->msg, sizeof r->msg, "format error nrms %.3e over --format-gate %.3e", r->fmt_nrms,
                              o->format_gate);
                 }
+                mark_uncheckable(r, &kref); /* the judged reference, then the format's */
+                mark_uncheckable(r, rf);
+                refs_free(&kref);
                 continue;
             }
             free(ew);
@@ -562,6 +581,7 @@ int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qualify_opts *o, 
                 continue;
             }
             eval_backend(r, &c, rf, bufs, dt, o->gates);
+            mark_uncheckable(r, rf);
         }
         for (int k = 0; k < nref; k++) refs_free(&ref[k]);
         for (int r = 0; r < 2; r++)
@@ -594,6 +614,7 @@ case_fail:
             q[b].nfail += v == DSV4Q_V_FAIL;
             q[b].nerror += v == DSV4Q_V_ERROR;
             q[b].nskip += v == DSV4Q_V_SKIP;
+            q[b].nunc += v == DSV4Q_V_UNCHECKABLE;
         }
     rc = 0;
 out:
@@ -643,7 +664,7 @@ void dsv4q_qualify_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gat
     if (dsv4q_qualify_print_header(f, q, g)) return;
     for (int i = 0; i < q->ncases; i++) {
         const dsv4q_qcase *r = &q->cases[i];
-        if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR) {
+        if (r->verdict == DSV4Q_V_SKIP || r->verdict == DSV4Q_V_ERROR || r->verdict == DSV4Q_V_UNCHECKABLE) {
             fprintf(f, "%-78s %-12s %11s %11s %11s  %s%s%s\n", r->key, "-", "-", "-", "-", dsv4q_verdict_name(r->verdict),
                     r->msg[0] ? ": " : "", r->msg);
             continue;
@@ -674,8 +695,10 @@ void dsv4q_qualify_print(FILE *f, const dsv4q_qualify_result *q, const dsv4q_gat
                 fprintf(f, "%-78s %-12s %11s  (ULPs counted in %s)\n", "", "storage", dtype_name(r->dtype[o]),
                         dtype_name(r->dtype[o]));
     }
-    fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped -> %s\n", q->ncases, q->npass, q->nfail, q->nerror,
-            q->nskip, dsv4q_qualify_status(q) == 0 ? "PASS" : "FAIL");
+    fprintf(f, "\n%d cases: %d pass, %d fail, %d error, %d skipped", q->ncases, q->npass, q->nfail, q->nerror,
+            q->nskip);
+    if (q->nunc) fprintf(f, ", %d not checkable", q->nunc);
+    fprintf(f, " -> %s\n", dsv4q_qualify_status(q) == 0 ? "PASS" : "FAIL");
 }
 
 char *dsv4q_qualify_json(const dsv4q_qualify_result *q, const dsv4q_gates *g)
@@ -738,6 +761,7 @@ char *dsv4q_qualify_json(const dsv4q_qualify_result *q, const dsv4q_gates *g)
     json_object_set_new(sum, "fail", json_integer(q->nfail));
     json_object_set_new(sum, "error", json_integer(q->nerror));
     json_object_set_new(sum, "skip", json_integer(q->nskip));
+    json_object_set_new(sum, "not_checkable", json_integer(q->nunc));
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "ulp_buckets", json_string("0,1,2,<=4,<=8,<=16,<=64,<=256,<=4096,>4096"));
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
@@ -760,6 +784,7 @@ int dsv4q_qualify_measure(const dsv4q_case *c, uint64_t bs, void *out[2][DSV4Q_O
     for (int m = 0; m < DSV4Q_M_COUNT; m++) r->row[m] = (dsv4q_qrow){0, 1, -1, NAN, NAN, NAN};
     if (refs_make(&ref, c, bs, err, errlen)) return -1;
     eval_backend(r, c, &ref, out, dt, g);
+    mark_uncheckable(r, &ref);
     if (ref_f64)
         for (int i = 0; i < c->nout; i++) { ref_f64[i] = ref.f64[i]; ref.f64[i] = NULL; }
     refs_free(&ref);

@@ -29,9 +29,15 @@
 
 typedef enum dsv4q_verdict {
     DSV4Q_V_PASS = 0,
-    DSV4Q_V_FAIL,        /* a gated metric exceeds its bound */
-    DSV4Q_V_ERROR,       /* the backend crashed, hung, errored, overran */
-    DSV4Q_V_SKIP         /* op not in the backend's caps, or declined by its supports() */
+    DSV4Q_V_FAIL,  /* a gated metric exceeds its bound */
+    DSV4Q_V_ERROR, /* the backend crashed, hung, errored, overran */
+    DSV4Q_V_SKIP,  /* op not in the backend's caps, or declined by its supports() */
+    /* "not checkable": the reference itself is not finite (oracle-f64 or
+     * oracle-f32 has a NaN, or an inf the other width does not share:
+     * dsv4q_ref_finite), so no metric can judge the candidate; msg says
+     * where. Never a pass; counted as a skip (cli/qreport.h: it fails under
+     * --require-all / --require OP). */
+    DSV4Q_V_UNCHECKABLE
 } dsv4q_verdict;
 
 /* One row of the table: a case and a metric, at the output where the
@@ -72,6 +78,7 @@ typedef struct dsv4q_qualify_result {
     dsv4q_qcase *cases;
     int ncases;
     int npass, nfail, nerror, nskip;
+    int nunc;                          /* not checkable (DSV4Q_V_UNCHECKABLE) */
     int load_failed;                   /* the probe failed: msg says why */
     char msg[1024];
 } dsv4q_qualify_result;
@@ -106,8 +113,9 @@ int dsv4q_qualify_parse_seeds(const char *s, long *lo, long *hi, char *err, size
 int dsv4q_qualify(const char *const *specs, int n, const dsv4q_qualify_opts *o, dsv4q_qualify_result *q, char *err, size_t errlen);
 void dsv4q_qualify_free(dsv4q_qualify_result *q);
 
-/* Exit status of one backend: 0 every case passed or skipped (and at least
- * one ran), 1 a case failed or errored, 2 the backend could not be loaded. */
+/* Exit status of one backend: 0 every case passed, was skipped or was not
+ * checkable (and at least one passed), 1 a case failed or errored, 2 the
+ * backend could not be loaded. */
 int dsv4q_qualify_status(const dsv4q_qualify_result *q);
 
 /* The report's header (backend, profile, the declaration, gate file, column
@@ -127,8 +135,9 @@ const char *dsv4q_verdict_name(dsv4q_verdict v);
  * the reference and level of profile bs, every metric of every output and
  * the gate rows, exactly as dsv4q_qualify judges a backend (same code).
  * ref_f64 (optional, [c->nout]) receives the f64 reference outputs (double,
- * or int32_t for I32 outputs; caller frees each). r->verdict is PASS, FAIL
- * or ERROR (r->msg: a candidate dtype the metrics cannot read). Returns 0,
+ * or int32_t for I32 outputs; caller frees each). r->verdict is PASS, FAIL,
+ * ERROR (r->msg: a candidate dtype the metrics cannot read) or UNCHECKABLE
+ * (r->msg: where the reference is not finite). Returns 0,
  * or -1 with a message when the oracle could not run (out of memory). */
 int dsv4q_qualify_measure(const dsv4q_case *c, uint64_t bs, void *out[2][DSV4Q_OPS_MAX_T],
                           int32_t dt[2][DSV4Q_OPS_MAX_T], const dsv4q_gates *g, dsv4q_qcase *r, void **ref_f64,

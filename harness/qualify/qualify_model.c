@@ -320,6 +320,9 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         oracle_logits(m, 32, r->bs, ids, nprompt, ndecode, r->lvl, err, errlen))
         return -1;
     r->oracle_seconds = dsv4q_now_s() - t0;
+    const int64_t lshape[2] = {rows, V};
+    r->ref_nonfinite =
+        dsv4q_ref_finite(r->ref, r->lvl, 0, rows * V, lshape, 2, "logits", r->ref_why, sizeof r->ref_why);
 
     dsv4q_acc ac = {0}, al = {0};
     dsv4q_acc_add(&ac, r->cand, r->ref, rows * V);
@@ -361,7 +364,18 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
         r->greedy_required = need < lvl_dec ? need : lvl_dec;
     }
     r->greedy_pass = r->agree_decided >= r->greedy_required;
-    r->verdict = r->nrms_pass && r->greedy_pass && r->nonfinite == 0 && r->stages_pass ? DSV4Q_V_PASS : DSV4Q_V_FAIL;
+    /* a stage (or the logits) whose reference is not finite is not a failure
+     * of the backend, nor a pass: UNCHECKABLE, unless something failed */
+    int cand_nonfinite = 0;
+    for (int i = 0; i < r->stages.nst; i++) {
+        r->stages_ref_nonfinite += r->stages.st[i].ref_nonfinite;
+        cand_nonfinite += r->stages.st[i].nonfinite && !r->stages.st[i].ref_nonfinite;
+    }
+    const int stages_fail = r->stages.nfail || cand_nonfinite || (!r->stages.npass && !r->stages_ref_nonfinite);
+    const int logits_fail = !r->ref_nonfinite && !(r->nrms_pass && r->greedy_pass && r->nonfinite == 0);
+    r->verdict = logits_fail || stages_fail                    ? DSV4Q_V_FAIL
+                 : r->ref_nonfinite || r->stages_ref_nonfinite ? DSV4Q_V_UNCHECKABLE
+                                                               : DSV4Q_V_PASS;
     return 0;
 }
 
@@ -466,10 +480,22 @@ void dsv4q_wm_print(FILE *f, const dsv4q_wm_result *r, const dsv4q_gates *g)
     fprintf(f, "%-20s %14ld %14s %14s  %s\n", "non-finite", r->nonfinite, "", "0", r->nonfinite ? "FAIL" : "pass");
     fprintf(f, "%-20s %14.4e %14.4e %14s  info\n", "max abs", r->max_abs, r->level_max_abs, "-");
     fprintf(f, "%-20s %14.10f %14s %14s  info\n", "cosine", r->cosine, "", "-");
+    if (r->ref_nonfinite) fprintf(f, "logits not checkable (the rows above judge nothing): %s\n", r->ref_why);
     fprintf(f, "(oracle f64 + f32 runs: %.2f s)\n\n", r->oracle_seconds);
     dsv4q_stagewise_print(f, &r->stages);
-    fprintf(f, "-> %s (logits %s, stages %s)\n", r->verdict == DSV4Q_V_PASS ? "PASS" : "FAIL",
-            r->nrms_pass && r->greedy_pass && r->nonfinite == 0 ? "pass" : "FAIL", r->stages_pass ? "pass" : "FAIL");
+    char sv[48];
+    if (r->stages_pass) snprintf(sv, sizeof sv, "pass");
+    else if (r->verdict == DSV4Q_V_UNCHECKABLE && r->stages_ref_nonfinite)
+        snprintf(sv, sizeof sv, "%d not checkable", r->stages_ref_nonfinite);
+    else snprintf(sv, sizeof sv, "FAIL");
+    fprintf(f, "-> %s (logits %s, stages %s)\n",
+            r->verdict == DSV4Q_V_PASS          ? "PASS"
+            : r->verdict == DSV4Q_V_UNCHECKABLE ? "NOT CHECKABLE"
+                                                : "FAIL",
+            r->ref_nonfinite                                      ? "not checkable"
+            : r->nrms_pass && r->greedy_pass && r->nonfinite == 0 ? "pass"
+                                                                  : "FAIL",
+            sv);
 }
 
 char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g, const char *tokens)
@@ -487,7 +513,9 @@ char *dsv4q_wm_json(const dsv4q_wm_result *r, const dsv4q_gates *g, const char *
     if (r->msg[0]) json_object_set_new(root, "message", json_string(r->msg));
     json_object_set_new(root, "prompt", json_integer(r->nprompt));
     json_object_set_new(root, "decode", json_integer(r->ndecode));
-    if (r->verdict == DSV4Q_V_PASS || r->verdict == DSV4Q_V_FAIL) {
+    if (r->verdict == DSV4Q_V_PASS || r->verdict == DSV4Q_V_FAIL || r->verdict == DSV4Q_V_UNCHECKABLE) {
+        if (r->ref_nonfinite) json_object_set_new(root, "logits_not_checkable", json_string(r->ref_why));
+        json_object_set_new(root, "stages_not_checkable_reference", json_integer(r->stages_ref_nonfinite));
         json_object_set_new(root, "logit_nrms", dsv4q_json_num(r->nrms));
         json_object_set_new(root, "logit_nrms_level", dsv4q_json_num(r->level));
         json_object_set_new(root, "logit_nrms_bound", dsv4q_json_num(r->bound));

@@ -65,6 +65,11 @@
  *     every stage of every layer within its own bound, judged on the
  *         reference run's inputs (harness/capture/stagewise.h: the per-stage verdict)
  *     no non-finite logit (NRMS is over finite pairs only; G2)
+ * A reference that is not finite judges nothing (issue 29): when the
+ * oracle-f64 or oracle-f32 logits hold a NaN or an inf the other width does
+ * not share, the logits are "not checkable"; a stage whose reference is
+ * not finite is not checkable (replay.h rstage.ref_nonfinite). Neither is
+ * ever a pass: with nothing else failing the verdict is UNCHECKABLE (exit 1).
  * The whole composed model runs in ONE isolated child (isolate.h
  * dsv4q_iso_job), not a fork per operator; a crash or hang names the
  * operator, layer and position in flight.
@@ -136,7 +141,15 @@ typedef struct dsv4q_wm_result {
     long decided, agree_decided;     /* decided rows; of them, rows whose argmax agrees */
     double greedy, greedy_min;
     int nrms_pass, greedy_pass;
-    dsv4q_verdict verdict;           /* PASS, FAIL, ERROR (crash, missing op, ...) */
+    /* PASS, FAIL, ERROR (crash, missing op, ...), or UNCHECKABLE: nothing
+     * failed, but the oracle's logits (ref_nonfinite) or a stage's reference
+     * (stages_ref_nonfinite) are not finite */
+    dsv4q_verdict verdict;
+    /* the oracle-f64 or oracle-f32 logits are not finite (dsv4q_ref_finite):
+     * the logit gates judge nothing; ref_why: "reference not finite: logits: ..." */
+    int ref_nonfinite;
+    char ref_why[320];
+    int stages_ref_nonfinite; /* stage rows whose reference is not finite */
     dsv4q_iso_status status;
     int load_failed;
     char msg[1024];
