@@ -18,6 +18,7 @@
 #include "harness/ops/ops.h"
 #include "harness/cases/cases.h"
 #include "harness/ops/ops.h"
+#include "harness/measure/metrics.h"
 #include "harness/qualify/qualify.h"
 
 #define PLUG(name) DSV4Q_TEST_BUILD "/plugins/" name ".so"
@@ -337,6 +338,25 @@ static void test_selection_tie_rule(void **state)
 
 /* ---- gates ------------------------------------------------------------- */
 
+/* The reference rule (issue 29, metrics.h dsv4q_ref_finite): a masked -inf
+ * at both widths is checkable; a NaN at either width, or an inf the other
+ * width does not share (other sign, or finite there), is not, each counted
+ * per width with its first element in row-major coordinates. */
+static void test_reference_finite_rule(void **state)
+{
+    (void)state;
+    char why[512];
+    const int64_t shape[2] = {2, 3};
+    const double a64[4] = {1, -INFINITY, 2, 3};
+    const float a32[4] = {1, -INFINITY, 2, 3};
+    assert_int_equal(dsv4q_ref_finite(a64, a32, 1, 4, shape + 1, 1, NULL, why, sizeof why), 0);
+    const double b64[6] = {1, INFINITY, NAN, 4, 5, 6}, b32[6] = {1, -INFINITY, 2, INFINITY, 5, NAN};
+    assert_int_equal(dsv4q_ref_finite(b64, b32, 0, 6, shape, 2, "out", why, sizeof why), 1);
+    assert_string_equal(why, "reference not finite: out: oracle-f64 has 1 NaN, first at [0,2]; oracle-f64 has 1 inf "
+                             "not shared by oracle-f32, first at [0,1]; oracle-f32 has 1 NaN, first at [1,2]; "
+                             "oracle-f32 has 2 inf not shared by oracle-f64, first at [0,1]");
+}
+
 static void expect_gate_error(const char *text, const char *needle)
 {
     dsv4q_gates g;
@@ -487,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_case_build_and_keys),
         cmocka_unit_test(test_every_case_builds),
         cmocka_unit_test(test_selection_tie_rule),
+        cmocka_unit_test(test_reference_finite_rule),
         cmocka_unit_test(test_gates_parse),
         cmocka_unit_test(test_docs_current),
         cmocka_unit_test(test_plugin_good),

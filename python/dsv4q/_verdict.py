@@ -5,7 +5,8 @@ Owns: the Python view of that JSON and its human-readable report (the
 message ``dsv4q.testing.assert_qualified`` raises). Nothing is recomputed.
 
 JSON fields: op, case, profile, boundary, gates, verdict ("pass" | "FAIL" |
-"ERROR"), message (ERROR only), outputs [{name, dtype, shape, n, metrics
+"ERROR" | "not checkable"), message (ERROR, and not checkable: where the
+reference is not finite), outputs [{name, dtype, shape, n, metrics
 {metric: {value, level, bound (null when not gated), gated, pass}},
 ulp_hist, tie_flips, worst {index, coords, candidate, reference} or {row,
 candidate, reference} for selections, mismatched {count, n, what} (absent
@@ -74,7 +75,7 @@ class OutputVerdict:
 
 class Verdict:
     """Result of ``dsv4q.check``. ``passed`` (bool), ``verdict`` ("pass",
-    "FAIL", "ERROR"), ``outputs`` {name: OutputVerdict}, ``rows`` (qualify's
+    "FAIL", "ERROR", "not checkable": the reference is not finite), ``outputs`` {name: OutputVerdict}, ``rows`` (qualify's
     per-metric rows), ``json`` (the raw record), ``report()`` (text)."""
 
     def __init__(self, j):
@@ -120,6 +121,9 @@ class Verdict:
                                                                self.profile, self.profile, self.gates)]
         if self.verdict == "ERROR":
             lines.append("  error: " + self.message)
+            return "\n".join(lines)
+        if self.verdict == "not checkable":   # the reference itself is not finite: nothing was judged
+            lines.append("  not checkable: " + self.message)
             return "\n".join(lines)
         fails = self.failures()
         if fails:

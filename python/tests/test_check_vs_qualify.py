@@ -98,3 +98,23 @@ def test_most_ulps_location_matches_the_ulp_max_metric():
     u = v.outputs["o"].worst["ulp"]
     assert u["ulps"] == v.outputs["o"].metrics["ulp_max"].value > 0
     assert "most ULPs of o at index" in v.report() or tuple(u["coords"]) == tuple(v.outputs["o"].worst["coords"])
+
+
+def test_reference_not_finite_is_not_checkable(dsv4q_bin, tmp_path):
+    """Issue 29: act_q8_0 on the FP8 extreme linear overflows the Q8_0 F16
+    block scale at both oracle widths (tests/test_qualify_ci.c derives it
+    from the inputs), so the reference is NaN: dsv4q.check says "not
+    checkable" with the reason, as qualify does, never pass."""
+    key = "linear(s=2,N=512,K=4096,fmt=fp8,out=bf16,recipe=extreme,seed=1)"
+    c = dsv4q.Case(key)
+    r1, r2 = c.run_backend("cpu-ref")   # its outputs do not matter: the reference decides
+    v = c.check(r1, boundary="act_q8_0=on", rerun=r2)
+    assert not v.passed and v.verdict == "not checkable", v.report()
+    assert "reference not finite: oracle-f64 has" in v.message
+    assert "not checkable: reference not finite" in v.report()
+    out = tmp_path / "q.json"
+    r = run([dsv4q_bin, "qualify", "--backend", "cpu-ref", "--profile", "source:act_q8_0", "--case", key, "--json",
+             str(out), "--db", str(tmp_path / "q.db")])
+    assert r.returncode == 1, r.stderr   # no case passed
+    (case,) = json.loads(out.read_text())["cases"]
+    assert case["verdict"] == "not checkable" and case["message"] == v.message
