@@ -16,6 +16,9 @@
  *     oracle-f32, counted per operator, and the model still composes (also
  *     for an engine without indexer_score / topk); a crash inside the
  *     composed run names the operator, layer and position in flight.
+ *  4. Issue 29: a checkpoint whose oracle reference is not finite (one
+ *     embedding row at BF16 1.7e38, past sqrt(FLT_MAX)) is NOT CHECKABLE,
+ *     never a pass: the logits and the stages after it say why.
  *
  * Checkpoints: `tiny` (FP8/FP4, the default model) for W1, `tiny-bf16` for
  * the gate verdicts: the FP8 tiny amplifies a 1e-7 relative difference of
@@ -38,6 +41,7 @@
 #include "harness/qualify/qualify_model.h"
 #include "io/config.h"
 #include "io/model.h"
+#include "io/safetensors.h"
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
@@ -261,13 +265,72 @@ static void test_job_crash(void **state)
     assert_non_null(strstr(msg, "whole model: op expert, layer 3, position 41"));
 }
 
+/* ---- 4. a reference that is not finite ------------------------------------ */
+
+/* tiny-bf16 with token 5's embedding row set to BF16 0x7F00 = 2^127 (1.7e38):
+ * its square is past FLT_MAX, so the f32 oracle's norms of that position are
+ * inf/NaN and attention carries them to every later position: the
+ * oracle-f32 logits cannot be finite, and the run judges nothing. */
+static void test_reference_not_finite(void **state)
+{
+    (void)state;
+    char err[1024], dir[400], src[500], dst[500], cmd[1000];
+    snprintf(dir, sizeof dir, "%s/huge", root_dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, bf16_dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(src, sizeof src, "%s/model.safetensors", bf16_dir);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    dsv4q_st *st;
+    assert_int_equal(dsv4q_st_open(&st, src, err, sizeof err), 0);
+    dsv4q_st_writer *w = dsv4q_st_writer_new();
+    assert_non_null(w);
+    int edited = 0;
+    for (size_t i = 0; i < dsv4q_st_count(st); i++) {
+        const dsv4q_st_tensor *t = dsv4q_st_at(st, i);
+        uint16_t *buf = malloc(t->nbytes);
+        assert_non_null(buf);
+        memcpy(buf, t->data, t->nbytes);
+        if (!strcmp(t->name, "embed.weight")) {
+            assert_int_equal(t->dtype, DSV4Q_DT_BF16);
+            for (int64_t k = 0; k < t->shape[1]; k++) buf[5 * t->shape[1] + k] = 0x7F00;
+            edited = 1;
+        }
+        assert_int_equal(dsv4q_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, buf, t->nbytes, err, sizeof err),
+                         0);
+        free(buf);
+    }
+    assert_true(edited);
+    assert_int_equal(dsv4q_st_writer_write(w, dst, err, sizeof err), 0);
+    dsv4q_st_close(st);
+    dsv4q_model *m;
+    assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
+    const int32_t ids[9] = {5, 1, 2, 3, 4, 6, 7, 8, 9};
+    dsv4q_wm_opts o = {.gates = &G, .iso = {300, 0}, .quiet = 1};
+    dsv4q_wm_result r;
+    assert_int_equal(dsv4q_wm_qualify("cpu-ref", m, ids, 8, 1, &o, &r, err, sizeof err), 0);
+    if (r.verdict != DSV4Q_V_UNCHECKABLE || !r.ref_nonfinite) {
+        dsv4q_wm_print(stdout, &r, &G);
+        fail_msg("verdict %s, logits ref_nonfinite %d", dsv4q_verdict_name(r.verdict), r.ref_nonfinite);
+    }
+    assert_non_null(strstr(r.ref_why, "reference not finite: logits: "));
+    assert_non_null(strstr(r.ref_why, "oracle-f32 has "));
+    assert_true(r.stages_ref_nonfinite > 0);
+    assert_int_equal(dsv4q_wm_status(&r), 1);
+    char *js = dsv4q_wm_json(&r, &G, NULL);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"verdict\":\"not checkable\""));
+    assert_non_null(strstr(js, "\"logits_not_checkable\":\"reference not finite: logits: "));
+    free(js);
+    dsv4q_wm_free(&r);
+    dsv4q_model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compose_bitexact),
-        cmocka_unit_test(test_gates),
-        cmocka_unit_test(test_partial_engines),
-        cmocka_unit_test(test_job_crash),
+        cmocka_unit_test(test_compose_bitexact),     cmocka_unit_test(test_gates),
+        cmocka_unit_test(test_partial_engines),      cmocka_unit_test(test_job_crash),
+        cmocka_unit_test(test_reference_not_finite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
