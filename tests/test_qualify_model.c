@@ -18,7 +18,9 @@
  *     composed run names the operator, layer and position in flight.
  *  4. Issue 29: a checkpoint whose oracle reference is not finite (one
  *     embedding row at BF16 1.7e38, past sqrt(FLT_MAX)) is NOT CHECKABLE,
- *     never a pass: the logits and the stages after it say why.
+ *     never a pass: the logits and the stages after it say why; replay of
+ *     the oracle's own capture of it says the same of its logits (exit 1,
+ *     JUnit model.logits skipped with the reason).
  *
  * Checkpoints: `tiny` (FP8/FP4, the default model) for W1, `tiny-bf16` for
  * the gate verdicts: the FP8 tiny amplifies a 1e-7 relative difference of
@@ -29,10 +31,12 @@
  * 0.98x the level, the mutant at ~16x).
  */
 #include "tests/testutil.h"
+#include "tests/testcli.h"
 
 #include <omp.h>
 #include <signal.h>
 
+#include "cli/cmds.h"
 #include "cli/common.h"
 #include "gates/gates.h"
 #include "harness/backend/backend.h"
@@ -323,6 +327,30 @@ static void test_reference_not_finite(void **state)
     free(js);
     dsv4q_wm_free(&r);
     dsv4q_model_close(m);
+    /* replay: the oracle-f64 capture of the same tokens */
+    char tok[500], cap[500], xml[500], db[500];
+    snprintf(tok, sizeof tok, "%s/tokens.json", dir);
+    snprintf(cap, sizeof cap, "%s/cap", dir);
+    snprintf(xml, sizeof xml, "%s/replay.xml", dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    FILE *f = fopen(tok, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"prompt\": [5, 1, 2, 3, 4, 6, 7, 8], \"teacher\": [9]}\n");
+    fclose(f);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", dir, "--tokens", tok, "--out", cap, "-q", NULL), 0);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", dir, "--capture", cap, "--junit", xml,
+                                      "--db", db, "-q", NULL),
+                     1);
+    f = fopen(xml, "rb");
+    assert_non_null(f);
+    static char x[1 << 17];
+    size_t n = fread(x, 1, sizeof x - 1, f);
+    x[n] = 0;
+    fclose(f);
+    const char *tc = strstr(x, "name=\"model.logits\"");
+    assert_non_null(tc);
+    assert_non_null(strstr(tc, "<skipped message=\"reference not finite: logits: oracle-"));
 }
 
 int main(void)
