@@ -31,18 +31,12 @@ def case_tensors(key):
     return c, t
 
 
-# normal/seed=1 is the known limit of docs/gates.md: sparse_attn's ulp_max is
-# a plain per-element ULP, and one output of this case sits near a
-# cancellation zero (|diff| 3e-7, read as 1.4e6 F32 ulps against a bound of
-# 8.8e4; 21 vs 12 BF16 ulps). The row-floored ULP that window_attn_decode
-# uses admits it; until the default gates row-floor sparse_attn too, the case
-# is an xfail. Not strict: with a row-floored gate it passes (XPASS, shown in
-# the summary) and this mark should then be dropped.
-KNOWN_LIMIT = pytest.mark.xfail(strict=False, reason="docs/gates.md known limit: sparse_attn ulp_max near "
-                                                     "cancellation zeros (no row floor yet)")
-
-
-@pytest.mark.parametrize("recipe,seed", [pytest.param("normal", 1, marks=KNOWN_LIMIT), ("normal", 2),
+# normal/seed=1 has one output near a cancellation zero (|diff| 3e-7 from
+# a different summation order): sparse_attn's ulp_max is row-floored
+# (docs/gates.md), so it counts that error in units of the row's size and
+# the plain FP32 kernel passes; with a plain per-element ULP it read as
+# 1.4e6 F32 ulps against a bound of 8.8e4 and was an xfail here.
+@pytest.mark.parametrize("recipe,seed", [("normal", 1), ("normal", 2),
                                          ("masked", 1), ("extreme", 1)])
 def test_sparse_attn(recipe, seed):
     c, t = case_tensors("sparse_attn(s=2,H=16,D=128,win=32,sel=64,recipe=%s,seed=%d)" % (recipe, seed))
