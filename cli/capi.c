@@ -218,7 +218,7 @@ static int param_range(const dsv4q_op_info *o, const char *nm, double v, char *e
 {
     const size_t n = strlen(nm);
     if (n >= 3 && !strcmp(nm + n - 3, "eps") && !(v >= 0)) {
-        snprintf(err, errlen, "%s: param %s = %g is out of range: an epsilon must be >= 0", o->name, nm, v);
+        snprintf(err, errlen, "%s: param %s = %g is out of range: %s must be >= 0 (an epsilon)", o->name, nm, v, nm);
         return -1;
     }
     if (!strcmp(nm, "iters") && !(v >= 1 && v <= 1000 && v == floor(v))) {

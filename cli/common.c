@@ -239,7 +239,9 @@ int dsv4q_cli_start(const char *cmd, const dsv4q_cli_opts *o, char *dir, size_t 
     }
     dsv4q_cli_model_notes(cmd, *m);
     /* a --boundary of the other model family would be ignored by the pass: say so instead */
-    uint64_t on = 0, off = ~(uint64_t)0;
+    /* off starts with every point on but the engine activation quantizers,
+     * which the declaration rules allow only one at a time */
+    uint64_t on = 0, off = ~(DSV4Q_ACT_Q_ENGINE | DSV4Q_BIT(DSV4Q_B_ACT_Q_ALL));
     if (o->boundary[0] && !dsv4q_boundary_apply(&on, o->boundary, err, sizeof err) &&
         !dsv4q_boundary_apply(&off, o->boundary, err, sizeof err)) {
         const uint64_t other = (on | ~off) & ~dsv4q_boundary_arch_mask((*m)->cfg.arch);

@@ -104,21 +104,21 @@ static const dsv4q_boundary_info engine_table[DSV4Q_B_END - DSV4Q_B_ENGINE_FIRST
                                  "every storage boundary that is on (resid_bf16 .. moe_bf16) rounds to F16",
                                  "engines whose activation type is F16 (GGML_TYPE_F16 intermediates)", NULL,
                                  DSV4Q_BA_ALL},
-    [DSV4Q_B_ACT_Q8_0_RNE - DSV4Q_B_ENGINE_FIRST] = {"act_q8_0_rne", E, 0,
-                                                     "Q8_0 block 32: d = amax/127 kept F32, q = RNE(x * (1/d))",
-                                                     "input of every FP8/FP4-weight linear",
-                                                     "engines' runtime Q8_0 (F32 scale, rint/lrintf ties to even)",
-                                                     "gemm_act_fp8", DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q8_0_RNE -
+        DSV4Q_B_ENGINE_FIRST] = {"act_q8_0_rne", E, 0, "Q8_0 block 32: d = amax/127 kept F32, q = RNE(x * (1/d))",
+                                 "input of every FP8/FP4-weight linear",
+                                 "C engines' runtime Q8_0 (ds4-style: F32 scale, rintf ties to even)", "gemm_act_fp8",
+                                 DSV4Q_BA_ALL},
     [DSV4Q_B_ACT_Q8_K - DSV4Q_B_ENGINE_FIRST] = {"act_q8_k", E, 0,
                                                  "GGML Q8_K block 256: m = the largest-|x| value, q = min(127, "
                                                  "RNE(x * (-127/m))), x = q * (1/(-127/m)), F32",
                                                  "input of every FP8/FP4-weight linear",
                                                  "ggml quantize_row_q8_K_ref (vec_dot_type of K-quants and IQ types)",
                                                  "gemm_act_fp8", DSV4Q_BA_ALL},
-    [DSV4Q_B_ACT_Q_ALL - DSV4Q_B_ENGINE_FIRST] = {"act_q_all", E, 0, "(the declared act_q8_0/_rne/act_q8_k)",
-                                                  "also the input of BF16/F32-weight linears (wo_a, the head)",
-                                                  "engines that store BF16/F32 weights as Q8_0 or K-quants", NULL,
-                                                  DSV4Q_BA_ALL},
+    [DSV4Q_B_ACT_Q_ALL - DSV4Q_B_ENGINE_FIRST] =
+        {"act_q_all", E, 0, "(the declared act_q8_0/_rne/act_q8_k)",
+         "also the input of BF16/F32-weight linears (wo_a, head, compressor, indexer, hc fn; not the router)",
+         "engines that store BF16/F32 weights as Q8_0 or K-quants", NULL, DSV4Q_BA_ALL},
 };
 #undef E
 

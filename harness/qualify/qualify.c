@@ -76,6 +76,7 @@ typedef struct refs {
     void *f64[DSV4Q_OPS_MAX_T];   /* double or int32_t */
     void *f32[DSV4Q_OPS_MAX_T];   /* float or int32_t */
     char bad[512];                /* "" or why the reference is not finite (dsv4q_ref_finite) */
+    unsigned badout;              /* bit i: output i's reference is not finite */
 } refs;
 
 static int is_i32(const dsv4q_case *c, int i) { return c->out[i].dtype == DSV4Q_BT_I32; }
@@ -113,18 +114,27 @@ static int refs_make(refs *r, const dsv4q_case *c, uint64_t bs, char *err, size_
     /* a reference that is not finite judges nothing (issue 29: act_q8_0's
      * F16 scale overflowing on the extreme recipe made both widths NaN, and
      * the candidate's NaN scored NRMS 0, a vacuous pass) */
-    for (int i = 0; i < c->nout && !r->bad[0]; i++)
-        if (!is_i32(c, i))
+    for (int i = 0; i < c->nout; i++) {
+        char why[512];
+        if (!is_i32(c, i) &&
             dsv4q_ref_finite(r->f64[i], r->f32[i], 1, (long)dsv4q_bt_numel(&c->out[i]), c->out[i].shape, c->out[i].ndim,
-                             c->nout > 1 ? c->out[i].name : NULL, r->bad, sizeof r->bad);
+                             c->nout > 1 ? c->out[i].name : NULL, why, sizeof why)) {
+            r->badout |= 1u << i;
+            if (!r->bad[0]) snprintf(r->bad, sizeof r->bad, "%s", why); /* the first such output */
+        }
+    }
     return 0;
 }
 
 /* Case r judged against reference ref: not checkable when ref is not
- * finite (a backend error stays an error: it says more). */
+ * finite (a backend error stays an error: it says more), unless a gated
+ * row fails on an output whose reference IS finite: that FAIL stands (a
+ * multi-output case must not hide a real failure behind another output's
+ * overflow; the whole model does the same). */
 static void mark_uncheckable(dsv4q_qcase *r, const refs *ref)
 {
     if (!ref->bad[0] || r->verdict == DSV4Q_V_ERROR) return;
+    if (r->verdict == DSV4Q_V_FAIL && (r->failout & ~ref->badout)) return;
     r->verdict = DSV4Q_V_UNCHECKABLE;
     snprintf(r->msg, sizeof r->msg, "%s", ref->bad);
 }
@@ -317,6 +327,7 @@ static void level_metrics(dsv4q_mset *m, const dsv4q_case *c, int i, int32_t dt,
 static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
 {
     r->verdict = DSV4Q_V_PASS;
+    r->failout = 0;
     for (int mi = 0; mi < DSV4Q_M_COUNT; mi++) {
         const dsv4q_gate_rule *rule = &g->op[r->op][mi];
         dsv4q_qrow best = {0, 1, -1, NAN, NAN, NAN};
@@ -327,6 +338,7 @@ static void judge(dsv4q_qcase *r, const dsv4q_gates *g)
             const dsv4q_judgement j = dsv4q_judge(rule, v, l, r->dtype[i]);
             const double b = j.bound;
             const int pass = j.pass;
+            if (rule->on && !pass) r->failout |= 1u << i;
             double score = !pass ? INFINITY : (b > 0 ? v / b : (v > 0 ? 1e300 : 0));
             if (isnan(score)) score = INFINITY;
             if (best.out < 0 || score > worst) {

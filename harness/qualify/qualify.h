@@ -57,6 +57,7 @@ typedef struct dsv4q_qcase {
     dsv4q_mset m[DSV4Q_OPS_MAX_T];     /* backend vs f64 */
     dsv4q_mset lvl[DSV4Q_OPS_MAX_T];   /* oracle-f32 vs f64 */
     dsv4q_qrow row[DSV4Q_M_COUNT];
+    unsigned failout; /* bit i: a gated metric fails on output i */
     long tie_flips;
     double seconds;                    /* backend time (both runs, child) */
     /* Engine-stored weight (ABI v2 load_weight): m/lvl/row above are then

@@ -96,7 +96,7 @@ def test_negative_eps_refused(op, param):
         c = dsv4q.Case("hc_pre(s=1,hc=4,d=64,recipe=normal,seed=1)")
         i, p = {k: getattr(v, "values", v) for k, v in c.inputs.items()}, dict(c.params)
     p[param] = -1
-    with pytest.raises(ValueError, match=r"%s: param %s = -1 is out of range: an epsilon must be >= 0" % (op, param)):
+    with pytest.raises(ValueError, match=r"%s: param %s = -1 is out of range: %s must be >= 0" % (op, param, param)):
         getattr(dsv4q.oracle, op)(**i, **p)
     p[param] = 0.0                                    # 0 is allowed (the hand value of test_oracle uses it)
     getattr(dsv4q.oracle, op)(**i, **p)
