@@ -49,6 +49,7 @@ static void role(dsv4q_case *c, const dsv4q_kv *kv)
     dsv4q_case_set_role(c, "layers.0.hc_attn", (const char *const[]){NULL, "_fn", "_scale", "_base"});
 }
 
+/* clang-format off */
 DSV4Q_OP_DESC(hc_pre,
     .in = { T("X", "[s,hc,d]", "F32", "hc residual streams"), 
           T("fn", "[(2+hc)*hc,hc*d]", "F32 (+ raw)",
@@ -82,4 +83,5 @@ DSV4Q_OP_DESC(hc_pre,
         {"hc_pre(s=2,hc=4,d=7168,iters=1,recipe=normal,seed=1)", SET_PRO},
         {NULL, 0}},
     .build = build, .role = role, .rowfloor = 1u)
+/* clang-format on */
 #endif
