@@ -23,6 +23,9 @@ Runs (docs/llamacpp.md has the tables and why each expectation holds):
  C. the same GGUF re-quantized by llama_model_quantize to Q4_K_M: replays
     (all stages compared, decoders incl. the Q5_0 fallback); IQ2_XXS is
     refused by llama.cpp without an importance matrix.
+ D. the same GGUF quantized by llama_model_quantize to Q3_K_S, Q3_K_M,
+    IQ4_NL, IQ4_XS, TQ1_0 and TQ2_0 (types dsv4q refused before issue 28):
+    every quantized tensor decodes (`dsv4q weight`) bit for bit as gguf-py.
 Exit 0 when every expectation holds.
 """
 import json
@@ -65,6 +68,54 @@ def check(cond, what, fails):
     print(("  ok    " if cond else "  FAIL  ") + what)
     if not cond:
         fails.append(what)
+
+
+# llama.cpp file types whose base type dsv4q once refused (issue 28); the
+# names are gguf-py's LlamaFileType members (MOSTLY_<name>), and each file
+# must hold at least one tensor of the type the name says.
+NEW_FTYPES = {"Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "TQ1_0": "TQ1_0",
+              "TQ2_0": "TQ2_0"}
+
+
+def decode_quantized(conv, tmp, e, fails):
+    """D: each NEW_FTYPES file from llama_model_quantize; every tensor of a
+    quantized type decodes (dsv4q weight) bit for bit as gguf-py's numpy
+    dequantizer reads it."""
+    import numpy as np
+    from gguf import GGUFReader, GGMLQuantizationType, quants
+    from gguf.constants import LlamaFileType
+    sys.path.insert(0, TOOLS)
+    import quantize
+    plain = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16, GGMLQuantizationType.I32}
+    print("D. llama_model_quantize to the types dsv4q decodes since issue 28")
+    for ft, base in NEW_FTYPES.items():
+        check(quantize.FTYPES.get(ft) == LlamaFileType["MOSTLY_" + ft].value,
+              f"D: quantize.py {ft} = gguf-py LlamaFileType.MOSTLY_{ft}", fails)
+        out = os.path.join(tmp, f"tiny-{ft}.gguf")
+        r = subprocess.run([sys.executable, os.path.join(TOOLS, "quantize.py"), conv, out, ft], env=e,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            check(False, f"D: {ft} quantized ({(r.stdout + r.stderr).strip()[-300:]})", fails)
+            continue
+        rd = GGUFReader(out)
+        n, diff, types = 0, [], {}
+        for t in rd.tensors:
+            if t.tensor_type in plain:
+                continue
+            types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+            want = quants.dequantize(t.data, t.tensor_type).astype(np.float32).ravel()
+            raw = os.path.join(tmp, "w.f32")
+            w = subprocess.run([BIN, "weight", "--model", out, "--tensor", t.name, "--width", "f32", "--out", raw],
+                               capture_output=True, text=True)
+            got = np.fromfile(raw, dtype="<f4") if w.returncode == 0 else None
+            n += 1
+            if got is None or got.shape != want.shape or not np.array_equal(got.view("<u4"), want.view("<u4")):
+                diff.append(f"{t.name} ({t.tensor_type.name}): " + (w.stderr.strip()[-200:] if got is None else
+                            f"{int(np.sum(got.view('<u4') != want.view('<u4')))} values differ"
+                            if got.shape == want.shape else f"shape {got.shape} vs {want.shape}"))
+        check(types.get(base, 0) > 0 and not diff,
+              f"D: {ft}: {n} quantized tensors ({', '.join(f'{k} {v}' for k, v in sorted(types.items()))}) "
+              f"decode as gguf-py's dequantizer {'bit for bit' if not diff else diff[:3]}", fails)
 
 
 def main():
@@ -120,6 +171,8 @@ def main():
                             "IQ2_XXS"], env=e, capture_output=True, text=True)
         check(r.returncode != 0 and "importance matrix" in (r.stdout + r.stderr),
               "C: IQ2_XXS refused by llama.cpp without an importance matrix", fails)
+        # D. the types issue 28 found refused, written by llama.cpp's quantizer
+        decode_quantized(conv, tmp, e, fails)
     print("llamacpp_e2e:", "ok" if not fails else f"FAILED ({len(fails)})")
     sys.exit(1 if fails else 0)
 

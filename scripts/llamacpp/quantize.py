@@ -4,7 +4,8 @@ llama_model_quantize (through llama-cpp-python's ctypes API), as
 `llama-quantize` does.
 
 usage: python3 quantize.py IN.gguf OUT.gguf FTYPE [--pure] [--threads N]
-FTYPE: F16, Q8_0, Q4_K_M, Q4_K_S, Q2_K, Q4_0, Q6_K, IQ2_XXS (llama_ftype
+FTYPE: F16, Q8_0, Q4_K_M, Q4_K_S, Q2_K, Q3_K_S, Q3_K_M, Q4_0, Q6_K,
+IQ2_XXS, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 (llama_ftype
 names without LLAMA_FTYPE_MOSTLY_; F16: the tensors llama.cpp would
 quantize become F16 instead; scripts/st2gguf.py --f16 writes F16 from a
 safetensors checkpoint directly). --pure: every tensor gets the FTYPE's
@@ -19,7 +20,8 @@ import argparse
 import sys
 
 # llama.h enum llama_ftype
-FTYPES = {"F16": 1, "Q4_0": 2, "Q8_0": 7, "Q2_K": 10, "Q4_K_S": 14, "Q4_K_M": 15, "Q6_K": 18, "IQ2_XXS": 19}
+FTYPES = {"F16": 1, "Q4_0": 2, "Q8_0": 7, "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q4_K_S": 14, "Q4_K_M": 15,
+          "Q6_K": 18, "IQ2_XXS": 19, "IQ4_NL": 25, "IQ4_XS": 30, "TQ1_0": 36, "TQ2_0": 37}
 
 
 def main():
