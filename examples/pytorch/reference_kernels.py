@@ -1,6 +1,11 @@
 """Pure-PyTorch reference kernels of two DeepSeek V4 operators, written the
 way kernel test suites write their torch references (vLLM, SGLang,
 FlashMLA tests): float32 math on whole tensors, no loops over tokens.
+Products are summed by torch's own reductions, not by a BLAS matmul
+(einsum/@): the BLAS path (oneDNN/MKL) is chosen per CPU and run, and on
+the CI machine it once returned sparse_attn normal/seed=1 at NRMS 2.7e-5,
+100x the FP32 level, while the same wheel gave 2.6e-7 elsewhere; a test
+must mean the same on every machine (docs/python.md).
 
   sparse_attn(q, kv, idx, sink, scale)   kernel.py sparse_attn_kernel:
       o[t,h] = sum_c p_c kv[idx[t,c]] / (sum_c p_c + exp(sink_h - m)),
@@ -25,14 +30,15 @@ def sparse_attn(q, kv, idx, sink, scale, defect=False):
     N = kv.shape[0]
     live = (idx >= 0) & (idx < N)                          # [s, ncols]
     rows = kv[idx.clamp(0, N - 1).long()]                 # [s, ncols, D]
-    scores = torch.einsum("shd,scd->shc", q.float(), rows.float()) * scale
+    rows = rows.float()
+    scores = (q.float()[:, :, None, :] * rows[:, None, :, :]).sum(-1) * scale
     if not defect:
         scores = scores.masked_fill(~live[:, None, :], float("-inf"))
     m = torch.maximum(scores.amax(-1, keepdim=True), sink.float()[None, :, None])
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     p = torch.exp(scores - m)
     denom = p.sum(-1, keepdim=True) + torch.exp(sink.float()[None, :, None] - m)
-    o = torch.einsum("shc,scd->shd", p, rows.float()) / denom
+    o = (p[:, :, :, None] * rows[:, None, :, :]).sum(-2) / denom
     return torch.where(live.any(-1)[:, None, None], o, torch.zeros_like(o))
 
 
@@ -40,7 +46,7 @@ def hc_pre(X, fn, scale, base, norm_eps, hc_eps, iters, defect=False):
     s, hc, d = X.shape
     x = X.reshape(s, hc * d).float()
     rsqrt = torch.rsqrt(x.square().mean(-1, keepdim=True) + norm_eps)
-    mixes = (x @ fn.float().T) * rsqrt                     # [s, (2+hc)*hc]
+    mixes = (x[:, None, :] * fn.float()[None, :, :]).sum(-1) * rsqrt   # [s, (2+hc)*hc]
     pre = torch.sigmoid(mixes[:, :hc] * scale[0] + base[:hc]) + hc_eps
     post = 2 * torch.sigmoid(mixes[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
     comb = (mixes[:, 2 * hc:] * scale[2] + base[2 * hc:]).reshape(s, hc, hc)

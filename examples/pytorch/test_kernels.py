@@ -41,7 +41,8 @@ def case_tensors(key):
 def test_sparse_attn(recipe, seed):
     c, t = case_tensors("sparse_attn(s=2,H=16,D=128,win=32,sel=64,recipe=%s,seed=%d)" % (recipe, seed))
     o = rk.sparse_attn(t["q"], t["kv"], t["idx"], t["sink"], c.params["scale"])
-    assert_qualified("sparse_attn", t, o, PROFILE, **c.params)
+    o2 = rk.sparse_attn(t["q"], t["kv"], t["idx"], t["sink"], c.params["scale"])
+    assert_qualified("sparse_attn", t, o, PROFILE, rerun=o2, **c.params)
 
 
 @pytest.mark.parametrize("recipe", ["normal", "extreme"])
