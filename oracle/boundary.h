@@ -131,7 +131,8 @@ void dsv4q_boundary_format(uint64_t set, char *buf, size_t len);
  *     qat:act_q8_0,kv_f16            (act_q8_0 replaces gemm_act_fp8)
  *     source:idx_score_f32=on,rope_bf16=off
  * Overrides apply left to right; an engine point switched on switches its
- * `replaces` boundary off. At most one activation quantizer (act_q8_0,
+ * `replaces` boundary off; switched back on after it, the activation
+ * quantizer still runs in its place. At most one activation quantizer (act_q8_0,
  * act_q8_0_rne, act_q8_k) may be on, and act_q_all needs one. Returns 0
  * and *set, or -1 with a message naming the bad part (unknown profile or
  * boundary, bad value, two activation quantizers, act_q_all alone).

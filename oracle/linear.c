@@ -269,7 +269,10 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
 {
     const int64_t K = W->in, N = W->out;
     const int quant = W->fmt == DSV4Q_WF_FP8 || W->fmt == DSV4Q_WF_FP4;
-    const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
+    /* an engine activation quantizer replaces gemm_act_fp8 even when a
+     * declaration turns both on (qat:act_q8_0,gemm_act_fp8=on), as in
+     * harness/qualify's kernel references of engine-stored weights */
+    const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u) && !dsv4q_engine_act_q_applies(bs, quant);
     const int64_t blk = dsv4q_weight_blk(W), nab = (K + blk - 1) / blk;
     real *xq = NULL, *xs = NULL;
     int rc = 0;

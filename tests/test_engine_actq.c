@@ -176,6 +176,11 @@ static void test_plugin_as_declared(void **state)
     assert_true(a == DSV4Q_V_FAIL && b == DSV4Q_V_PASS);
     run_plugin("k", "0", "source:act_q8_0_rne", &a, &b);
     assert_true(a == DSV4Q_V_FAIL && b == DSV4Q_V_PASS);
+    /* both the engine quantizer and the gemm_act_fp8 it replaces switched
+     * on: the engine's quantizer is what the oracle runs (the FP8 case
+     * failed when the oracle's linear let gemm_act_fp8 win) */
+    run_plugin("rne", "0", "source:act_q8_0_rne,gemm_act_fp8=on", &a, &b);
+    assert_true(a == DSV4Q_V_PASS && b == DSV4Q_V_PASS);
     /* the BF16 weight's quantized input left undeclared: that case fails */
     run_plugin("rne", "1", "source:act_q8_0_rne", &a, &b);
     assert_true(a == DSV4Q_V_PASS && b == DSV4Q_V_FAIL);
