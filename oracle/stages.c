@@ -121,7 +121,7 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
              {"comb", 3, {S_, HC, HC}, "Sinkhorn combination [source stream, target stream] (FP32)"}},                 \
             B(RESID_BF16),                                                                                             \
             "oracle/hc.c dsv4q_hc_mixes + dsv4q_hc_collapse (layers.N." WHICH "_fn/_scale/_base)",                     \
-            "V4.1 model.py Block.hc_mixes, Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre", TAP, 0, ""}
+            "V4.1 model.py Block.hc_mixes, Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre41", TAP, 0, ""}
 
 static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
     [DSV4Q_S41_EMBED] = {DSV4Q_S41_EMBED, "embed", 0, 0, 1, 0, 1, {{0}},
@@ -135,7 +135,7 @@ static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
                           {{"X", 3, {S_, HC, D_}, "the streams with the gated Engram value added", ST(RESID_BF16)}},
                           B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(RESID_BF16),
                           "oracle/engram_hash.c dsv4q_engram_hash_ids + oracle/engram41.c dsv4q_engram41",
-                          "V4.1 engram.py NgramHashState; model.py Engram.forward", "linear", "engram_out", 0, ""},
+                          "V4.1 engram.py NgramHashState; model.py Engram.forward", "engram41", "engram_out", 0, ""},
     HC_PRE41_ROW(DSV4Q_S41_HC_ATTN_PRE, "hc_attn_pre", "hc_attn",
                  "the previous block's FFN pre-mix, [1, 0, ..] at layer 0", "hc_ffn_pre", "hc_attn_pre"),
     NORM_ROW(DSV4Q_S41_ATTN_NORM, "attn_norm", "attn_norm"),

@@ -151,6 +151,63 @@ static void mutants_fail_their_own_stages(void **state)
     }
 }
 
+/* The V4.1 stage rows are gated with the rules of V4.1's own operators: the
+ * hc pre stages with hc_pre41's, engram with engram41's (V4's hc pre stages
+ * keep hc_pre's, both embeds linear's). Gates that give each of those four
+ * operators its own nrms rule (factor, floor) tell the rules apart: the
+ * bound of every measured row is factor * level + floor of its operator. */
+static void stage_rules_are_v41s(void **state)
+{
+    (void)state;
+    static const char txt[] = "{\"dsv4q_gates\": 1, \"description\": \"test\","
+                              " \"defaults\": {\"nrms\": {\"factor\": 4, \"floor_u\": 0.1}},"
+                              " \"ops\": {\"hc_pre\": {\"nrms\": {\"factor\": 5, \"floor\": 0.125}},"
+                              " \"hc_pre41\": {\"nrms\": {\"factor\": 7, \"floor\": 0.5}},"
+                              " \"linear\": {\"nrms\": {\"factor\": 3, \"floor\": 0.0625}},"
+                              " \"engram41\": {\"nrms\": {\"factor\": 9, \"floor\": 0.25}}},"
+                              " \"model\": {\"nrms\": {\"factor\": 10}, \"greedy_agreement_min\": 0.9}}";
+    dsv4q_gates g;
+    char err[1024];
+    if (dsv4q_gates_parse(&g, txt, "test gates", err, sizeof err)) fail_msg("%s", err);
+    const struct {
+        int arch, stage;
+        double factor, floor;
+    } want[] = {
+        {DSV4Q_ARCH_V41, DSV4Q_S41_HC_ATTN_PRE, 7, 0.5},    {DSV4Q_ARCH_V41, DSV4Q_S41_HC_FFN_PRE, 7, 0.5},
+        {DSV4Q_ARCH_V41, DSV4Q_S41_ENGRAM, 9, 0.25},        {DSV4Q_ARCH_V41, DSV4Q_S41_EMBED, 3, 0.0625},
+        {DSV4Q_ARCH_V4, DSV4Q_STAGE_HC_ATTN_PRE, 5, 0.125}, {DSV4Q_ARCH_V4, DSV4Q_STAGE_HC_FFN_PRE, 5, 0.125},
+        {DSV4Q_ARCH_V4, DSV4Q_STAGE_EMBED, 3, 0.0625},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const dsv4q_gate_rule *ru = dsv4q_stage_rule_arch(&g, want[i].arch, want[i].stage, DSV4Q_M_NRMS);
+        assert_non_null(ru);
+        assert_true(ru->on && ru->factor == want[i].factor && ru->floor == want[i].floor);
+    }
+    if (!dsv4q_backend_builtin("cpu-ref")) skip();
+    dsv4q_wm_result r;
+    dsv4q_wm_opts o = {.gates = &g, .iso = {300, 0}, .quiet = 1};
+    if (dsv4q_wm_qualify("cpu-ref", M, ids, NP, ND, &o, &r, err, sizeof err)) fail_msg("%s", err);
+    int seen[3] = {0};
+    for (int i = 0; i < r.stages.nst; i++) {
+        const dsv4q_replay_stage *st = &r.stages.st[i];
+        const dsv4q_replay_row *w = &st->row[DSV4Q_M_NRMS];
+        const int k = st->stage == DSV4Q_S41_HC_ATTN_PRE  ? 0
+                      : st->stage == DSV4Q_S41_HC_FFN_PRE ? 1
+                      : st->stage == DSV4Q_S41_ENGRAM     ? 2
+                                                          : -1;
+        if (k < 0 || !w->measured) continue;
+        const double f = k == 2 ? 9 : 7, fl = k == 2 ? 0.25 : 0.5;
+        if (!w->gated || w->bound != f * w->level + fl)
+            fail_msg("%s layer %d: nrms bound %.17g at level %.17g, not %g * level + %g",
+                     dsv4q_stage_get_arch(DSV4Q_ARCH_V41, st->stage)->name, st->layer, w->bound, w->level, f, fl);
+        seen[k]++;
+    }
+    assert_int_equal(seen[0], M->cfg.n_layers);
+    assert_int_equal(seen[1], M->cfg.n_layers);
+    assert_int_equal(seen[2], M->cfg.n_engram_layers);
+    dsv4q_wm_free(&r);
+}
+
 static void capture_backend_replays(void **state)
 {
     (void)state;
@@ -168,6 +225,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(correct_backends_pass),
         cmocka_unit_test(mutants_fail_their_own_stages),
+        cmocka_unit_test(stage_rules_are_v41s),
         cmocka_unit_test(capture_backend_replays),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
