@@ -464,11 +464,8 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
     ALLOC(logits, g->vocab_size);
     if (X(dsv4q_dspark_begin)(r, s)) goto oom;
     if (ne > 0) { /* one n-gram hash per call, every Engram layer at once */
-        const dsv4q_engram_hash *eh = r->m->engram_hash;
-        char err[200];
-        ALLOC(hash, s * ne * eh->ncols);
-        if (dsv4q_engram_hash_ids(eh, &v->ecache, p0, ids, NULL, s, hash, err, sizeof err))
-            FAIL("%s", err); /* the hash names itself */
+        ALLOC(hash, s * ne * r->m->engram_hash->ncols);
+        if (OP(engram_hash, ids, s, p0, hash)) goto oom; /* the entry says why (r->err for the oracle's) */
     }
     new_call(v, p0);
     AT(-1, p0, s);
@@ -543,15 +540,13 @@ static int64_t *hash_layer(X(dsv4q_runstate) * r, int li, const int32_t *ids, lo
     const dsv4q_engram_hash *eh = r->m->engram_hash;
     const int ne = r->m->cfg.n_engram_layers, e = r->v41->L[li].engram, C = eh ? eh->ncols : 0;
     int64_t *all = NULL, *one = NULL;
-    char err[200];
     if (e < 0 || !eh) {
         snprintf(r->err, sizeof r->err, "layer %d has no Engram", li);
         return NULL;
     }
     all = malloc(sizeof(int64_t) * (size_t)(s * ne * C));
     one = malloc(sizeof(int64_t) * (size_t)(s * C));
-    if (all && one && dsv4q_engram_hash_ids(eh, &r->v41->ecache, p0, ids, NULL, s, all, err, sizeof err)) {
-        snprintf(r->err, sizeof r->err, "%s", err);
+    if (all && one && OP(engram_hash, ids, s, p0, all)) {
         free(one);
         one = NULL;
     } else if (all && one) {
@@ -647,6 +642,21 @@ int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, r
     return 0;
 }
 
+int X(dsv4q_o41_engram_hash)(void *c, const int32_t *ids, long s, long p0, int64_t *hash)
+{
+    X(dsv4q_runstate) *r = c;
+    if (!r->v41 || !r->m->engram_hash) {
+        snprintf(r->err, sizeof r->err, "engram hash: the model has no Engram layers");
+        return -1;
+    }
+    char err[200];
+    if (dsv4q_engram_hash_ids(r->m->engram_hash, &r->v41->ecache, p0, ids, NULL, s, hash, err, sizeof err)) {
+        snprintf(r->err, sizeof r->err, "%s", err); /* the hash names itself */
+        return -1;
+    }
+    return 0;
+}
+
 int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s)
 {
     const X(dsv4q_runstate) *r = c;
@@ -683,6 +693,6 @@ int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, cons
 int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p)
 {
     return p->linear && p->rmsnorm && p->rope && p->act_quant && p->fp4_quant && p->indexer_score && p->sparse_attn &&
-           p->hc_post && p->moe && p->hc_pre41 && p->hc_collapse && p->engram && p->compress41 && p->kv41_quant &&
-           p->candidates && p->topk41;
+           p->hc_post && p->moe && p->hc_pre41 && p->hc_collapse && p->engram_hash && p->engram && p->compress41 &&
+           p->kv41_quant && p->candidates && p->topk41;
 }

@@ -84,9 +84,10 @@ static void correct_backends_pass(void **state)
     uint64_t bs;
     assert_int_equal(dsv4q_profile_set("source", &bs), 0);
     const uint64_t need = dsv4q_wm_required_ops(M, bs);
-    const int v41_ops[] = {DSV4Q_OP_HC_PRE41,    DSV4Q_OP_ENGRAM41,         DSV4Q_OP_COMPRESSOR41, DSV4Q_OP_KV41_QUANT,
-                           DSV4Q_OP_TOPK41,      DSV4Q_OP_CANDIDATE_BLOCKS, DSV4Q_OP_MOE_GATE41,   DSV4Q_OP_LINEAR,
-                           DSV4Q_OP_SPARSE_ATTN, DSV4Q_OP_HC_POST,          DSV4Q_OP_EXPERT};
+    const int v41_ops[] = {DSV4Q_OP_HC_PRE41,   DSV4Q_OP_ENGRAM41, DSV4Q_OP_COMPRESSOR41,
+                           DSV4Q_OP_KV41_QUANT, DSV4Q_OP_TOPK41,   DSV4Q_OP_CANDIDATE_BLOCKS,
+                           DSV4Q_OP_MOE_GATE41, DSV4Q_OP_LINEAR,   DSV4Q_OP_SPARSE_ATTN,
+                           DSV4Q_OP_HC_POST,    DSV4Q_OP_EXPERT,   DSV4Q_OP_ENGRAM_HASH};
     for (size_t i = 0; i < sizeof v41_ops / sizeof v41_ops[0]; i++) assert_true(need & DSV4Q_CAP(v41_ops[i]));
     const int v4_only[] = {DSV4Q_OP_HC_PRE,     DSV4Q_OP_HC_HEAD, DSV4Q_OP_MOE_GATE,
                            DSV4Q_OP_COMPRESSOR, DSV4Q_OP_TOPK,    DSV4Q_OP_QHEAD_NORM};
@@ -109,6 +110,8 @@ static void correct_backends_pass(void **state)
             }
         }
         assert_int_equal(r.calls[DSV4Q_OP_ENGRAM41], (long)M->cfg.n_engram_layers * (1 + ND));
+        /* one hash per Engram layer per call, from the backend (a provider entry, not the oracle's) */
+        assert_int_equal(r.calls[DSV4Q_OP_ENGRAM_HASH], (long)M->cfg.n_engram_layers * (1 + ND));
         print_message("%s: logit nrms %.4e (level %.4e), 76/76 stages\n", spec[b], r.nrms, r.level);
         dsv4q_wm_free(&r);
     }
@@ -124,6 +127,10 @@ static void mutants_fail_their_own_stages(void **state)
     } expect[] = {
         {"premix_not_lagged", {DSV4Q_S41_HC_ATTN_PRE, DSV4Q_S41_HC_FFN_PRE, -1}},
         {"engram_gate_nosign", {DSV4Q_S41_ENGRAM, -1, -1}},
+        {"engram_ngram_shift", {DSV4Q_S41_ENGRAM, -1, -1}},
+        /* not reached: the pass feeds no image tokens, so no DEAD id, and
+         * the sequence start blocks in the mutant too: every stage passes */
+        {"engram_barrier_ignored", {-1, -1, -1}},
         {"cmp41_partial_dropped", {DSV4Q_S41_ATTN, -1, -1}},
         {"cand_newest_unpinned", {DSV4Q_S41_ATTN, -1, -1}},
         {"cand_block_mean", {DSV4Q_S41_ATTN, -1, -1}},
@@ -144,9 +151,10 @@ static void mutants_fail_their_own_stages(void **state)
                 fail_msg("%s: stage %s %s", spec, dsv4q_stage_get_arch(DSV4Q_ARCH_V41, st)->name,
                          want ? "passed, expected FAIL" : "FAILED, expected pass");
         }
-        assert_false(r.stages_pass);
+        assert_true(r.stages_pass == (expect[k].stages[0] < 0));
         assert_int_not_equal(r.verdict, DSV4Q_V_ERROR);
-        print_message("%s: fails its own stages only (logit nrms %.3e, level %.3e)\n", spec, r.nrms, r.level);
+        print_message("%s: %s (logit nrms %.3e, level %.3e)\n", spec,
+                      expect[k].stages[0] < 0 ? "passes every stage" : "fails its own stages only", r.nrms, r.level);
         dsv4q_wm_free(&r);
     }
 }

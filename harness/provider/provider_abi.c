@@ -25,6 +25,7 @@
 #include "harness/ops/ops.h"
 #include "harness/provider/provider_abi.h"
 #include "oracle/boundary.h"
+#include "oracle/engram_hash.h"
 #include "oracle/formats.h"
 #include "oracle/ops41.h" /* dsv4q_hc_collapse_f32: the final collapse (provider41.inc) */
 
@@ -58,6 +59,8 @@ struct dsv4q_abi_provider {
     int layer;
     long p0, s;
     wl *ls;
+    int32_t *eids; /* V4.1 Engram: [max_pos] the compressed id of each position so far (provider41.inc) */
+    long neids, eids_cap;
 };
 typedef struct dsv4q_abi_provider wm;
 
@@ -705,7 +708,8 @@ static const dsv4q_provider_f32 table_sparse = {
 static const dsv4q_provider_f32 table41 = {
     .at = p_at, .linear = p_linear, .rmsnorm = p_rmsnorm, .rope = p_rope, .act_quant = p_act_quant,
     .fp4_quant = p_fp4_quant, .indexer_score = p_indexer_score, .sparse_attn = p_sparse_attn, .hc_post = p_hc_post,
-    .moe = p_moe, .hc_pre41 = p41_hc_pre41, .hc_collapse = p41_hc_collapse, .engram = p41_engram,
+    .moe = p_moe, .hc_pre41 = p41_hc_pre41, .hc_collapse = p41_hc_collapse,
+    .engram_hash = p41_engram_hash, .engram = p41_engram,
     .compress41 = p41_compress41, .kv41_quant = p41_kv41_quant, .candidates = p41_candidates, .topk41 = p41_topk41,
 };
 /* clang-format on */
@@ -739,6 +743,10 @@ int dsv4q_abi_provider_new(dsv4q_abi_provider **out, const dsv4q_backend_v1 *b, 
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++)
         if (m->layers[li].ratio && !(w->ls[li].hist = malloc(sizeof(float) * (size_t)(max_pos * g->dim + 1))))
             goto oom;
+    if (g->arch == DSV4Q_ARCH_V41 && g->n_engram_layers > 0) {
+        if (!(w->eids = malloc(sizeof(int32_t) * (size_t)(max_pos > 0 ? max_pos : 1)))) goto oom;
+        w->eids_cap = max_pos;
+    }
     *out = w;
     return 0;
 oom:
@@ -778,5 +786,6 @@ void dsv4q_abi_provider_free(dsv4q_abi_provider *p)
     if (p->ls)
         for (int li = 0; li < p->g->n_layers + p->g->n_mtp_layers; li++) free(p->ls[li].hist);
     free(p->ls);
+    free(p->eids);
     free(p);
 }

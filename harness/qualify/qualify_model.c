@@ -43,7 +43,7 @@ static uint64_t required41(const dsv4q_config *g, uint64_t bs)
                    DSV4Q_CAP(DSV4Q_OP_SPARSE_ATTN) | DSV4Q_CAP(DSV4Q_OP_HC_PRE41) | DSV4Q_CAP(DSV4Q_OP_HC_POST) |
                    DSV4Q_CAP(DSV4Q_OP_MOE_GATE41) | DSV4Q_CAP(DSV4Q_OP_EXPERT);
     if ((bs >> DSV4Q_B_KV_FP8) & 1u) ops |= DSV4Q_CAP(DSV4Q_OP_ACT_QUANT);
-    if (g->n_engram_layers > 0) ops |= DSV4Q_CAP(DSV4Q_OP_ENGRAM41);
+    if (g->n_engram_layers > 0) ops |= DSV4Q_CAP(DSV4Q_OP_ENGRAM41) | DSV4Q_CAP(DSV4Q_OP_ENGRAM_HASH);
     for (int li = 0; li < g->n_layers; li++) {
         if (!g->compress_ratios[li]) continue;
         if (listed(g->kv_source_layers, g->n_kv_source_layers, li)) {
