@@ -186,6 +186,7 @@ static const X(dsv4q_provider) oracle_provider = {
     .hc_pre41 = X(dsv4q_o41_hc_pre41),
     .hc_collapse = X(dsv4q_o41_hc_collapse),
     .engram_hash = X(dsv4q_o41_engram_hash),
+    .index41_score = X(dsv4q_o41_index41_score),
     .engram = X(dsv4q_o41_engram),
     .compress41 = X(dsv4q_o41_compress),
     .kv41_quant = X(dsv4q_o41_kv41_quant),

@@ -138,6 +138,8 @@ int X(dsv4q_o41_hc_pre41)(void *c, const real *Xs, const real *pre_in, long s, c
                           const dsv4q_vec *scale, const dsv4q_vec *base, real *y, real *pre, real *post, real *comb);
 int X(dsv4q_o41_hc_collapse)(void *c, const real *Xs, const real *pre, long s, real *y);
 int X(dsv4q_o41_engram_hash)(void *c, const int32_t *ids, long s, long p0, int64_t *hash);
+int X(dsv4q_o41_index41_score)(void *c, int li, int owner, real *q, const real *w, long s, const real *latent, long T,
+                               long p0, int ratio, real *score);
 int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s);
 long X(dsv4q_o41_compress)(void *c, int li, const real *x, long s, long p0, real *out);
 int X(dsv4q_o41_kv41_quant)(void *c, real *x, long rows, long n);

@@ -69,8 +69,11 @@ typedef struct l41 {
     int engram;         /* index in engram_layer_ids (its hash columns), -1 */
     X(dsv4q_cmp41) cmp; /* kv sources */
     real *ccache;       /* kv sources: [cap, D] compressed KV (post-RoPE, ckv_fp4) */
-    real *kcache;       /* key owners: [cap, Di] index keys (post-RoPE, idx_k_fp4) */
-    long cap;           /* rows of both caches: max_pos / ratio + 1 */
+    real *lcache;       /* key owners: [cap, D] the compressor latent (before RoPE), the keys' source */
+    real *kcache;       /* key owners: [cap, Di] index keys (post-RoPE, idx_k_fp4): the oracle's
+                           index41_score entry makes rows nk.. from lcache when first scored */
+    long nk;            /* key owners: kcache rows made */
+    long cap;           /* rows of the caches: max_pos / ratio + 1 */
 } l41;
 
 struct X(dsv4q_v41) {
@@ -93,6 +96,7 @@ void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v)
         X(dsv4q_cmp41_free)(&v->L[li].cmp);
         free(v->L[li].ccache);
         free(v->L[li].kcache);
+        free(v->L[li].lcache);
     }
     free(v->L);
     dsv4q_engram_cache_free(&v->ecache);
@@ -140,7 +144,8 @@ struct X(dsv4q_v41) * X(dsv4q_v41_new)(X(dsv4q_runstate) * r)
         }
         if (l->owns_k) {
             l->kcache = calloc((size_t)(l->cap * g->index_head_dim), sizeof(real));
-            if (!l->kcache) goto fail;
+            l->lcache = calloc((size_t)(l->cap * g->head_dim), sizeof(real));
+            if (!l->kcache || !l->lcache) goto fail;
         }
     }
     if (g->n_engram_layers > 0 && (!r->m->engram_hash || dsv4q_engram_cache_init(&v->ecache, r->max_pos))) goto fail;
@@ -202,20 +207,16 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     struct X(dsv4q_v41) *v = r->v41;
     l41 *l = &v->L[li];
     const uint64_t bs = r->bs;
-    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim, ratio = l->ratio;
+    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim, ratio = l->ratio, D = g->head_dim;
     const long end = p0 + s, T = end / ratio;
-    real *kn = NULL, *q = NULL, *w = NULL, *score = NULL;
+    real *q = NULL, *w = NULL, *score = NULL;
     int32_t *pick = NULL, *blocks = NULL;
     long *clen = NULL, k = -1;
     if (l->owns_k && (nl > 0 || ((bs >> DSV4Q_B_IDXK_PER_SOURCE) & 1u))) {
-        if (nl > 0) {
-            ALLOC(kn, nl * Di);
-            if (OP(linear, &W->idx_wk, latent, nl, kn, DSV4Q_B_LINEAR_BF16) ||
-                OP(rmsnorm, kn, nl, Di, &W->idx_k_norm, kn) || rope_groups(r, kn, nl, Di, p0, ratio))
-                goto oom;
-            if (((bs >> DSV4Q_B_IDX_K_FP4) & 1u) && OP(fp4_quant, kn, nl, Di)) goto oom;
+        if (nl > 0) { /* the keys' source rows; the keys themselves are index41_score's */
             if (p0 / ratio + nl > l->cap) FAIL("layer %d: index-key cache full", li);
-            memcpy(l->kcache + (p0 / ratio) * Di, kn, sizeof(real) * (size_t)(nl * Di));
+            memcpy(l->lcache + (p0 / ratio) * D, latent, sizeof(real) * (size_t)(nl * D));
+            if (l->nk > p0 / ratio) l->nk = p0 / ratio; /* rows rewritten: their keys are made again */
         }
         v->index_k = li; /* J2: published */
     }
@@ -223,7 +224,6 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     ALLOC(w, s * Hi);
     if (OP(linear, &W->idx_wq_b, qr, s, q, DSV4Q_B_LINEAR_BF16)) goto oom;
     if (OP(rope, q, s * Hi, Di, Di - rd, p0, Hi, 1, 0)) goto oom;
-    if (((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) && OP(fp4_quant, q, s * Hi, Di)) goto oom;
     const int src = v->index_k;
     if (src < 0) FAIL("layer %d: no index keys published before this indexer (index sources need a kv source)", li);
     if (T > v->L[src].cap)
@@ -232,7 +232,7 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     const real wscale = RC(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
     for (long i = 0; i < s * Hi; i++) w[i] = rb(bs, DSV4Q_B_IDX_PARTIAL_BF16, w[i] * wscale);
     ALLOC(score, s * T);
-    if (OP(indexer_score, q, w, s, Hi, Di, v->L[src].kcache, T, p0, ratio, score)) goto oom;
+    if (OP(index41_score, li, src, q, w, s, v->L[src].lcache, T, p0, ratio, score)) goto oom;
     ALLOC(clen, s);
     for (long i = 0; i < s; i++) clen[i] = p0 == 0 ? (i + 1) / ratio : T;
     if (l->is_cand) {
@@ -266,7 +266,6 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     *cols_out = pick;
     pick = NULL;
 oom:
-    free(kn);
     free(q);
     free(w);
     free(score);
@@ -657,6 +656,41 @@ int X(dsv4q_o41_engram_hash)(void *c, const int32_t *ids, long s, long p0, int64
     return 0;
 }
 
+/* The keys are made once per latent row (kcache rows nk..T-1), with the
+ * calls the step made for them before index41_score was an entry (linear,
+ * rmsnorm, RoPE at row * the owner's ratio, idx_k_fp4), so the oracle's
+ * pass is unchanged bit for bit. ratio is the reader's (the prefill mask):
+ * J2's single slot can hand a ratio-2 reader a ratio-1 owner's keys. */
+int X(dsv4q_o41_index41_score)(void *c, int li, int owner, real *q, const real *w, long s, const real *latent, long T,
+                               long p0, int ratio, real *score)
+{
+    X(dsv4q_runstate) *r = c;
+    const dsv4q_config *g = &r->m->cfg;
+    const uint64_t bs = r->bs;
+    const int Hi = g->index_n_heads, Di = g->index_head_dim, rd = g->rope_head_dim;
+    l41 *l = r->v41 && owner >= 0 && owner < r->v41->nl ? &r->v41->L[owner] : NULL;
+    if (!l || !l->kcache || T > l->cap) {
+        snprintf(r->err, sizeof r->err, "layer %d: index keys of layer %d: not a key owner with %ld rows", li, owner,
+                 T);
+        return -1;
+    }
+    const dsv4q_layer_w *W = &r->m->layers[owner];
+    if (l->nk < T) {
+        const long n = T - l->nk;
+        real *kn = l->kcache + l->nk * Di;
+        if (X(dsv4q_linear)(bs, r->ue8m0, &W->idx_wk, latent + l->nk * g->head_dim, n, kn, DSV4Q_B_LINEAR_BF16))
+            return -1;
+        X(dsv4q_rmsnorm)(bs, kn, n, Di, V(W->idx_k_norm), g->norm_eps, kn);
+        for (long j = 0; j < n; j++) /* a latent row stands for the first token of its group (the owner's ratio) */
+            X(dsv4q_rope_apply)(bs, &r->ropec, kn + j * Di, 1, Di, Di - rd, (l->nk + j) * l->ratio, 1, 0);
+        if ((bs >> DSV4Q_B_IDX_K_FP4) & 1u) X(dsv4q_fp4_act_quant)(kn, n, Di);
+        l->nk = T;
+    }
+    if ((bs >> DSV4Q_B_IDX_Q_FP4) & 1u) X(dsv4q_fp4_act_quant)(q, s * Hi, Di);
+    X(dsv4q_indexer_scores)(bs, q, w, s, Hi, Di, l->kcache, T, p0, ratio, score);
+    return 0;
+}
+
 int X(dsv4q_o41_engram)(void *c, int li, const int64_t *ids, real *h, long s)
 {
     const X(dsv4q_runstate) *r = c;
@@ -692,7 +726,7 @@ int X(dsv4q_o41_topk)(void *c, const real *score, long rows, long T, int k, cons
 
 int X(dsv4q_v41_provider_ok)(const X(dsv4q_provider) * p)
 {
-    return p->linear && p->rmsnorm && p->rope && p->act_quant && p->fp4_quant && p->indexer_score && p->sparse_attn &&
-           p->hc_post && p->moe && p->hc_pre41 && p->hc_collapse && p->engram_hash && p->engram && p->compress41 &&
+    return p->linear && p->rmsnorm && p->rope && p->act_quant && p->sparse_attn && p->hc_post && p->moe &&
+           p->hc_pre41 && p->hc_collapse && p->engram_hash && p->index41_score && p->engram && p->compress41 &&
            p->kv41_quant && p->candidates && p->topk41;
 }

@@ -105,7 +105,8 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
 /* ---- the V4.1 table (stages.h dsv4q_stage41), one row per stage as V4's ---- */
 /* clang-format off */
 
-#define OPS41_ATTN "linear, rmsnorm, rope, act_quant, fp4_quant, sparse_attn, indexer_score"
+#define OPS41_ATTN                                                                                                     \
+    "linear, rmsnorm, rope, act_quant, sparse_attn, compressor41, kv41_quant, index41_score, candidate_blocks, topk41"
 #define B41_ATTN                                                                                                       \
     (B(GEMM_ACT_FP8) | B(KV_FP8) | B(IDX_Q_FP4) | B(IDX_K_FP4) | B(IDX_SCORE_BF16) | B(ATTN_P_BF16) | B(NORM_BF16) |   \
      B(LINEAR_BF16) | B(ROPE_BF16) | B(ROPE_TABLE_F32) | B(ATTN_OUT_BF16) | B(CMP_BF16) | B(IDX_PARTIAL_BF16) |        \
@@ -121,7 +122,8 @@ static const dsv4q_stage_info table[DSV4Q_STAGE_COUNT] = {
              {"comb", 3, {S_, HC, HC}, "Sinkhorn combination [source stream, target stream] (FP32)"}},                 \
             B(RESID_BF16),                                                                                             \
             "oracle/hc.c dsv4q_hc_mixes + dsv4q_hc_collapse (layers.N." WHICH "_fn/_scale/_base)",                     \
-            "V4.1 model.py Block.hc_mixes, Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre41", TAP, 0, ""}
+            "V4.1 model.py Block.hc_mixes, Block.hc_pre; kernel.py hc_split_sinkhorn_kernel", "hc_pre41", TAP, 0,     \
+            "hc_pre41"}
 
 static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
     [DSV4Q_S41_EMBED] = {DSV4Q_S41_EMBED, "embed", 0, 0, 1, 0, 1, {{0}},
@@ -135,7 +137,8 @@ static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
                           {{"X", 3, {S_, HC, D_}, "the streams with the gated Engram value added", ST(RESID_BF16)}},
                           B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(RESID_BF16),
                           "oracle/engram_hash.c dsv4q_engram_hash_ids + oracle/engram41.c dsv4q_engram41",
-                          "V4.1 engram.py NgramHashState; model.py Engram.forward", "engram41", "engram_out", 0, ""},
+                          "V4.1 engram.py NgramHashState; model.py Engram.forward", "engram41", "engram_out", 0,
+                          "engram_hash, engram41"},
     HC_PRE41_ROW(DSV4Q_S41_HC_ATTN_PRE, "hc_attn_pre", "hc_attn",
                  "the previous block's FFN pre-mix, [1, 0, ..] at layer 0", "hc_ffn_pre", "hc_attn_pre"),
     NORM_ROW(DSV4Q_S41_ATTN_NORM, "attn_norm", "attn_norm"),
@@ -156,7 +159,8 @@ static const dsv4q_stage_info table41[DSV4Q_S41_COUNT] = {
                        {{"x", 2, {S_, D_}, "ffn_norm output", ST(NORM_BF16)}},
                        {{"y", 2, {S_, D_}, "routed experts + shared expert", ST(MOE_BF16)}},
                        B(GEMM_ACT_FP8) | B(LINEAR_BF16) | B(MOE_BF16), "oracle/moe.c dsv4q_moe_gate41 + dsv4q_moe",
-                       "V4.1 model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out", 0, OPS_MOE},
+                       "V4.1 model.py MoE.forward (Gate.forward, Expert.forward)", "expert", "moe_out", 0,
+                       "moe_gate41, expert"},
     HC_POST_ROW(DSV4Q_S41_HC_FFN_POST, "hc_ffn_post", "moe", ST(MOE_BF16), "block_out"),
     [DSV4Q_S41_HEAD] = {DSV4Q_S41_HEAD, "head", 0, 0, 0, 2, 1,
                         {{"X", 2, {HC, D_}, "hc streams of the call's last token after the last layer",

@@ -84,13 +84,13 @@ static void correct_backends_pass(void **state)
     uint64_t bs;
     assert_int_equal(dsv4q_profile_set("source", &bs), 0);
     const uint64_t need = dsv4q_wm_required_ops(M, bs);
-    const int v41_ops[] = {DSV4Q_OP_HC_PRE41,   DSV4Q_OP_ENGRAM41, DSV4Q_OP_COMPRESSOR41,
-                           DSV4Q_OP_KV41_QUANT, DSV4Q_OP_TOPK41,   DSV4Q_OP_CANDIDATE_BLOCKS,
-                           DSV4Q_OP_MOE_GATE41, DSV4Q_OP_LINEAR,   DSV4Q_OP_SPARSE_ATTN,
-                           DSV4Q_OP_HC_POST,    DSV4Q_OP_EXPERT,   DSV4Q_OP_ENGRAM_HASH};
+    const int v41_ops[] = {
+        DSV4Q_OP_HC_PRE41,         DSV4Q_OP_ENGRAM41,    DSV4Q_OP_COMPRESSOR41, DSV4Q_OP_KV41_QUANT,  DSV4Q_OP_TOPK41,
+        DSV4Q_OP_CANDIDATE_BLOCKS, DSV4Q_OP_MOE_GATE41,  DSV4Q_OP_LINEAR,       DSV4Q_OP_SPARSE_ATTN, DSV4Q_OP_HC_POST,
+        DSV4Q_OP_EXPERT,           DSV4Q_OP_ENGRAM_HASH, DSV4Q_OP_INDEX41_SCORE};
     for (size_t i = 0; i < sizeof v41_ops / sizeof v41_ops[0]; i++) assert_true(need & DSV4Q_CAP(v41_ops[i]));
-    const int v4_only[] = {DSV4Q_OP_HC_PRE,     DSV4Q_OP_HC_HEAD, DSV4Q_OP_MOE_GATE,
-                           DSV4Q_OP_COMPRESSOR, DSV4Q_OP_TOPK,    DSV4Q_OP_QHEAD_NORM};
+    const int v4_only[] = {DSV4Q_OP_HC_PRE, DSV4Q_OP_HC_HEAD,    DSV4Q_OP_MOE_GATE,     DSV4Q_OP_COMPRESSOR,
+                           DSV4Q_OP_TOPK,   DSV4Q_OP_QHEAD_NORM, DSV4Q_OP_INDEXER_SCORE};
     for (size_t i = 0; i < sizeof v4_only / sizeof v4_only[0]; i++) assert_false(need & DSV4Q_CAP(v4_only[i]));
     const char *spec[2] = {"oracle-f32", "cpu-ref"};
     for (int b = 0; b < 2; b++) {
@@ -132,6 +132,7 @@ static void mutants_fail_their_own_stages(void **state)
          * the sequence start blocks in the mutant too: every stage passes */
         {"engram_barrier_ignored", {-1, -1, -1}},
         {"cmp41_partial_dropped", {DSV4Q_S41_ATTN, -1, -1}},
+        {"idx41_keys_after_rope", {DSV4Q_S41_ATTN, -1, -1}},
         {"cand_newest_unpinned", {DSV4Q_S41_ATTN, -1, -1}},
         {"cand_block_mean", {DSV4Q_S41_ATTN, -1, -1}},
         {"kv41_scale_e8m0", {DSV4Q_S41_ATTN, -1, -1}},

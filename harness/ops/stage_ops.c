@@ -124,7 +124,11 @@ int dsv4q_stage_ops_check_rows(const dsv4q_stage_info *const *rows, int n, char 
 
 int dsv4q_stage_ops_check(char *err, size_t errlen)
 {
-    const dsv4q_stage_info *rows[DSV4Q_STAGE_COUNT];
+    const dsv4q_stage_info *rows[DSV4Q_STAGE_COUNT], *rows41[DSV4Q_S41_COUNT];
     for (int i = 0; i < DSV4Q_STAGE_COUNT; i++) rows[i] = dsv4q_stage_get(i);
-    return dsv4q_stage_ops_check_rows(rows, DSV4Q_STAGE_COUNT, err, errlen);
+    for (int i = 0; i < DSV4Q_S41_COUNT; i++) rows41[i] = dsv4q_stage_get_arch(DSV4Q_ARCH_V41, i);
+    return dsv4q_stage_ops_check_rows(rows, DSV4Q_STAGE_COUNT, err, errlen) ||
+                   dsv4q_stage_ops_check_rows(rows41, DSV4Q_S41_COUNT, err, errlen)
+               ? -1
+               : 0;
 }

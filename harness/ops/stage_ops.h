@@ -47,7 +47,7 @@ const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len);
  * lists its stages as "-"), and a whole-model run never needs it. 0, or -1
  * with a message naming the row and the operator. */
 int dsv4q_stage_ops_check_rows(const dsv4q_stage_info *const *rows, int n, char *err, size_t errlen);
-/* The same over the stage table. */
+/* The same over both stage tables (V4's and V4.1's). */
 int dsv4q_stage_ops_check(char *err, size_t errlen);
 
 #endif

@@ -707,7 +707,7 @@ static const dsv4q_provider_f32 table_sparse = {
 /* clang-format off */
 static const dsv4q_provider_f32 table41 = {
     .at = p_at, .linear = p_linear, .rmsnorm = p_rmsnorm, .rope = p_rope, .act_quant = p_act_quant,
-    .fp4_quant = p_fp4_quant, .indexer_score = p_indexer_score, .sparse_attn = p_sparse_attn, .hc_post = p_hc_post,
+    .sparse_attn = p_sparse_attn, .hc_post = p_hc_post, .index41_score = p41_index41_score,
     .moe = p_moe, .hc_pre41 = p41_hc_pre41, .hc_collapse = p41_hc_collapse,
     .engram_hash = p41_engram_hash, .engram = p41_engram,
     .compress41 = p41_compress41, .kv41_quant = p41_kv41_quant, .candidates = p41_candidates, .topk41 = p41_topk41,

@@ -51,9 +51,7 @@ static uint64_t required41(const dsv4q_config *g, uint64_t bs)
             if ((bs >> DSV4Q_B_CKV_FP4) & 1u) ops |= DSV4Q_CAP(DSV4Q_OP_KV41_QUANT);
         }
         if (listed(g->index_source_layers, g->n_index_source_layers, li)) {
-            ops |= DSV4Q_CAP(DSV4Q_OP_INDEXER_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK41);
-            if ((bs >> (DSV4Q_B_IDX_Q_FP4)) & 1u || (bs >> DSV4Q_B_IDX_K_FP4) & 1u)
-                ops |= DSV4Q_CAP(DSV4Q_OP_FP4_QUANT);
+            ops |= DSV4Q_CAP(DSV4Q_OP_INDEX41_SCORE) | DSV4Q_CAP(DSV4Q_OP_TOPK41); /* keys and both FP4s inside */
         }
         if (li == g->candidate_source_layer) ops |= DSV4Q_CAP(DSV4Q_OP_CANDIDATE_BLOCKS);
     }
