@@ -9,14 +9,16 @@
  * decode) + 3 decodes:
  *  - oracle-f32 and cpu-ref pass, logits and all 76 stages, and every
  *    operator the V4.1 pass needs (dsv4q_wm_required_ops: hc_pre41,
- *    engram41, compressor41, kv41_quant, candidate_blocks, topk41,
+ *    engram_hash, engram41, index41_score, compressor41, kv41_quant, candidate_blocks, topk41,
  *    moe_gate41, ...) is called through the ABI, none of V4's own;
  *  - each V4.1 mutant that the composition reaches fails the per-stage
  *    verdict on its own stages only (the expectation below is this test's
  *    own record, as in test_qualify_mutants): the lagged pre-mix on the two
- *    hc pre stages, the Engram gate on engram, the compressor, the
- *    candidate blocks and the KV codec on attn, the FP8 32-blocks on attn
- *    and moe (the linears of both);
+ *    hc pre stages, the Engram gate and the n-gram shift on engram, the
+ *    compressor, the latent index keys, the candidate blocks and the KV
+ *    codec on attn, the FP8 32-blocks on attn and moe (the linears of
+ *    both); the Engram barrier is not reached (a text run has no DEAD id);
+ *  - the V4.1 stage rows are gated with hc_pre41's and engram41's rules;
  *  - capture --backend writes a V4.1 capture of cpu-ref's run that replays.
  */
 #include "tests/testutil.h"
