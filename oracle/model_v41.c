@@ -545,10 +545,10 @@ static int64_t *hash_layer(X(dsv4q_runstate) * r, int li, const int32_t *ids, lo
     }
     all = malloc(sizeof(int64_t) * (size_t)(s * ne * C));
     one = malloc(sizeof(int64_t) * (size_t)(s * C));
-    if (all && one && OP(engram_hash, ids, s, p0, all)) {
+    if (!all || !one || OP(engram_hash, ids, s, p0, all)) {
         free(one);
         one = NULL;
-    } else if (all && one) {
+    } else {
         for (long t = 0; t < s; t++) memcpy(one + t * C, all + (t * ne + e) * C, sizeof(int64_t) * (size_t)C);
     }
     free(all);
