@@ -39,7 +39,7 @@ $(BUILD)/common/cli/cmdtab.o: CFLAGS += -DDSV4Q_REPRO_FLAGS='"$(REPRO_FLAGS)"'
 LDLIBS  := -lmpfr -lgmp -lsqlite3 -lsodium -ljansson -lz -lm -fopenmp -ldl $(SANFLAGS)
 
 ORACLE_COMMON := oracle/formats.c oracle/ggml_decode.c oracle/ggml_iq.c oracle/boundary.c oracle/dmath.c oracle/weights.c oracle/run.c oracle/stages.c \
-                 oracle/pcg64.c oracle/engram_hash.c
+                 oracle/pcg64.c oracle/engram_hash.c oracle/kvlayout.c oracle/kvcompare.c
 ORACLE_WIDTH  := $(filter-out $(ORACLE_COMMON),$(wildcard oracle/*.c))
 # The operator descriptors (harness/ops/<name>.c) are compiled at both widths
 # too: their oracle adapters are width code (harness/ops/op.h).
