@@ -71,6 +71,14 @@ typedef struct dsv4q_weight_args {
     int list;
 } dsv4q_weight_args;
 
+/* cache decode|list: the FILE is c.pos[0], --out c.out. */
+enum { DSV4Q_CACHE_DECODE = 1, DSV4Q_CACHE_LIST };
+typedef struct dsv4q_cache_args {
+    dsv4q_cli_opts c;
+    const char *layout, *scale_out;
+    long block_size, width, slots;
+} dsv4q_cache_args;
+
 /* synth: --out is c.out, --seed c.seed. */
 typedef struct dsv4q_synth_args {
     dsv4q_cli_opts c;

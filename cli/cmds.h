@@ -14,6 +14,8 @@ int dsv4q_cmd_margins(int argc, char **argv);
 int dsv4q_cmd_qualify(int argc, char **argv);
 int dsv4q_cmd_stages(int argc, char **argv);
 int dsv4q_cmd_weight(int argc, char **argv);
+/* cli/cmd_cache.c: `cache decode FILE` and `cache list` (docs/caches.md). */
+int dsv4q_cmd_cache(int argc, char **argv);
 int dsv4q_cmd_capture(int argc, char **argv);
 int dsv4q_cmd_replay(int argc, char **argv);
 /* cli/cmd_receipts.c: `keygen` (1 when it refuses to overwrite a key) and

@@ -71,6 +71,19 @@ else
   echo "interop_gguf_f16.py: skipped (python3 numpy/gguf not installed; run make pydeps)"
   if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_gguf_f16.py (CI=true: not run)"); fi
 fi
+# The cache layout catalog: dsv4q cache decode against a numpy encoder
+# written from each engine's layout (tests/interop_kvcache.py; PyPI numpy).
+if python3 -c "import numpy" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/dsv4q" ]; then
+  if python3 tests/interop_kvcache.py >/tmp/dsv4q-interop-kvcache.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_kvcache.py"; grep -E "^  ok" /tmp/dsv4q-interop-kvcache.log
+  else
+    fail=$((fail + 1)); failed+=("interop_kvcache.py"); tail -20 /tmp/dsv4q-interop-kvcache.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "interop_kvcache.py: skipped (python3 numpy not installed; run make pydeps)"
+  if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_kvcache.py (CI=true: not run)"); fi
+fi
 # llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
 # scripts/llamacpp/build.sh, which .ci/run runs).
 if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache, typing_extensions" 2>/dev/null; then

@@ -1,0 +1,164 @@
+/*
+ * cmd_cache.c - `dsv4q cache decode FILE --layout NAME`: an engine's cache
+ * bytes decoded exactly to per-slot rows (oracle/kvlayout.h), and `dsv4q
+ * cache list`: the layout catalog (docs/caches.md).
+ *
+ * Options: the command table (cli/cmdtab.c, `dsv4q help cache`), read from
+ * dsv4q_cache_args.
+ *
+ * Output: without --out, a '#' line naming the file, layout, slots and
+ * geometry, then per slot one "slot S scale ..." line (when the layout has
+ * scales) and one "slot S val ..." line, shortest round-trip f64 digits
+ * (%.17g). With --out: the values as raw little-endian binary64, slot-major
+ * (slots x n_val), and with --scale-out the scales (slots x n_scale).
+ * Every check (layout, file size, slot count) runs before an output is
+ * opened and a failed write removes the outputs, so an error never leaves a
+ * partial file. Errors exit 2 with one line naming the file, the layout and
+ * the expected size.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli/cmdopts.h"
+#include "cli/cmds.h"
+#include "cli/cmdtab.h"
+#include "oracle/kvlayout.h"
+
+static int list(void)
+{
+    int n;
+    const dsv4q_kvlayout *l = dsv4q_kvlayout_all(&n);
+    printf("%-20s %-10s %-32s %-12s %s\n", "layout", "engine", "cache", "B/token", "fields");
+    for (int i = 0; i < n; i++) {
+        char bpt[32];
+        if (l[i].planar) snprintf(bpt, sizeof bpt, "%d", l[i].data_bytes + l[i].scale_bytes);
+        else snprintf(bpt, sizeof bpt, "%s", l[i].group ? "34*width/32" : "2*width");
+        printf("%-20s %-10s %-32s %-12s %s\n", l[i].name, l[i].engine, l[i].cache, bpt, l[i].fields);
+    }
+    return 0;
+}
+
+/* The whole file into *buf (*len bytes); NULL buf for an empty file. */
+static int slurp(const char *path, unsigned char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    *buf = NULL;
+    *len = 0;
+    if (!f) return -1;
+    size_t cap = 0;
+    for (;;) {
+        if (*len == cap) {
+            const size_t nc = cap ? cap * 2 : 65536;
+            unsigned char *nb = realloc(*buf, nc);
+            if (!nb) break;
+            *buf = nb, cap = nc;
+        }
+        const size_t got = fread(*buf + *len, 1, cap - *len, f);
+        *len += got;
+        if (got == 0) break;
+    }
+    const int bad = ferror(f) || (*len == cap && cap);
+    fclose(f);
+    if (bad) {
+        free(*buf);
+        *buf = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_f64(FILE *f, const double *v, size_t n) { return fwrite(v, sizeof(double), n, f) == n ? 0 : -1; }
+
+static int decode(const dsv4q_cache_args *o, const char *path)
+{
+    char err[512];
+    dsv4q_kvgeom g;
+    if (dsv4q_kvgeom_init(&g, o->layout, o->block_size, o->width, err, sizeof err)) {
+        fprintf(stderr, "dsv4q cache: %s: %s\n", path, err);
+        return 2;
+    }
+    if (o->scale_out && !o->c.out) {
+        fprintf(stderr, "dsv4q cache: --scale-out needs --out (the values file)\n");
+        return 2;
+    }
+    unsigned char *buf;
+    size_t len;
+    if (slurp(path, &buf, &len)) {
+        fprintf(stderr, "dsv4q cache: cannot read %s\n", path);
+        return 2;
+    }
+    int64_t n = dsv4q_kvcache_slots(&g, len, path, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "dsv4q cache: %s\n", err);
+        free(buf);
+        return 2;
+    }
+    if (o->slots > n) {
+        fprintf(stderr, "dsv4q cache: %s: --slots %ld, the %s cache holds %lld slot(s) (%zu B)\n", path, o->slots,
+                g.l->name, (long long)n, len);
+        free(buf);
+        return 2;
+    }
+    if (o->slots) n = o->slots;
+    const int ns = g.n_scale ? g.n_scale : 1;
+    double *v = malloc(sizeof(double) * (size_t)g.n_val), *s = malloc(sizeof(double) * (size_t)ns);
+    FILE *fv = NULL, *fs = NULL;
+    int rc = 0;
+    if (!v || !s) {
+        fprintf(stderr, "dsv4q cache: out of memory\n");
+        rc = 2;
+    } else if (o->c.out && !(fv = fopen(o->c.out, "wb"))) {
+        fprintf(stderr, "dsv4q cache: cannot write %s\n", o->c.out);
+        rc = 2;
+    } else if (o->scale_out && !(fs = fopen(o->scale_out, "wb"))) {
+        fprintf(stderr, "dsv4q cache: cannot write %s\n", o->scale_out);
+        rc = 2;
+    }
+    if (!rc && !fv)
+        printf("# %s layout=%s slots=%lld block_size=%lld block_stride=%zu token_bytes=%zu n_val=%d n_rope=%d "
+               "n_scale=%d\n",
+               path, g.l->name, (long long)n, (long long)g.block_size, g.block_stride, g.token_bytes, g.n_val, g.n_rope,
+               g.n_scale);
+    for (int64_t t = 0; t < n && !rc; t++) {
+        dsv4q_kvcache_decode(&g, buf, t, 0, v, s);
+        if (fv) {
+            if (write_f64(fv, v, (size_t)g.n_val) || (fs && g.n_scale && write_f64(fs, s, (size_t)g.n_scale))) {
+                fprintf(stderr, "dsv4q cache: %s: write failed\n", o->c.out);
+                rc = 2;
+            }
+            continue;
+        }
+        if (g.n_scale) {
+            printf("slot %lld scale", (long long)t);
+            for (int k = 0; k < g.n_scale; k++) printf(" %.17g", s[k]);
+            printf("\n");
+        }
+        printf("slot %lld val", (long long)t);
+        for (int i = 0; i < g.n_val; i++) printf(" %.17g", v[i]);
+        printf("\n");
+    }
+    if (fv && fclose(fv) != 0 && !rc) {
+        fprintf(stderr, "dsv4q cache: %s: write failed\n", o->c.out);
+        rc = 2;
+    }
+    if (fs && fclose(fs) != 0 && !rc) {
+        fprintf(stderr, "dsv4q cache: %s: write failed\n", o->scale_out);
+        rc = 2;
+    }
+    if (rc && fv) unlink(o->c.out);
+    if (rc && fs) unlink(o->scale_out);
+    free(v);
+    free(s);
+    free(buf);
+    return rc;
+}
+
+int dsv4q_cmd_cache(int argc, char **argv)
+{
+    dsv4q_cache_args o;
+    int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
+    if (prc >= 0) return prc;
+    if (o.c.action == DSV4Q_CACHE_LIST) return list();
+    return decode(&o, o.c.pos[0]);
+}
