@@ -1,7 +1,9 @@
 /*
  * cmd_cache.c - `dsv4q cache decode FILE --layout NAME`: an engine's cache
  * bytes decoded exactly to per-slot rows (oracle/kvlayout.h), and `dsv4q
- * cache list`: the layout catalog (docs/caches.md).
+ * cache compare FILE --layout NAME --ref VALS.f64`: those bytes against the
+ * oracle's rows (dsv4q_kvcache_compare), and `dsv4q cache list`: the layout
+ * catalog (docs/caches.md).
  *
  * Options: the command table (cli/cmdtab.c, `dsv4q help cache`), read from
  * dsv4q_cache_args.
@@ -15,6 +17,13 @@
  * opened and a failed write removes the outputs, so an error never leaves a
  * partial file. Errors exit 2 with one line naming the file, the layout and
  * the expected size.
+ *
+ * compare prints one line: "FILE (LAYOUT): N slot(s) identical" (exit 0),
+ * or the first differing slot, field[element], the engine's and the
+ * oracle's values, how many slots differ and the bug class when one is
+ * recognised (exit 1). The reference files must hold whole rows
+ * (8 x n_val bytes per slot; scales 8 x n_scale), at most as many slots as
+ * the cache; else exit 2 naming the file and the expected size.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,11 +163,74 @@ static int decode(const dsv4q_cache_args *o, const char *path)
     return rc;
 }
 
+/* A raw little-endian f64 file of whole rows of n into *v (*rows rows). */
+static int read_rows(const char *path, int n, double **v, int64_t *rows, char *err, size_t errlen)
+{
+    unsigned char *buf;
+    size_t len;
+    *v = NULL;
+    if (slurp(path, &buf, &len)) {
+        snprintf(err, errlen, "cannot read %s", path);
+        return -1;
+    }
+    const size_t row = sizeof(double) * (size_t)n;
+    if (len == 0 || len % row) {
+        snprintf(err, errlen, "%s: %zu bytes, expected a multiple of %zu (rows of %d little-endian f64)", path, len,
+                 row, n);
+        free(buf);
+        return -1;
+    }
+    *v = (double *)(void *)buf; /* malloc'd memory is aligned for double; little-endian hosts only (as the ABI) */
+    *rows = (int64_t)(len / row);
+    return 0;
+}
+
+static int compare(const dsv4q_cache_args *o, const char *path)
+{
+    char err[512];
+    dsv4q_kvgeom g;
+    if (dsv4q_kvgeom_init(&g, o->layout, o->block_size, o->width, err, sizeof err)) {
+        fprintf(stderr, "dsv4q cache: %s: %s\n", path, err);
+        return 2;
+    }
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    double *rv = NULL, *rs = NULL;
+    int64_t nv = 0, nsc = 0;
+    int rc = 2;
+    if (slurp(path, &buf, &len)) snprintf(err, sizeof err, "cannot read %s", path);
+    else if (dsv4q_kvcache_slots(&g, len, path, err, sizeof err) < 0) {
+    } else if (read_rows(o->ref, g.n_val, &rv, &nv, err, sizeof err)) {
+    } else if (o->ref_scale && !g.n_scale)
+        snprintf(err, sizeof err, "%s: layout %s has no scales", o->ref_scale, g.l->name);
+    else if (o->ref_scale && read_rows(o->ref_scale, g.n_scale, &rs, &nsc, err, sizeof err)) {
+    } else if (rs && nsc != nv)
+        snprintf(err, sizeof err, "%s: %lld row(s) of scales, %s has %lld row(s) of values", o->ref_scale,
+                 (long long)nsc, o->ref, (long long)nv);
+    else {
+        dsv4q_kvdiff d;
+        if (dsv4q_kvcache_compare(&g, buf, len, rv, rs, nv, &d, err, sizeof err) == 0) {
+            if (!d.differ) printf("%s (%s): %lld slot(s) identical\n", path, g.l->name, (long long)nv);
+            else
+                printf("%s (%s): slot %lld %s[%d]: engine %.17g, oracle %.17g; %lld of %lld slot(s) differ%s%s\n", path,
+                       g.l->name, (long long)d.slot, d.field, d.index, d.got, d.want, (long long)d.ndiff, (long long)nv,
+                       d.diagnosis[0] ? "; " : "", d.diagnosis);
+            rc = d.differ ? 1 : 0;
+        }
+    }
+    if (rc == 2) fprintf(stderr, "dsv4q cache: %s\n", err);
+    free(buf);
+    free(rv);
+    free(rs);
+    return rc;
+}
+
 int dsv4q_cmd_cache(int argc, char **argv)
 {
     dsv4q_cache_args o;
     int prc = dsv4q_cli_parse(argc, argv, &o, sizeof o);
     if (prc >= 0) return prc;
     if (o.c.action == DSV4Q_CACHE_LIST) return list();
+    if (o.c.action == DSV4Q_CACHE_COMPARE) return compare(&o, o.c.pos[0]);
     return decode(&o, o.c.pos[0]);
 }

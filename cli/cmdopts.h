@@ -71,11 +71,11 @@ typedef struct dsv4q_weight_args {
     int list;
 } dsv4q_weight_args;
 
-/* cache decode|list: the FILE is c.pos[0], --out c.out. */
-enum { DSV4Q_CACHE_DECODE = 1, DSV4Q_CACHE_LIST };
+/* cache decode|compare|list: the FILE is c.pos[0], --out c.out. */
+enum { DSV4Q_CACHE_DECODE = 1, DSV4Q_CACHE_LIST, DSV4Q_CACHE_COMPARE };
 typedef struct dsv4q_cache_args {
     dsv4q_cli_opts c;
-    const char *layout, *scale_out;
+    const char *layout, *scale_out, *ref, *ref_scale;
     long block_size, width, slots;
 } dsv4q_cache_args;
 

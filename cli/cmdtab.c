@@ -126,6 +126,15 @@ static const dsv4q_optpair STAGES_CONFLICTS[] = {{"--model", "--config"}, {"--ma
 #define MODE(c, sel, pos_, npos_, T, act, fn_, sum, doc)                                                   \
     .cmd = c, .select = sel, .pos = pos_, .npos = npos_, .opts_size = sizeof(T), .action = act, .fn = fn_, \
     .summary = sum, .docs = doc
+/* cache: the rows its decode and compare modes share */
+/* clang-format off */
+#define C_LAYOUT {STR("--layout", "NAME", dsv4q_cache_args, layout), REQ, \
+                  HELP("the cache layout (dsv4q cache list shows them)")}
+#define C_BLOCK {INT("--block-size", "B", dsv4q_cache_args, block_size, 0, 1L << 20), \
+                 DOC("the layout's: 64 for the vLLM layouts"), HELP("tokens per cache block (planar layouts)")}
+#define C_WIDTH {INT("--width", "N", dsv4q_cache_args, width, 0, 1L << 24), \
+                 HELP("elements per row (llama.cpp layouts: n_embd_k_gqa; required there)")}
+/* clang-format on */
 #define GOLDEN_OPTS                                                                                            \
     (const dsv4q_optspec[]){{STR("--ops", "CASE,...", GOLD, ops), DOC("all"), HELP("only these golden cases")},  \
                             {STR("--dir", "DIR", GOLD, dir), DOC("goldens"), HELP("golden directory")},          \
@@ -328,19 +337,29 @@ static const dsv4q_mode MODES[] = {
     {MODE("cache", "decode", "FILE", 1, dsv4q_cache_args, DSV4Q_CACHE_DECODE, dsv4q_cmd_cache,
           "decode an engine's KV / indexer cache bytes to per-slot rows (values and scales, exact f64)",
           "docs/caches.md"),
-     .opts = (const dsv4q_optspec[]){{STR("--layout", "NAME", dsv4q_cache_args, layout), REQ,
-                                      HELP("the cache layout (dsv4q cache list shows them)")},
-                                     {INT("--block-size", "B", dsv4q_cache_args, block_size, 0, 1L << 20),
-                                      DOC("the layout's: 64 for the vLLM layouts"),
-                                      HELP("tokens per cache block (planar layouts)")},
-                                     {INT("--width", "N", dsv4q_cache_args, width, 0, 1L << 24),
-                                      HELP("elements per row (llama.cpp layouts: n_embd_k_gqa; required there)")},
-                                     {INT("--slots", "N", dsv4q_cache_args, slots, 0, LONG_MAX), DOC("all"),
-                                      HELP("decode only the first N slots")},
-                                     {OUTPATH("--out", "FILE", CLI, out), DOC("text on stdout"),
-                                      HELP("write the values as raw little-endian f64, slot-major (numpy '<f8')")},
-                                     {OUTPATH("--scale-out", "FILE", dsv4q_cache_args, scale_out),
-                                      HELP("with --out: write the scales as raw little-endian f64 here")},
+     .opts =
+         (const dsv4q_optspec[]){C_LAYOUT,
+                                 C_BLOCK,
+                                 C_WIDTH,
+                                 {INT("--slots", "N", dsv4q_cache_args, slots, 0, LONG_MAX), DOC("all"),
+                                  HELP("decode only the first N slots")},
+                                 {OUTPATH("--out", "FILE", CLI, out), DOC("text on stdout"),
+                                  HELP("write the values as raw little-endian f64, slot-major (numpy '<f8')")},
+                                 {OUTPATH("--scale-out", "FILE", dsv4q_cache_args, scale_out),
+                                  HELP("with --out: write the scales as raw little-endian f64 here")},
+                                 O_END},
+     .conflicts = NO_CONFLICTS},
+    {MODE("cache", "compare", "FILE", 1, dsv4q_cache_args, DSV4Q_CACHE_COMPARE, dsv4q_cmd_cache,
+          "compare an engine's cache bytes with reference rows; name the first differing slot, field and bug class",
+          "docs/caches.md"),
+     .opts = (const dsv4q_optspec[]){C_LAYOUT,
+                                     {STR("--ref", "VALS.f64", dsv4q_cache_args, ref), REQ,
+                                      HELP("the reference values: raw little-endian f64, slots x n_val")},
+                                     {STR("--ref-scale", "SCALES.f64", dsv4q_cache_args, ref_scale),
+                                      DOC("scales not compared"),
+                                      HELP("the reference scales: raw little-endian f64, slots x n_scale")},
+                                     C_BLOCK,
+                                     C_WIDTH,
                                      O_END},
      .conflicts = NO_CONFLICTS},
     {MODE("cache", "list", NULL, 0, dsv4q_cache_args, DSV4Q_CACHE_LIST, dsv4q_cmd_cache,

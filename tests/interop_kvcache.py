@@ -83,6 +83,7 @@ def fp8_ds_mla(ntok, block):
         vals.append([e4m3(int(codes[i])) * ue8m0(sc[i // 64]) for i in range(448)] + [bf16(r) for r in rope])
         scales.append([ue8m0(b) for b in sc])
     buf, stride = planar(block, 576, 8, 576, recs)
+    fp8_ds_mla.recs = recs
     return buf, stride, vals, scales
 
 
@@ -136,8 +137,37 @@ def llamacpp_q8_0(ntok, width):
     return bytes(buf), vals, scales
 
 
-def run(args):
-    return subprocess.run([DSV4Q, "cache", "decode"] + args, capture_output=True, text=True)
+def run(args, verb="decode"):
+    return subprocess.run([DSV4Q, "cache", verb] + args, capture_output=True, text=True)
+
+
+def compare_cli(tmp, vals, scales, block):
+    """cache compare against the encoder's rows: the right bytes pass, the
+    planted bugs are named (token-interleaved records, slot 0 overwritten)."""
+    recs = fp8_ds_mla.recs
+    ntok = len(recs)
+    rv, rs = os.path.join(tmp, "ref.v"), os.path.join(tmp, "ref.s")
+    np.array(vals[:ntok], dtype="<f8").tofile(rv)
+    np.array(scales[:ntok], dtype="<f8").tofile(rs)
+    good, stride = planar(block, 576, 8, 576, recs)
+    inter = bytearray(len(good))
+    for t, (d, sc) in enumerate(recs):
+        inter[t * 584: t * 584 + 584] = d + sc
+    slot0, _ = planar(block, 576, 8, 576, [recs[3]] + recs[1:])
+    cases = ((good, 0, f"{ntok} slot(s) identical"), (bytes(inter), 1, "planar/interleaved swap"),
+             (slot0, 1, "slot 0 overwritten: it holds token 3's row"))
+    for k, (b, rc, want) in enumerate(cases):
+        f = os.path.join(tmp, f"engine{k}.bin")
+        open(f, "wb").write(b)
+        r = run([f, "--layout", "vllm_fp8_ds_mla", "--block-size", str(block), "--ref", rv, "--ref-scale", rs],
+                "compare")
+        if r.returncode != rc or want not in r.stdout or len(r.stdout.strip().splitlines()) != 1:
+            sys.exit(f"FAIL compare case {k}: exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
+    open(rv, "ab").write(b"\0")
+    r = run([f, "--layout", "vllm_fp8_ds_mla", "--block-size", str(block), "--ref", rv], "compare")
+    if r.returncode != 2 or rv not in r.stderr or "multiple of 4096" not in r.stderr:
+        sys.exit(f"FAIL compare with a ragged reference: exit {r.returncode}: {r.stderr!r}")
+    print("  ok cache compare: identical bytes exit 0; an interleaved writer and a slot-0 overwrite named, exit 1")
 
 
 def same_bits(got, want, what):
@@ -196,6 +226,8 @@ def main():
             s += [[2.0 ** -127] * 7] * (len(buf) // stride * block - len(s))
             p = check(tmp, "vllm_fp8_ds_mla", buf, v, s, ["--block-size", str(block)])
             hostile(tmp, p, "vllm_fp8_ds_mla", ["--block-size", str(block)], stride)
+            if block == 5:
+                compare_cli(tmp, v, s, block)
         buf, stride, v, s = fp8_index_k(16, 8)
         p = check(tmp, "vllm_fp8_index_k", buf, v, s, ["--block-size", "8"])
         hostile(tmp, p, "vllm_fp8_index_k", ["--block-size", "8"], 8 * 132)
