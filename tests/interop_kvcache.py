@@ -161,6 +161,7 @@ def compare_cli(tmp, vals, scales, block):
         open(f, "wb").write(b)
         r = run([f, "--layout", "vllm_fp8_ds_mla", "--block-size", str(block), "--ref", rv, "--ref-scale", rs],
                 "compare")
+        print("   ", r.stdout.strip()[:200]) if k else None
         if r.returncode != rc or want not in r.stdout or len(r.stdout.strip().splitlines()) != 1:
             sys.exit(f"FAIL compare case {k}: exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
     open(rv, "ab").write(b"\0")
