@@ -21,6 +21,16 @@
  *    kv_size, n_stream): one contiguous row of n_embd_k_gqa elements per
  *    cell, in the cache type (ggml's F16, or Q8_0 blocks of an F16 scale and
  *    32 int8).
+ *  - sglang_v4_fp8, sglang_v41_fp8, sglang_v41_fp4: SGLang
+ *    sglang/kernels/ops/attention/dsv4/kv_layout.py (KVLayout: "a
+ *    page block stores page_size data rows followed by page_size scale
+ *    rows"): V4 = 576 data (448 FP8 nope + 64 BF16 rope) + 8 scale bytes (7
+ *    UE8M0 per 64 + 1 pad), page padded to 576 (the same bytes as vLLM's
+ *    fp8_ds_mla; sglang/srt/mem_cache/deepseek_v4_memory_pool.py asserts 584 B/token);
+ *    V41 = 512 FP8 (rope quantized too) + 16 UE8M0 scales per 32 values,
+ *    page padded to 512; V41_FP4 = 512 E2M1 packed two per byte (even index
+ *    low nibble, 256 B) + 32 E4M3 scales per 16 values, page padded to 256:
+ *    the 288 B/token V4.1 FP4 record.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,23 +43,35 @@ static const dsv4q_kvlayout CATALOG[] = {
     {"vllm_fp8_ds_mla", "vLLM", "KV / compressed KV (head 512)",
      "vllm/models/deepseek_v4/common/ops/cache_utils.py, fused_compress_quant_cache.py",
      "block: [B x (448 E4M3 nope | 64 BF16 rope)] [B x (7 UE8M0 scales | 1 pad)] pad to 576",
-     1, 576, 8, 576, 512, 64, 7, 64, -1, 64},
+     1, 576, 8, 576, 512, 64, 7, 64, -1, 64, DSV4Q_KVC_FP8_UE8M0_ROPE},
     {"vllm_fp8_index_k", "vLLM", "indexer K (head 128)",
      "vllm/models/deepseek_v4/common/ops/fused_compress_quant_cache.py",
      "block: [B x 128 E4M3] [B x 1 F32 scale]",
-     1, 128, 4, 1, 128, 64, 1, 128, -1, 64},
+     1, 128, 4, 1, 128, 64, 1, 128, -1, 64, DSV4Q_KVC_FP8_F32},
     {"vllm_mxfp4_index_k", "vLLM", "indexer K (head 128)",
      "vllm/models/deepseek_v4/common/ops/fused_compress_quant_cache.py, fused_indexer_q.py",
      "block: [B x 64 B packed E2M1, low nibble even] [B x 4 UE8M0 scales]",
-     1, 64, 4, 1, 128, 64, 4, 32, -1, 64},
+     1, 64, 4, 1, 128, 64, 4, 32, -1, 64, DSV4Q_KVC_E2M1_UE8M0},
+    {"sglang_v4_fp8", "SGLang", "KV / compressed KV (head 512)",
+     "sglang/kernels/ops/attention/dsv4/kv_layout.py (KVLayout.V4)",
+     "page: [B x (448 E4M3 nope | 64 BF16 rope)] [B x (7 UE8M0 scales | 1 pad)] pad to 576",
+     1, 576, 8, 576, 512, 64, 7, 64, -1, 64, DSV4Q_KVC_FP8_UE8M0_ROPE},
+    {"sglang_v41_fp8", "SGLang", "V4.1 KV (head 512)",
+     "sglang/kernels/ops/attention/dsv4/kv_layout.py (KVLayout.V41)",
+     "page: [B x 512 E4M3 (rope too)] [B x 16 UE8M0 scales, one per 32] pad to 512",
+     1, 512, 16, 512, 512, 64, 16, 32, -1, 64, DSV4Q_KVC_FP8_UE8M0},
+    {"sglang_v41_fp4", "SGLang", "V4.1 KV (head 512)",
+     "sglang/kernels/ops/attention/dsv4/kv_layout.py (KVLayout.V41_FP4)",
+     "page: [B x 256 B packed E2M1, low nibble even] [B x 32 E4M3 scales, one per 16] pad to 256",
+     1, 256, 32, 256, 512, 64, 32, 16, -1, 64, DSV4Q_KVC_E2M1_E4M3},
     {"llamacpp_f16", "llama.cpp", "K or V (cache_k_l*, cache_v_l*)",
      "src/llama-kv-cache.cpp (ggml_new_tensor_3d(type_k, n_embd_k_gqa, kv_size, n_stream))",
      "row per cell: width F16 values",
-     0, 0, 0, 1, 0, 0, 0, 0, DSV4Q_GGML_F16, 1},
+     0, 0, 0, 1, 0, 0, 0, 0, DSV4Q_GGML_F16, 1, DSV4Q_KVC_ROWS},
     {"llamacpp_q8_0", "llama.cpp", "K or V (cache_k_l*, cache_v_l*)",
      "src/llama-kv-cache.cpp; ggml Q8_0 block (F16 d, 32 int8)",
      "row per cell: width/32 blocks of (F16 scale | 32 int8)",
-     0, 0, 0, 1, 0, 0, 0, 32, DSV4Q_GGML_Q8_0, 1},
+     0, 0, 0, 1, 0, 0, 0, 32, DSV4Q_GGML_Q8_0, 1, DSV4Q_KVC_ROWS},
 };
 /* clang-format on */
 #define NCAT ((int)(sizeof CATALOG / sizeof CATALOG[0]))
@@ -151,25 +173,38 @@ static double f32_le(const uint8_t *p)
 
 static uint16_t u16_le(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
+static double e2m1_at(const uint8_t *d, int i)
+{
+    return dsv4q_e2m1_decode((uint8_t)(i & 1 ? d[i / 2] >> 4 : d[i / 2] & 15));
+}
+
 /* The planar layouts, given the token's data and scale bytes. */
 static void decode_planar(const dsv4q_kvlayout *l, const uint8_t *d, const uint8_t *s, double *val, double *scale)
 {
-    if (!strcmp(l->name, "vllm_fp8_ds_mla")) {
-        const int nope = l->n_val - l->n_rope;
-        for (int i = 0; i < nope; i++) val[i] = dsv4q_e4m3_decode(d[i]) * ue8m0(s[i / l->group]);
+    const int nope = l->n_val - l->n_rope, g = l->group;
+    switch (l->codec) {
+    case DSV4Q_KVC_FP8_UE8M0_ROPE:
+        for (int i = 0; i < nope; i++) val[i] = dsv4q_e4m3_decode(d[i]) * ue8m0(s[i / g]);
         for (int i = 0; i < l->n_rope; i++) val[nope + i] = dsv4q_bf16_decode(u16_le(d + nope + 2 * i));
-        if (scale)
-            for (int k = 0; k < l->n_scale; k++) scale[k] = ue8m0(s[k]);
-    } else if (!strcmp(l->name, "vllm_fp8_index_k")) {
-        const double sc = f32_le(s);
-        for (int i = 0; i < l->n_val; i++) val[i] = dsv4q_e4m3_decode(d[i]) * sc;
-        if (scale) scale[0] = sc;
-    } else { /* vllm_mxfp4_index_k */
-        for (int i = 0; i < l->n_val; i++)
-            val[i] = dsv4q_e2m1_decode((uint8_t)(i & 1 ? d[i / 2] >> 4 : d[i / 2] & 15)) * ue8m0(s[i / l->group]);
-        if (scale)
-            for (int k = 0; k < l->n_scale; k++) scale[k] = ue8m0(s[k]);
+        break;
+    case DSV4Q_KVC_FP8_UE8M0:
+        for (int i = 0; i < l->n_val; i++) val[i] = dsv4q_e4m3_decode(d[i]) * ue8m0(s[i / g]);
+        break;
+    case DSV4Q_KVC_FP8_F32:
+        for (int i = 0; i < l->n_val; i++) val[i] = dsv4q_e4m3_decode(d[i]) * f32_le(s);
+        break;
+    case DSV4Q_KVC_E2M1_UE8M0:
+        for (int i = 0; i < l->n_val; i++) val[i] = e2m1_at(d, i) * ue8m0(s[i / g]);
+        break;
+    default: /* DSV4Q_KVC_E2M1_E4M3 */
+        for (int i = 0; i < l->n_val; i++) val[i] = e2m1_at(d, i) * dsv4q_e4m3_decode(s[i / g]);
+        break;
     }
+    if (!scale) return;
+    for (int k = 0; k < l->n_scale; k++)
+        scale[k] = l->codec == DSV4Q_KVC_FP8_F32     ? f32_le(s)
+                   : l->codec == DSV4Q_KVC_E2M1_E4M3 ? dsv4q_e4m3_decode(s[k])
+                                                     : ue8m0(s[k]);
 }
 
 void dsv4q_kvcache_decode(const dsv4q_kvgeom *g, const uint8_t *bytes, int64_t s, int interleaved, double *val,

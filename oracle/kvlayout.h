@@ -45,7 +45,18 @@ typedef struct dsv4q_kvlayout {
     int group;          /* elements per quantization group (rows: per scale); 0 = unscaled */
     int ggml_type;      /* rows: the element type (oracle/ggml_decode.h numbering), else -1 */
     int default_block;  /* planar: tokens per block when the caller gives 0 */
+    int codec;          /* planar: how data and scale bytes decode (DSV4Q_KVC_*) */
 } dsv4q_kvlayout;
+
+/* The planar codecs: value = code x the scale of its group. */
+enum {
+    DSV4Q_KVC_ROWS = 0,       /* not planar: a ggml row type */
+    DSV4Q_KVC_FP8_UE8M0_ROPE, /* E4M3 nope x UE8M0 per group, then BF16 rope (unscaled) */
+    DSV4Q_KVC_FP8_UE8M0,      /* E4M3 x UE8M0 per group, every value */
+    DSV4Q_KVC_FP8_F32,        /* E4M3 x one binary32 scale */
+    DSV4Q_KVC_E2M1_UE8M0,     /* packed E2M1 (low nibble even) x UE8M0 per group */
+    DSV4Q_KVC_E2M1_E4M3,      /* packed E2M1 (low nibble even) x E4M3 per group */
+};
 
 /* The catalog: *n entries, in docs/caches.md order. */
 const dsv4q_kvlayout *dsv4q_kvlayout_all(int *n);

@@ -87,6 +87,35 @@ def fp8_ds_mla(ntok, block):
     return buf, stride, vals, scales
 
 
+def v41_fp8(ntok, block):
+    """SGLang V4.1 FP8: 512 E4M3 (rope quantized too) | 16 UE8M0, one per 32 values; page pad 512."""
+    recs, vals, scales = [], [], []
+    for t in range(ntok):
+        codes = RNG.integers(0, 256, 512, dtype=np.uint8)
+        sc = RNG.integers(0, 255, 16, dtype=np.uint8)
+        recs.append((codes.tobytes(), sc.tobytes()))
+        vals.append([e4m3(int(codes[i])) * ue8m0(sc[i // 32]) for i in range(512)])
+        scales.append([ue8m0(b) for b in sc])
+    buf, stride = planar(block, 512, 16, 512, recs)
+    return buf, stride, vals, scales
+
+
+def v41_fp4(ntok, block):
+    """SGLang V4.1 FP4: 512 E2M1, 256 B (even index low nibble) | 32 E4M3 scales, one per 16; page pad 256."""
+    recs, vals, scales = [], [], []
+    for t in range(ntok):
+        packed = RNG.integers(0, 256, 256, dtype=np.uint8)
+        sc = RNG.integers(0, 256, 32, dtype=np.uint8)
+        recs.append((packed.tobytes(), sc.tobytes()))
+        v = []
+        for j in range(256):
+            v += [e2m1(int(packed[j]) & 15), e2m1(int(packed[j]) >> 4)]
+        vals.append([v[i] * e4m3(int(sc[i // 16])) for i in range(512)])
+        scales.append([e4m3(int(b)) for b in sc])
+    buf, stride = planar(block, 256, 32, 256, recs)
+    return buf, stride, vals, scales
+
+
 def fp8_index_k(ntok, block):
     """vLLM indexer K: 128 E4M3 | one little-endian binary32 scale."""
     recs, vals, scales = [], [], []
@@ -229,6 +258,17 @@ def main():
             hostile(tmp, p, "vllm_fp8_ds_mla", ["--block-size", str(block)], stride)
             if block == 5:
                 compare_cli(tmp, v, s, block)
+        buf, stride, v, s = fp8_ds_mla(8, 8)
+        p = check(tmp, "sglang_v4_fp8", buf, v, s, ["--block-size", "8"])
+        hostile(tmp, p, "sglang_v4_fp8", ["--block-size", "8"], 5184)  # 8 * 584 = 4672 -> 9 * 576
+        buf, stride, v, s = v41_fp8(6, 3)
+        p = check(tmp, "sglang_v41_fp8", buf, v, s, ["--block-size", "3"])
+        hostile(tmp, p, "sglang_v41_fp8", ["--block-size", "3"], 2048)  # 3 * 528 = 1584 -> 4 * 512
+        buf, stride, v, s = v41_fp4(6, 3)
+        if len(v41_fp4(1, 1)[0]) != 512:  # one token: 288 B, padded to 2 * 256
+            sys.exit("FAIL v41_fp4 page padding")
+        p = check(tmp, "sglang_v41_fp4", buf, v, s, ["--block-size", "3"])
+        hostile(tmp, p, "sglang_v41_fp4", ["--block-size", "3"], 1024)  # 3 * 288 = 864 -> 4 * 256
         buf, stride, v, s = fp8_index_k(16, 8)
         p = check(tmp, "vllm_fp8_index_k", buf, v, s, ["--block-size", "8"])
         hostile(tmp, p, "vllm_fp8_index_k", ["--block-size", "8"], 8 * 132)
