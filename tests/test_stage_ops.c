@@ -174,6 +174,39 @@ static void test_op_stage_links(void **state)
             fail_msg("operator %s: linked to no stage", dsv4q_op_get(v4_ops[i])->name);
 }
 
+#define BIT41(st) (1u << DSV4Q_S41_##st)
+
+/* V4.1's table (the V4.1 forward pass: DeepSeek's V4.1 model.py): by hand,
+ * the lagged hc pre step before attention and the FFN, the Engram hash and
+ * lookup in the engram row only, the two-level top-k and the codecs in
+ * attention, the V4.1 gate in the MoE; no V4-only operator in its rows. */
+static void test_op_stage_links_v41(void **state)
+{
+    (void)state;
+    char buf[256];
+    const int A = DSV4Q_ARCH_V41;
+    assert_int_equal(dsv4q_op_stage_mask_arch(A, DSV4Q_OP_HC_PRE41), BIT41(HC_ATTN_PRE) | BIT41(HC_FFN_PRE));
+    assert_int_equal(dsv4q_op_stage_mask_arch(A, DSV4Q_OP_ENGRAM_HASH), BIT41(ENGRAM));
+    assert_int_equal(dsv4q_op_stage_mask_arch(A, DSV4Q_OP_ENGRAM41), BIT41(ENGRAM));
+    assert_int_equal(dsv4q_op_stage_mask_arch(A, DSV4Q_OP_MOE_GATE41), BIT41(MOE));
+    static const int attn41[] = {DSV4Q_OP_COMPRESSOR41, DSV4Q_OP_KV41_QUANT, DSV4Q_OP_INDEX41_SCORE,
+                                 DSV4Q_OP_CANDIDATE_BLOCKS, DSV4Q_OP_TOPK41};
+    for (size_t i = 0; i < sizeof attn41 / sizeof attn41[0]; i++)
+        assert_string_equal(dsv4q_op_stage_names_arch(A, attn41[i], dsv4q_stage_mask_main_arch(A), buf, sizeof buf),
+                            "attn");
+    static const int v4only[] = {DSV4Q_OP_HC_PRE,     DSV4Q_OP_HC_HEAD, DSV4Q_OP_MOE_GATE,
+                                 DSV4Q_OP_COMPRESSOR, DSV4Q_OP_TOPK,    DSV4Q_OP_INDEXER_SCORE};
+    for (size_t i = 0; i < sizeof v4only / sizeof v4only[0]; i++) {
+        assert_int_equal(dsv4q_op_stage_mask_arch(A, v4only[i]), 0);
+        assert_string_equal(dsv4q_op_stage_names_arch(A, v4only[i], DSV4Q_STAGE_MASK_ALL, buf, sizeof buf), "-");
+    }
+    /* and the V4.1 operators are in none of V4's rows */
+    assert_int_equal(dsv4q_op_stage_mask_arch(DSV4Q_ARCH_V4, DSV4Q_OP_HC_PRE41), 0);
+    assert_int_equal(dsv4q_op_stage_mask(DSV4Q_OP_ENGRAM41), 0);
+    /* every V4.1 row is in the main pass (no MTP / DSpark row) */
+    assert_int_equal(dsv4q_stage_mask_main_arch(A), (1u << DSV4Q_S41_COUNT) - 1);
+}
+
 /* ---- 3. the check ------------------------------------------------------- */
 
 static int check_with(int stage, const char *ops, const char *gate, char *err, size_t errlen)
@@ -241,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_are_the_forward_pass),
         cmocka_unit_test(test_op_stage_links),
+        cmocka_unit_test(test_op_stage_links_v41),
         cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

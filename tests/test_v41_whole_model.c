@@ -19,11 +19,15 @@
  *    codec on attn, the FP8 32-blocks on attn and moe (the linears of
  *    both); the Engram barrier is not reached (a text run has no DEAD id);
  *  - the V4.1 stage rows are gated with hc_pre41's and engram41's rules;
+ *  - a partial engine (good.so: rmsnorm, hc_post, topk) passes, and its
+ *    report names the V4.1 stages of each operator that fell back;
  *  - capture --backend writes a V4.1 capture of cpu-ref's run that replays.
  */
 #include "tests/testutil.h"
 #include "tests/testcli.h"
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "cli/cmds.h"
 #include "gates/gates.h"
@@ -219,6 +223,51 @@ static void stage_rules_are_v41s(void **state)
     dsv4q_wm_free(&r);
 }
 
+/* A partial engine: the V4 plugin good.so claims rmsnorm, hc_post and topk
+ * (ABI v1); every V4.1 operator falls back to oracle-f32 and the report
+ * says which V4.1 stages each one's calls belong to. The stage lists are
+ * by hand from DeepSeek's V4.1 model.py: Block.forward runs the lagged
+ * hc pre step before attention and before the FFN, Engram.forward (hash +
+ * lookup) only in the engram row, the Gate in the MoE. */
+static void partial_engine_names_v41_stages(void **state)
+{
+    (void)state;
+    dsv4q_wm_result r;
+    qualify(DSV4Q_TEST_BUILD "/plugins/good.so", &r);
+    assert_int_equal(r.verdict, DSV4Q_V_PASS);
+    assert_true(r.calls[DSV4Q_OP_RMSNORM] > 0 && r.calls[DSV4Q_OP_HC_POST] > 0);
+    assert_true(r.fallbacks[DSV4Q_OP_HC_PRE41] > 0 && r.calls[DSV4Q_OP_HC_PRE41] == 0);
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    assert_non_null(f);
+    dsv4q_wm_print(f, &r, &G);
+    fclose(f);
+    static const struct {
+        const char *op, *stages;
+    } want[] = {
+        {"hc_pre41", "(stages: hc_attn_pre, hc_ffn_pre)"},
+        {"engram_hash", "(stages: engram)"},
+        {"engram41", "(stages: engram)"},
+        {"moe_gate41", "(stages: moe)"},
+        {"topk41", "(stages: attn)"}, /* good.so's topk is V4's, not V4.1's */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *at = strstr(txt, "PARTIAL ENGINE");
+        assert_non_null(at);
+        char key[64];
+        snprintf(key, sizeof key, "\n  %-18s", want[i].op);
+        const char *line = strstr(at, key);
+        if (!line) fail_msg("no fallback line for %s in:\n%s", want[i].op, at);
+        const char *end = strchr(line + 1, '\n');
+        const size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (!memmem(line, n, want[i].stages, strlen(want[i].stages)))
+            fail_msg("%s: line '%.*s' lacks %s", want[i].op, (int)n, line, want[i].stages);
+    }
+    free(txt);
+    dsv4q_wm_free(&r);
+}
+
 static void capture_backend_replays(void **state)
 {
     (void)state;
@@ -237,6 +286,7 @@ int main(void)
         cmocka_unit_test(correct_backends_pass),
         cmocka_unit_test(mutants_fail_their_own_stages),
         cmocka_unit_test(stage_rules_are_v41s),
+        cmocka_unit_test(partial_engine_names_v41_stages), /* good.so: V4.1 fallback lines */
         cmocka_unit_test(capture_backend_replays),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -169,9 +169,14 @@ void dsv4q_op_markdown(FILE *f)
                         "- `%s` is judged as an exact match: any element that differs from the reference fails "
                         "the case (docs/gates.md)\n",
                         o->out[k].name);
-        char st[256];   /* derived from the stage table: what a case of this operator stands for */
-        fprintf(f, "- forward-pass stages that call it (so what a failing case or a fallback affects): %s\n",
-                dsv4q_op_stage_names(i, DSV4Q_STAGE_MASK_ALL, st, sizeof st));
+        /* derived from the stage tables: what a case of this operator stands for */
+        char st[256], st41[256];
+        dsv4q_op_stage_names_arch(DSV4Q_ARCH_V4, i, DSV4Q_STAGE_MASK_ALL, st, sizeof st);
+        dsv4q_op_stage_names_arch(DSV4Q_ARCH_V41, i, DSV4Q_STAGE_MASK_ALL, st41, sizeof st41);
+        fprintf(f,
+                "- forward-pass stages that call it (so what a failing case or a fallback affects): V4 %s; "
+                "V4.1 %s\n",
+                st, st41);
         fprintf(f, "\n");
     }
 }

@@ -1,6 +1,6 @@
 /*
- * stage_ops.c - operator <-> stage links from the stage table's `ops`
- * column (see stage_ops.h). The table is small (11 rows x <= 17 names), so
+ * stage_ops.c - operator <-> stage links from the stage tables' `ops`
+ * column (see stage_ops.h). The tables are small (11 rows x <= 17 names), so
  * every query re-parses it: no cached state, nothing to initialise, safe
  * from any thread.
  */
@@ -12,6 +12,7 @@
 #include "harness/ops/ops.h"
 
 _Static_assert(DSV4Q_STAGE_COUNT <= 32, "dsv4q_op_stage_mask holds one bit per stage");
+_Static_assert((int)DSV4Q_S41_COUNT <= (int)DSV4Q_STAGE_COUNT, "DSV4Q_STAGE_MASK_ALL covers the V4.1 rows too");
 
 /* Walk the ", "-separated names of ops: calls fn for each with its length.
  * Stops early when fn returns nonzero and returns that value. */
@@ -55,35 +56,43 @@ static uint64_t row_mask(const dsv4q_stage_info *si)
     return m;
 }
 
-uint64_t dsv4q_stage_op_mask(int stage) { return row_mask(dsv4q_stage_get(stage)); }
+uint64_t dsv4q_stage_op_mask_arch(int arch, int stage) { return row_mask(dsv4q_stage_get_arch(arch, stage)); }
+uint64_t dsv4q_stage_op_mask(int stage) { return dsv4q_stage_op_mask_arch(DSV4Q_ARCH_V4, stage); }
 
-uint32_t dsv4q_op_stage_mask(int op)
+uint32_t dsv4q_op_stage_mask_arch(int arch, int op)
 {
     uint32_t m = 0;
     if (op < 0 || op >= DSV4Q_OP_COUNT) return 0;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
-        if (dsv4q_stage_op_mask(st) & DSV4Q_CAP(op)) m |= 1u << st;
+    for (int st = 0; st < dsv4q_stage_count_arch(arch); st++)
+        if (dsv4q_stage_op_mask_arch(arch, st) & DSV4Q_CAP(op)) m |= 1u << st;
     return m;
 }
+uint32_t dsv4q_op_stage_mask(int op) { return dsv4q_op_stage_mask_arch(DSV4Q_ARCH_V4, op); }
 
-uint32_t dsv4q_stage_mask_main(void)
+uint32_t dsv4q_stage_mask_main_arch(int arch)
 {
     uint32_t m = 0;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT; st++)
-        if (!dsv4q_stage_get(st)->optional) m |= 1u << st;
+    for (int st = 0; st < dsv4q_stage_count_arch(arch); st++)
+        if (!dsv4q_stage_get_arch(arch, st)->optional) m |= 1u << st;
     return m;
 }
+uint32_t dsv4q_stage_mask_main(void) { return dsv4q_stage_mask_main_arch(DSV4Q_ARCH_V4); }
 
-const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len)
+const char *dsv4q_op_stage_names_arch(int arch, int op, uint32_t among, char *buf, size_t len)
 {
-    const uint32_t m = dsv4q_op_stage_mask(op) & among;
+    const uint32_t m = dsv4q_op_stage_mask_arch(arch, op) & among;
     size_t o = 0;
     if (!len) return buf;
     buf[0] = 0;
-    for (int st = 0; st < DSV4Q_STAGE_COUNT && o < len; st++)
-        if (m & (1u << st)) o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", dsv4q_stage_get(st)->name);
+    for (int st = 0; st < dsv4q_stage_count_arch(arch) && o < len; st++)
+        if (m & (1u << st))
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", dsv4q_stage_get_arch(arch, st)->name);
     if (!m) snprintf(buf, len, "-");
     return buf;
+}
+const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len)
+{
+    return dsv4q_op_stage_names_arch(DSV4Q_ARCH_V4, op, among, buf, len);
 }
 
 typedef struct row_check {

@@ -39,6 +39,14 @@ uint32_t dsv4q_stage_mask_main(void);
  * (= forward) order, or "-" when none, into buf. Returns buf. */
 const char *dsv4q_op_stage_names(int op, uint32_t among, char *buf, size_t len);
 
+/* The same four over the stage table of arch (dsv4q_arch: DSV4Q_ARCH_V4 is
+ * what the functions above answer, DSV4Q_ARCH_V41 the dsv4q_stage41 rows,
+ * whose bits are dsv4q_stage41 ids; any other value reads V4's table). */
+uint64_t dsv4q_stage_op_mask_arch(int arch, int stage);
+uint32_t dsv4q_op_stage_mask_arch(int arch, int op);
+uint32_t dsv4q_stage_mask_main_arch(int arch);
+const char *dsv4q_op_stage_names_arch(int arch, int op, uint32_t among, char *buf, size_t len);
+
 /* Check rows[0..n) (the table: dsv4q_stage_get(0..DSV4Q_STAGE_COUNT)) the
  * way dsv4q_stage_gates_check does the gate links: every name in a row's
  * ops is an operator of DSV4Q_OP_LIST, named once; a row that calls

@@ -379,13 +379,13 @@ int dsv4q_wm_qualify(const char *spec, const dsv4q_model *m, const int32_t *ids,
 
 /* The forward-pass stages (oracle/stages.h) an operator's calls belong to,
  * for the fallback marks of a partial engine: derived from the stage
- * table's ops column (harness/ops/stage_ops.h), not kept here; the main pass's
- * stages only, as the composition runs no MTP. The buffer is used by one
- * print at a time (print_fallbacks). */
-static const char *op_stages(int op)
+ * table of the model's arch (its ops column, harness/ops/stage_ops.h), not
+ * kept here; the main pass's stages only, as the composition runs no MTP.
+ * The buffer is used by one print at a time (print_fallbacks). */
+static const char *op_stages(int arch, int op)
 {
     static char buf[DSV4Q_STAGE_COUNT * (DSV4Q_STAGE_NAME_MAX / 4)];
-    return dsv4q_op_stage_names(op, dsv4q_stage_mask_main(), buf, sizeof buf);
+    return dsv4q_op_stage_names_arch(arch, op, dsv4q_stage_mask_main_arch(arch), buf, sizeof buf);
 }
 
 static void print_fallbacks(FILE *f, const dsv4q_wm_result *r)
@@ -397,7 +397,7 @@ static void print_fallbacks(FILE *f, const dsv4q_wm_result *r)
     for (int i = 0; i < DSV4Q_OP_COUNT; i++)
         if (r->fallbacks[i])
             fprintf(f, "\n  %-18s %6ld calls on oracle-f32 (stages: %s)", dsv4q_op_get(i)->name, r->fallbacks[i],
-                    op_stages(i));
+                    op_stages(r->stages.arch, i));
 }
 
 void dsv4q_wm_free(dsv4q_wm_result *r)
