@@ -3,7 +3,8 @@
  * bytes decoded exactly to per-slot rows (oracle/kvlayout.h), and `dsv4q
  * cache compare FILE --layout NAME --ref VALS.f64`: those bytes against the
  * oracle's rows (dsv4q_kvcache_compare), and `dsv4q cache list`: the layout
- * catalog (docs/caches.md).
+ * catalog (docs/caches.md), and `dsv4q cache ds4 FILE`: a ds4 KV checkpoint
+ * file (io/ds4_session.h).
  *
  * Options: the command table (cli/cmdtab.c, `dsv4q help cache`), read from
  * dsv4q_cache_args.
@@ -24,6 +25,13 @@
  * recognised (exit 1). The reference files must hold whole rows
  * (8 x n_val bytes per slot; scales 8 x n_scale), at most as many slots as
  * the cache; else exit 2 naming the file and the expected size.
+ *
+ * ds4 prints a '#' line with the file's geometry, one line per layer (ratio
+ * and row counts), the findings (row counts that are not tokens / ratio,
+ * non-finite values: exit 1) and whether every row value is an F16 value
+ * (ds4's CPU path stores them so; information, not a verdict). With
+ * --layer: that layer's rows of --part, as "row R val ..." lines or (with
+ * --out) raw f64. A malformed file exits 2 with one line naming the field.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +40,7 @@
 #include "cli/cmdopts.h"
 #include "cli/cmds.h"
 #include "cli/cmdtab.h"
+#include "io/ds4_session.h"
 #include "oracle/kvlayout.h"
 
 static int list(void)
@@ -225,6 +234,87 @@ static int compare(const dsv4q_cache_args *o, const char *path)
     return rc;
 }
 
+static int ds4_rows(const dsv4q_ds4_session *s, const dsv4q_cache_args *o, const char *path)
+{
+    static const char *const part[] = {"raw", "comp", "index"};
+    uint32_t rows, w;
+    size_t off;
+    if (o->layer >= (long)s->n_layer || dsv4q_ds4_part(s, (uint32_t)o->layer, o->part, &rows, &w, &off)) {
+        fprintf(stderr, "dsv4q cache: %s: layer %ld has no %s rows (%u layers; ratio %u)\n", path, o->layer,
+                part[o->part], s->n_layer, o->layer < (long)s->n_layer ? s->layer[o->layer].ratio : 0);
+        return 2;
+    }
+    FILE *f = o->c.out ? fopen(o->c.out, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "dsv4q cache: cannot write %s\n", o->c.out);
+        return 2;
+    }
+    int rc = 0;
+    for (uint64_t r = 0; r < rows && !rc; r++) {
+        if (!o->c.out) printf("row %llu val", (unsigned long long)r);
+        for (uint64_t i = 0; i < w; i++) {
+            const double v = dsv4q_ds4_value(s, off, r * w + i);
+            if (o->c.out) rc = write_f64(f, &v, 1);
+            else printf(" %.17g", v);
+        }
+        if (!o->c.out) printf("\n");
+    }
+    if (o->c.out && (fclose(f) != 0 || rc)) {
+        fprintf(stderr, "dsv4q cache: %s: write failed\n", o->c.out);
+        unlink(o->c.out);
+        return 2;
+    }
+    return 0;
+}
+
+static int ds4(const dsv4q_cache_args *o, const char *path)
+{
+    char err[512];
+    unsigned char *buf;
+    size_t len;
+    if (o->c.out && o->layer < 0) {
+        fprintf(stderr, "dsv4q cache: --out needs --layer (the rows to write)\n");
+        return 2;
+    }
+    if (slurp(path, &buf, &len)) {
+        fprintf(stderr, "dsv4q cache: cannot read %s\n", path);
+        return 2;
+    }
+    dsv4q_ds4_session s;
+    if (dsv4q_ds4_session_parse(&s, buf, len, path, err, sizeof err)) {
+        fprintf(stderr, "dsv4q cache: %s\n", err);
+        free(buf);
+        return 2;
+    }
+    int rc;
+    if (o->layer >= 0) {
+        rc = ds4_rows(&s, o, path);
+    } else {
+        printf("# %s: ds4 %s, %u tokens, ctx %u, %u layers, head_dim %u, indexer head_dim %u, vocab %u, "
+               "%u raw rows (raw cap %u, window %u)\n",
+               path, s.kvc ? "KVC file (session payload v1)" : "session payload v1", s.n_tokens, s.ctx, s.n_layer,
+               s.head_dim, s.index_dim, s.vocab, s.raw_live, s.raw_cap, s.raw_window);
+        for (uint32_t l = 0; l < s.n_layer; l++) {
+            const dsv4q_ds4_layer *y = &s.layer[l];
+            printf("layer %u ratio %u: raw %u", l, y->ratio, y->n_raw);
+            if (y->ratio) printf(", compressed %u", y->n_comp);
+            if (y->ratio == 4) printf(", indexer %u", y->n_index);
+            printf("\n");
+        }
+        char find[4096], first[160];
+        uint64_t nf;
+        const long n = dsv4q_ds4_session_check(&s, find, sizeof find, &nf, first, sizeof first);
+        if (nf) printf("values: %llu are not F16 values, the first %s\n", (unsigned long long)nf, first);
+        else printf("values: every row value is an F16 value (as ds4's CPU path stores them)\n");
+        if (n) printf("FINDINGS: %ld\n%s", n, find);
+        else printf("consistent: compressed and indexer rows = tokens / ratio, every value finite\n");
+        rc = n ? 1 : 0;
+    }
+    dsv4q_ds4_session_free(&s);
+    free(buf);
+    return rc;
+}
+
 int dsv4q_cmd_cache(int argc, char **argv)
 {
     dsv4q_cache_args o;
@@ -232,5 +322,6 @@ int dsv4q_cmd_cache(int argc, char **argv)
     if (prc >= 0) return prc;
     if (o.c.action == DSV4Q_CACHE_LIST) return list();
     if (o.c.action == DSV4Q_CACHE_COMPARE) return compare(&o, o.c.pos[0]);
+    if (o.c.action == DSV4Q_CACHE_DS4) return ds4(&o, o.c.pos[0]);
     return decode(&o, o.c.pos[0]);
 }

@@ -72,11 +72,13 @@ typedef struct dsv4q_weight_args {
 } dsv4q_weight_args;
 
 /* cache decode|compare|list: the FILE is c.pos[0], --out c.out. */
-enum { DSV4Q_CACHE_DECODE = 1, DSV4Q_CACHE_LIST, DSV4Q_CACHE_COMPARE };
+enum { DSV4Q_CACHE_DECODE = 1, DSV4Q_CACHE_LIST, DSV4Q_CACHE_COMPARE, DSV4Q_CACHE_DS4 };
 typedef struct dsv4q_cache_args {
     dsv4q_cli_opts c;
     const char *layout, *scale_out, *ref, *ref_scale;
     long block_size, width, slots;
+    long layer; /* ds4: the layer whose rows to print or write (-1: none) */
+    int part;   /* ds4: 0 raw, 1 compressed, 2 indexer rows */
 } dsv4q_cache_args;
 
 /* synth: --out is c.out, --seed c.seed. */

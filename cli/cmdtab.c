@@ -69,6 +69,7 @@ static const int SHAPES[] = {DSV4Q_CASE_SET_FLASH, DSV4Q_CASE_SET_PRO, DSV4Q_CAS
                              DSV4Q_CASE_SET_LONG};
 static const int DTYPES[] = {DSV4Q_DT_F64, DSV4Q_DT_F32, DSV4Q_DT_BF16}; /* f64|f32|storage */
 static const int SCORE_DTYPES[] = {DSV4Q_DT_BF16, DSV4Q_DT_F16, DSV4Q_DT_F32}; /* bf16|f16|f32 */
+static const int DS4_PARTS[] = {0, 1, 2};                                      /* raw|comp|index */
 
 /* --- the shared vocabulary ------------------------------------------------ */
 #define O_MODEL {STR("--model", "DIR", CLI, model), DOC("synthesized tiny"), \
@@ -360,6 +361,17 @@ static const dsv4q_mode MODES[] = {
                                       HELP("the reference scales: raw little-endian f64, slots x n_scale")},
                                      C_BLOCK,
                                      C_WIDTH,
+                                     O_END},
+     .conflicts = NO_CONFLICTS},
+    {MODE("cache", "ds4", "FILE", 1, dsv4q_cache_args, DSV4Q_CACHE_DS4, dsv4q_cmd_cache,
+          "read a ds4 KV checkpoint (<sha1>.kv or a session payload): geometry, per-layer rows, consistency",
+          "docs/caches.md"),
+     .opts = (const dsv4q_optspec[]){{INT("--layer", "L", dsv4q_cache_args, layer, -1, 4095), DFLT("-1"),
+                                      DOC(": the summary only"), HELP("print (or --out) this layer's rows")},
+                                     {ENUM("--part", "raw|comp|index", dsv4q_cache_args, part, DS4_PARTS), DFLT("raw"),
+                                      HELP("which rows of --layer: sliding-window, compressed, indexer")},
+                                     {OUTPATH("--out", "FILE", CLI, out), DOC("text on stdout"),
+                                      HELP("with --layer: write the rows as raw little-endian f64, row-major")},
                                      O_END},
      .conflicts = NO_CONFLICTS},
     {MODE("cache", "list", NULL, 0, dsv4q_cache_args, DSV4Q_CACHE_LIST, dsv4q_cmd_cache,

@@ -84,6 +84,19 @@ else
   echo "interop_kvcache.py: skipped (python3 numpy not installed; run make pydeps)"
   if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_kvcache.py (CI=true: not run)"); fi
 fi
+# ds4's KV checkpoint files: dsv4q cache ds4 against a writer written from
+# ds4's description (tests/interop_ds4_session.py; PyPI numpy).
+if python3 -c "import numpy" 2>/dev/null && [ -x "${DSV4Q_TEST_BUILD:-build}/dsv4q" ]; then
+  if python3 tests/interop_ds4_session.py >/tmp/dsv4q-interop-ds4.log 2>&1; then
+    pass=$((pass + 1)); echo "[  PASSED  ] 1 test(s). interop_ds4_session.py"; grep -E "^  ok" /tmp/dsv4q-interop-ds4.log
+  else
+    fail=$((fail + 1)); failed+=("interop_ds4_session.py"); tail -20 /tmp/dsv4q-interop-ds4.log
+  fi
+else
+  skipped=$((skipped + 1))
+  echo "interop_ds4_session.py: skipped (python3 numpy not installed; run make pydeps)"
+  if [ "${CI:-}" = true ]; then fail=$((fail + 1)); failed+=("interop_ds4_session.py (CI=true: not run)"); fi
+fi
 # llama.cpp end to end (tests/llamacpp_e2e.py; needs build/llamacpp from
 # scripts/llamacpp/build.sh, which .ci/run runs).
 if [ -f build/llamacpp/env.sh ] && python3 -c "import numpy, gguf, safetensors, jinja2, diskcache, typing_extensions" 2>/dev/null; then
