@@ -367,7 +367,7 @@ static const dsv4q_mode MODES[] = {
           "read a ds4 KV checkpoint (<sha1>.kv or a session payload): geometry, per-layer rows, consistency",
           "docs/caches.md"),
      .opts = (const dsv4q_optspec[]){{INT("--layer", "L", dsv4q_cache_args, layer, -1, 4095), DFLT("-1"),
-                                      DOC(": the summary only"), HELP("print (or --out) this layer's rows")},
+                                      HELP("print (or --out) this layer's rows; -1: the summary only")},
                                      {ENUM("--part", "raw|comp|index", dsv4q_cache_args, part, DS4_PARTS), DFLT("raw"),
                                       HELP("which rows of --layer: sliding-window, compressed, indexer")},
                                      {OUTPATH("--out", "FILE", CLI, out), DOC("text on stdout"),
