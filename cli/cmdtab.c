@@ -19,6 +19,7 @@
 #include "cli/cmdtab.h"
 #include "harness/cases/cases.h"
 #include "oracle/formats.h"
+#include "oracle/ops.h"
 #include "receipts/receipts.h"
 #include "receipts/version.h"
 
@@ -491,9 +492,28 @@ void dsv4q_cli_version(FILE *f)
 #endif
             __VERSION__);
     fprintf(f, "flags: %s\n", DSV4Q_REPRO_FLAGS);
+    const char *env = getenv("DSV4Q_KERNEL");
+    fprintf(f, "linear kernel: %s (this CPU runs:", dsv4q_linear_kernel_f64(NULL));
+    for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++) fprintf(f, " %s", dsv4q_linear_kernel_at_f64(i));
+    if (env && *env) fprintf(f, "; DSV4Q_KERNEL=%s)\n", env);
+    else fputs("; DSV4Q_KERNEL unset)\n", f);
 #ifdef __FAST_MATH__
     fputs("WARNING: built with -ffast-math: results are not reproducible\n", f);
 #endif
+}
+
+/* DSV4Q_KERNEL naming a linear kernel this CPU cannot run: refuse before
+ * any work (the library alone would warn and use the default). */
+static int kernel_env_refused(void)
+{
+    const char *env = getenv("DSV4Q_KERNEL");
+    if (!env || !*env) return 0;
+    for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++)
+        if (!strcmp(env, dsv4q_linear_kernel_at_f64(i))) return 0;
+    fprintf(stderr, "dsv4q: DSV4Q_KERNEL=%s: not a linear kernel this CPU runs (it runs:", env);
+    for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++) fprintf(stderr, " %s", dsv4q_linear_kernel_at_f64(i));
+    fputs(")\n", stderr);
+    return 1;
 }
 
 /* `dsv4q COMMAND ...`: the command parses its own argv by the table
@@ -525,5 +545,6 @@ int dsv4q_cli_main(int argc, char **argv)
         fprintf(stderr, "dsv4q: unknown command '%s' (see dsv4q help)\n", c);
         return 2;
     }
+    if (kernel_env_refused()) return 2;
     return m->fn(argc - 1, argv + 1);
 }

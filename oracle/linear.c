@@ -16,31 +16,40 @@
  * linears). OpenMP splits output rows only, so each y element has one fixed
  * order.
  *
- * Speed without new bits: every dot is rdot's 8-lane order with the 8
- * lanes in one vector (ldot, lanes.h). One token (decode) loads FP8/FP4
- * codes through the decode tables straight into the lanes, no row buffer;
- * two or more tokens decode the row once into `wrow` and share it between
- * token pairs. The row kernel is compiled for AVX-512 and for baseline
- * x86-64 (once elsewhere) and picked from the CPU at first use: both give
- * identical bits (tests/test_linear_kernels.c compares them with a plain
- * reference); only the registers differ.
+ * Speed without new bits: every dot is rdot's 8-lane order, with the 8
+ * lanes in register-sized vectors (lanes.h; the row code is
+ * linear_row.inc, instantiated per representation). One token (decode)
+ * loads FP8/FP4 codes through the decode tables, and F32 weights, straight
+ * into the lanes, no row buffer; two or more tokens decode the row once
+ * into `wrow` and share each load of it among 4 tokens (2 for lquad). The
+ * row kernel is compiled for AVX-512, AVX2 and the baseline ISA, picked
+ * from the CPU at first use (or by DSV4Q_KERNEL): all give identical bits
+ * (tests/test_linear_kernels.c compares them with a plain reference); only
+ * the registers differ.
  */
 #include "base/unaligned.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "oracle/real.h"
 #include "oracle/lanes.h"
 #include "oracle/ops.h"
 
-/* E8M0 scale values, built from dsv4q_e8m0_decode itself (identical by
- * construction): the FP4 rows decode K/32 scales each, a libm ldexp per
- * scale cost as much as the row's dot. */
+/* Decode tables at the working width, built from the oracle's own decoders
+ * (identical by construction: every E8M0 / E4M3 / E2M1 value is exact in
+ * binary32 too, E8M0's 2^-127 as a subnormal): the FP4 rows decode K/32
+ * scales each, a libm ldexp per scale cost as much as the row's dot; and at
+ * f32 a double table cost one conversion per weight code. */
 static double k_e8m0[256];
-static pthread_once_t k_e8m0_once = PTHREAD_ONCE_INIT;
-static void build_e8m0(void)
+static real k_e4m3[256], k_e2m1p[512]; /* dsv4q_e4m3_table, dsv4q_e2m1_pair_table */
+static pthread_once_t k_tables_once = PTHREAD_ONCE_INIT;
+static void build_tables(void)
 {
+    const double *t8 = dsv4q_e4m3_table(), *t4 = dsv4q_e2m1_pair_table();
     for (int c = 0; c < 256; c++) k_e8m0[c] = dsv4q_e8m0_decode((uint8_t)c);
+    for (int c = 0; c < 256; c++) k_e4m3[c] = (real)t8[c];
+    for (int c = 0; c < 512; c++) k_e2m1p[c] = (real)t4[c];
 }
 
 /* Everything a row kernel needs; one per call. */
@@ -52,7 +61,7 @@ typedef struct lin_args {
     int64_t K, N, blk, nab;  /* blk: the FP8 block (128 V4, 32 V4.1); nab: activation blocks of blk */
     int act_q, out_b;
     uint64_t bs;
-    const double *t8, *t4;   /* dsv4q_e4m3_table, dsv4q_e2m1_pair_table */
+    const real *t8, *t4; /* k_e4m3, k_e2m1p */
 } lin_args;
 
 static inline __attribute__((always_inline)) real w_scale(const dsv4q_weight *w, int64_t i)
@@ -61,171 +70,91 @@ static inline __attribute__((always_inline)) real w_scale(const dsv4q_weight *w,
     return (real)k_e8m0[((const uint8_t *)w->scale)[i]];
 }
 
-/* Decode row o of W into wrow (codes only; block scales are applied by the
- * caller). */
-static inline __attribute__((always_inline)) void decode_row(const lin_args *a, int64_t o, real *wrow)
-{
-    const dsv4q_weight *w = a->W;
-    const int64_t K = w->in;
-    switch (w->fmt) {
-    case DSV4Q_WF_F32: {
-        const unsigned char *p = (const unsigned char *)w->data + o * K * 4;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_ld_f32(p, k);
-        break;
-    }
-    case DSV4Q_WF_F64: {
-        const unsigned char *p = (const unsigned char *)w->data + o * K * 8;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_ld_f64(p, k);
-        break;
-    }
-    case DSV4Q_WF_BF16: {
-        const unsigned char *p = (const unsigned char *)w->data + o * K * 2;
-        for (int64_t k = 0; k < K; k++) wrow[k] = (real)dsv4q_bf16_to_f32(dsv4q_ld_u16(p, k));
-        break;
-    }
-    case DSV4Q_WF_FP8: {
-        const uint8_t *p = (const uint8_t *)w->data + o * K;
-        int64_t k = 0;
-        for (; k + 8 <= K; k += 8) {
-            const lvec v = e4m3_load8(p + k, a->t8);
-            memcpy(wrow + k, &v, sizeof v);
-        }
-        for (; k < K; k++) wrow[k] = (real)a->t8[p[k]];
-        break;
-    }
-    case DSV4Q_WF_FP4: {   /* K is a multiple of 32 (the scale blocks) */
-        const uint8_t *p = (const uint8_t *)w->data + o * (K / 2);
-        for (int64_t k = 0; k < K; k += 8) {
-            const lvec v = e2m1_load8(p + k / 2, a->t4);
-            memcpy(wrow + k, &v, sizeof v);
-        }
-        break;
-    }
-    default:
-        for (int64_t k = 0; k < K; k++) wrow[k] = NAN;
-    }
-}
-
-/* One token: rdot(decoded FP8 block, x block, len) without the row buffer.
- * Same lanes, same order; the < 8 tail reads the table as before. */
-static inline __attribute__((always_inline)) real fp8_block_dot(const uint8_t *c, const real *x, int64_t len,
-                                                                const double *t8)
-{
-    const int64_t nb = len / 8;
-    lvec acc = {0};
-    for (int64_t b = 0; b < nb; b++) acc += e4m3_load8(c + b * 8, t8) * lv_load(x + b * 8);
-    real t = lv_sum(&acc);
-    for (int64_t i = nb * 8; i < len; i++) t += (real)t8[c[i]] * x[i];
-    return t;
-}
-
-/* One token: rdot over a 32-element FP4 block (16 packed bytes). */
-static inline __attribute__((always_inline)) real fp4_block_dot(const uint8_t *c, const real *x,
-                                                                const double *t4, const e2m1_regs *r4,
-                                                                int perm)
-{
-    lvec acc = {0};
-    for (int b = 0; b < 4; b++)
-        acc += (perm ? e2m1_perm8(c + 4 * b, r4) : e2m1_load8(c + 4 * b, t4)) * lv_load(x + 8 * b);
-    return lv_sum(&acc);
-}
-
-/* y[., o] for every token: the whole oracle arithmetic of one output row. */
-static inline __attribute__((always_inline)) void row_body(const lin_args *a, int64_t o, real *wrow, real *srow,
-                                                           int perm)
-{
-    const dsv4q_weight *W = a->W;
-    const int64_t K = a->K, N = a->N, blk = a->blk, nab = a->nab;
-    const int act_q = a->act_q;
-    const real *xa = a->xa, *xs = a->xs;
-    const long s = a->s;
-
-    /* block scales of this row, decoded once for all tokens */
-    if (W->fmt == DSV4Q_WF_FP8)
-        for (int64_t kb = 0; kb < nab; kb++) srow[kb] = w_scale(W, (o / blk) * nab + kb);
-    else if (W->fmt == DSV4Q_WF_FP4)
-        for (int64_t kb = 0; kb < K / 32; kb++) srow[kb] = w_scale(W, o * (K / 32) + kb);
-
-    if (s == 1 && (W->fmt == DSV4Q_WF_FP8 || W->fmt == DSV4Q_WF_FP4)) {
-        /* decode: each code is used once, so decode it in the lanes */
-        real acc0 = 0;
-        if (W->fmt == DSV4Q_WF_FP8) {
-            const uint8_t *p = (const uint8_t *)W->data + o * K;
-            for (int64_t kb = 0; kb * blk < K; kb++) {
-                int64_t k0 = kb * blk, len = K - k0 < blk ? K - k0 : blk;
-                real d0 = fp8_block_dot(p + k0, xa + k0, len, a->t8);
-                real sc0 = srow[kb];
-                if (act_q) sc0 = xs[kb] * sc0;
-                acc0 += d0 * sc0;
-            }
-        } else {
-            const uint8_t *p = (const uint8_t *)W->data + o * (K / 2);
-            const e2m1_regs r4 = e2m1_regs_of(a->t4);
-            for (int64_t kb = 0; kb * 32 < K; kb++) {
-                real d0 = fp4_block_dot(p + kb * 16, xa + kb * 32, a->t4, &r4, perm), sw = srow[kb];
-                acc0 += act_q ? (d0 * xs[kb * 32 / blk]) * sw : d0 * sw;
-            }
-        }
-        a->y[o] = a->out_b >= 0 ? rb(a->bs, a->out_b, acc0) : acc0;
-        return;
-    }
-
-    decode_row(a, o, wrow);
-    /* tokens in pairs: ldot2 loads the weight row once for both and gives
-     * each token exactly rdot's result */
-    for (long t = 0; t < s; t += 2) {
-        const int two = t + 1 < s;
-        const real *x0 = xa + t * K, *x1 = two ? xa + (t + 1) * K : x0;
-        real acc0 = 0, acc1 = 0;
-        if (W->fmt == DSV4Q_WF_FP8) {
-            for (int64_t kb = 0; kb * blk < K; kb++) {
-                int64_t k0 = kb * blk, len = K - k0 < blk ? K - k0 : blk;
-                real d0, d1 = 0;
-                if (two) ldot2(wrow + k0, x0 + k0, x1 + k0, len, &d0, &d1);
-                else d0 = ldot(wrow + k0, x0 + k0, len);
-                real sc0 = srow[kb], sc1 = srow[kb];
-                if (act_q) {
-                    sc0 = xs[t * nab + kb] * sc0;
-                    if (two) sc1 = xs[(t + 1) * nab + kb] * sc1;
-                }
-                acc0 += d0 * sc0;
-                acc1 += d1 * sc1;
-            }
-        } else if (W->fmt == DSV4Q_WF_FP4) {
-            for (int64_t kb = 0; kb * 32 < K; kb++) {
-                int64_t k0 = kb * 32;
-                real d0, d1 = 0, sw = srow[kb];
-                if (two) ldot2(wrow + k0, x0 + k0, x1 + k0, 32, &d0, &d1);
-                else d0 = ldot(wrow + k0, x0 + k0, 32);
-                acc0 += act_q ? (d0 * xs[t * nab + kb * 32 / blk]) * sw : d0 * sw;
-                if (two) acc1 += act_q ? (d1 * xs[(t + 1) * nab + kb * 32 / blk]) * sw : d1 * sw;
-            }
-        } else if (two) {
-            ldot2(wrow, x0, x1, K, &acc0, &acc1);
-        } else {
-            acc0 = ldot(wrow, x0, K);
-        }
-        a->y[t * N + o] = a->out_b >= 0 ? rb(a->bs, a->out_b, acc0) : acc0;
-        if (two) a->y[(t + 1) * N + o] = a->out_b >= 0 ? rb(a->bs, a->out_b, acc1) : acc1;
-    }
-}
-
-/* The row kernel per ISA: the same body, compiled with wider registers.
- * target() only changes what lvec lowers to (no FMA: -ffp-contract=off).
- * No AVX2 kernel: GCC 12 keeps a 64-byte vector on the stack when it has
- * 32-byte but not 64-byte registers, and that kernel measured 3-4x slower
- * than the baseline one, so AVX2-only CPUs run "generic" (SSE2). */
-typedef void (*row_fn)(const lin_args *, int64_t, real *, real *);
-static void row_generic(const lin_args *a, int64_t o, real *wrow, real *srow) { row_body(a, o, wrow, srow, 0); }
-#if defined(__x86_64__) && defined(__GNUC__)
-#define LINEAR_X86 1
-__attribute__((target("avx512f")))
-static void row_avx512(const lin_args *a, int64_t o, real *wrow, real *srow) { row_body(a, o, wrow, srow, 1); }
+/* The row body per lane representation (lanes.h): lvec for the AVX-512
+ * kernel (and AVX2 at f32, where 8 floats are one ymm), lpair for AVX2 at
+ * f64, and the register-sized pieces of the baseline ISA for generic. */
+#define LT lvec
+#define LN(op) lv_##op
+#define LR(name) name##_v
+#define LPERM 1
+#define LGROUP 4
+#include "oracle/linear_row.inc"
+#undef LT
+#undef LN
+#undef LR
+#undef LPERM
+#undef LGROUP
+#define LT lpair
+#define LN(op) lp_##op
+#define LR(name) name##_p
+#define LPERM 0
+#define LGROUP 4
+#include "oracle/linear_row.inc"
+#undef LT
+#undef LN
+#undef LR
+#undef LPERM
+#undef LGROUP
+#if DSV4Q_WIDTH == 64
+#define LT lquad
+#define LN(op) lq_##op
+#define LR(name) name##_q
+#define LPERM 0
+#define LGROUP 2
+#include "oracle/linear_row.inc"
+#undef LT
+#undef LN
+#undef LR
+#undef LPERM
+#undef LGROUP
+#define ROW_NARROW row_body_q /* 2 doubles per SSE2 / NEON register */
+#define ROW_WIDE row_body_p   /* 4 doubles per ymm */
+/* FP4 decode on AVX2 at f64: table loads; the binary32 permute's widening
+ * shuffles measured slower there (0.87x against 1.40x dgemv) */
+#define ROW_FP4_AVX2 row_body_q
+#define FP4_AVX2_PERM 0
+#define FP4_AVX512_PERM 1 /* vpermt2pd over the 16 values in two zmm */
+#else
+#define ROW_NARROW row_body_p   /* 4 floats per SSE2 / NEON register */
+#define ROW_WIDE row_body_v     /* 8 floats per ymm */
+#define ROW_FP4_AVX2 row_body_v /* binary32 permute, no widening (e2m1_permf) */
+#define FP4_AVX2_PERM 2
+#define FP4_AVX512_PERM 2 /* vpermps: AVX-512F has no 256-bit vpermt2ps (that is AVX512VL) */
 #endif
 
-static const struct { const char *name; row_fn fn; } k_kernels[] = {
+/* The row kernel per ISA: the same body, compiled with wider registers.
+ * target() only changes what the lanes lower to (no FMA: -ffp-contract=off
+ * and no "fma" target). One token (decode) is bound by the table loads of
+ * the codes: register-sized pieces, filled two codes at a time, measured
+ * faster there than wider vectors (docs/bench.md), which win once a decoded
+ * row is shared by tokens; FP4 on AVX-512 decodes by permute (e2m1_perm8). */
+typedef void (*row_fn)(const lin_args *, int64_t, real *, real *);
+static void row_generic(const lin_args *a, int64_t o, real *wrow, real *srow) { ROW_NARROW(a, o, wrow, srow, 0); }
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LINEAR_X86 1
+__attribute__((target("avx2"))) static void row_avx2(const lin_args *a, int64_t o, real *wrow, real *srow)
+{
+    if (a->s == 1 && a->W->fmt == DSV4Q_WF_FP4) ROW_FP4_AVX2(a, o, wrow, srow, FP4_AVX2_PERM);
+    else if (a->s == 1) ROW_NARROW(a, o, wrow, srow, 0);
+    else ROW_WIDE(a, o, wrow, srow, 0);
+}
+__attribute__((target("avx512f"))) static void row_avx512(const lin_args *a, int64_t o, real *wrow, real *srow)
+{
+    if (a->s == 1 && a->W->fmt != DSV4Q_WF_FP4) ROW_NARROW(a, o, wrow, srow, 0);
+    else row_body_v(a, o, wrow, srow, FP4_AVX512_PERM);
+}
+#endif
+
+static const struct {
+    const char *name;
+    row_fn fn;
+} k_kernels[] = {
 #ifdef LINEAR_X86
     {"avx512", row_avx512},
+    {"avx2", row_avx2},
+#endif
+#if defined(__aarch64__)
+    {"neon", row_generic}, /* the same function: baseline aarch64 has Advanced SIMD */
 #endif
     {"generic", row_generic},
 };
@@ -236,16 +165,38 @@ static int kernel_ok(int i)
 #ifdef LINEAR_X86
     __builtin_cpu_init();   /* libgcc's CPUID + XGETBV (OS state) check */
     if (!strcmp(k_kernels[i].name, "avx512")) return __builtin_cpu_supports("avx512f");
+    if (!strcmp(k_kernels[i].name, "avx2")) return __builtin_cpu_supports("avx2");
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(k_kernels[i].name, "neon")) return 1;
 #endif
     return i == NKERN - 1;
 }
 
 static int g_kernel = -1;   /* index into k_kernels; atomics: set once, read by every call */
 static pthread_once_t g_kernel_once = PTHREAD_ONCE_INIT;
+static int kernel_index(const char *name)
+{
+    for (int i = 0; i < NKERN; i++)
+        if (!strcmp(name, k_kernels[i].name)) return i;
+    return -1;
+}
+/* The first (widest) kernel the CPU runs (generic always does), unless
+ * DSV4Q_KERNEL names another it runs. A name it cannot run is reported
+ * once on stderr and ignored: the CLI refuses it before any work
+ * (cli/cmdtab.c), a library user still gets correct bits. */
 static void pick_kernel(void)
 {
     int i = 0;
-    while (!kernel_ok(i)) i++;   /* the first (widest) the CPU runs; generic always does */
+    while (!kernel_ok(i)) i++;
+    const char *env = getenv("DSV4Q_KERNEL");
+    if (env && *env) {
+        const int e = kernel_index(env);
+        if (e >= 0 && kernel_ok(e)) i = e;
+        else
+            fprintf(stderr, "dsv4q: DSV4Q_KERNEL=%s is not a linear kernel this CPU runs; using %s\n", env,
+                    k_kernels[i].name);
+    }
     __atomic_store_n(&g_kernel, i, __ATOMIC_RELEASE);
 }
 
@@ -253,15 +204,19 @@ const char *X(dsv4q_linear_kernel)(const char *name)
 {
     pthread_once(&g_kernel_once, pick_kernel);
     if (name) {
-        for (int i = 0; i < NKERN; i++)
-            if (!strcmp(name, k_kernels[i].name)) {
-                if (!kernel_ok(i)) return NULL;
-                __atomic_store_n(&g_kernel, i, __ATOMIC_RELEASE);
-                return k_kernels[i].name;
-            }
-        return NULL;
+        const int i = kernel_index(name);
+        if (i < 0 || !kernel_ok(i)) return NULL;
+        __atomic_store_n(&g_kernel, i, __ATOMIC_RELEASE);
+        return k_kernels[i].name;
     }
     return k_kernels[__atomic_load_n(&g_kernel, __ATOMIC_ACQUIRE)].name;
+}
+
+const char *X(dsv4q_linear_kernel_at)(int i)
+{
+    for (int k = 0; k < NKERN; k++)
+        if (kernel_ok(k) && i-- == 0) return k_kernels[k].name;
+    return NULL;
 }
 
 int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x, long s,
@@ -277,7 +232,7 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
     real *xq = NULL, *xs = NULL;
     int rc = 0;
 
-    pthread_once(&k_e8m0_once, build_e8m0);
+    pthread_once(&k_tables_once, build_tables);
     pthread_once(&g_kernel_once, pick_kernel);
     const row_fn row = k_kernels[__atomic_load_n(&g_kernel, __ATOMIC_ACQUIRE)].fn;
 
@@ -297,10 +252,9 @@ int X(dsv4q_linear)(uint64_t bs, int ue8m0, const dsv4q_weight *W, const real *x
         for (long t = 0; t < s; t++) X(dsv4q_engine_act_quant)(bs, quant, xq + t * K, K);
         x = xq;
     }
-    const lin_args a = {W, act_q ? xq : x, xs, s, y, K, N, blk, nab, act_q, out_b, bs, dsv4q_e4m3_table(),
-                        dsv4q_e2m1_pair_table()};
+    const lin_args a = {W, act_q ? xq : x, xs, s, y, K, N, blk, nab, act_q, out_b, bs, k_e4m3, k_e2m1p};
 
-    #pragma omp parallel
+#pragma omp parallel
     {
         real *wrow = malloc(sizeof(real) * (size_t)K);
         real *srow = malloc(sizeof(real) * (size_t)(K / 32 + 1));

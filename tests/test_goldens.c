@@ -30,6 +30,7 @@
 #include "io/safetensors.h"
 #include "io/sha256.h"
 #include "oracle/formats.h"
+#include "oracle/ops.h"
 #include "oracle/stages.h"
 
 static char gdir[PATH_MAX];   /* the repository's goldens */
@@ -209,6 +210,31 @@ static void test_repo_goldens_pass(void **state)
     ASSERT_HAS(text, "ok model_tiny (");
     ASSERT_HAS(text, "ok model_tiny_v41 ("); /* tests/data/pub_v41_tiny, found from the root */
     free(text);
+}
+
+/* The goldens with each linear kernel this CPU runs forced (both widths):
+ * every kernel gives the recorded bits (issue 26: goldens prove that the
+ * ISA kernels keep rdot's order). */
+static void test_repo_goldens_every_kernel(void **state)
+{
+    (void)state;
+    const char *def = dsv4q_linear_kernel_f64(NULL);
+    int n = 0;
+    for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++, n++) {
+        const char *k = dsv4q_linear_kernel_at_f64(i);
+        assert_string_equal(dsv4q_linear_kernel_f64(k), k);
+        assert_string_equal(dsv4q_linear_kernel_f32(k), k);
+        char *text = NULL;
+        const int rc = check(gdir, NULL, &text);
+        if (rc != DSV4Q_GOLDEN_OK) printf("kernel %s:\n%s", k, text);
+        assert_int_equal(rc, DSV4Q_GOLDEN_OK);
+        print_message("goldens bit-exact with linear kernel %s\n", k);
+        free(text);
+    }
+    assert_true(n >= 1);
+    assert_string_equal(dsv4q_linear_kernel_at_f64(n - 1), "generic"); /* the baseline comes last */
+    assert_non_null(dsv4q_linear_kernel_f64(def));
+    assert_non_null(dsv4q_linear_kernel_f32(def));
 }
 
 /* (a) one flipped byte in a compressed file: header, middle, checksum. */
@@ -583,6 +609,35 @@ static void test_cli_exit_status(void **state)
     st = system(cmd);
     assert_int_equal(WEXITSTATUS(st), 2);
     fresh_copy();
+
+    /* DSV4Q_KERNEL: each kernel this CPU runs is taken (and says so in
+     * --version); a name it cannot run is refused before any work */
+    for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++) {
+        const char *kn = dsv4q_linear_kernel_at_f64(i);
+        char want[64];
+        snprintf(cmd, sizeof cmd, "DSV4Q_KERNEL=%s '%s' --version", kn, bin);
+        FILE *pf = popen(cmd, "r");
+        assert_non_null(pf);
+        char out[2048] = "";
+        const size_t got = fread(out, 1, sizeof out - 1, pf);
+        out[got] = 0;
+        assert_int_equal(pclose(pf), 0);
+        snprintf(want, sizeof want, "linear kernel: %s (", kn);
+        ASSERT_HAS(out, want);
+        snprintf(cmd, sizeof cmd,
+                 "DSV4Q_KERNEL=%s '%s' golden check --dir '%s' --ops linear_fp8,linear_fp4,linear_fp8_b32 >/dev/null",
+                 kn, bin, tdir);
+        st = system(cmd);
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    snprintf(cmd, sizeof cmd, "DSV4Q_KERNEL=avx9 '%s' golden check --dir '%s' --ops linear_fp8 2>&1", bin, tdir);
+    FILE *pf = popen(cmd, "r");
+    assert_non_null(pf);
+    char out[2048] = "";
+    const size_t got = fread(out, 1, sizeof out - 1, pf);
+    out[got] = 0;
+    assert_int_equal(WEXITSTATUS(pclose(pf)), 2);
+    ASSERT_HAS(out, "DSV4Q_KERNEL=avx9: not a linear kernel this CPU runs (it runs:");
 }
 
 static int setup(void **state)
@@ -612,6 +667,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repo_goldens_pass),
+        cmocka_unit_test(test_repo_goldens_every_kernel),
         cmocka_unit_test(test_flipped_byte_is_corrupt),
         cmocka_unit_test(test_truncated_is_corrupt),
         cmocka_unit_test(test_hash_mismatch_is_corrupt),

@@ -248,8 +248,9 @@ static void X(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const real *x, lo
  * token count, both profiles. Returns the number of comparisons. */
 static int X(check_weight)(const tw *t, mp_rng *r, unsigned *used)
 {
-    static const long toks[] = {1, 2, 3, 16};
-    static const char *const kern[] = {"avx512", "generic"};
+    static const long toks[] = {1, 2, 3, 5, 16}; /* 5: a group of 4 and one token */
+    static const char *const kern[] = {"avx512", "avx2", "generic"};
+    enum { NK = (int)(sizeof kern / sizeof kern[0]) };
     uint64_t src = 0;
     assert_int_equal(dsv4q_profile_set("source", &src), 0);
     const uint64_t sets[2] = {0, src};
@@ -261,17 +262,19 @@ static int X(check_weight)(const tw *t, mp_rng *r, unsigned *used)
     assert_true(x && ref && got);
     for (long i = 0; i < 16 * K; i++) x[i] = (real)mp_rng_gauss_f32(r, 1.0);
     for (int si = 0; si < 2; si++)
-        for (int ti = 0; ti < 4; ti++) {
+        for (int ti = 0; ti < (int)(sizeof toks / sizeof toks[0]); ti++) {
             const long s = toks[ti];
             const int out_b = si ? DSV4Q_B_LINEAR_BF16 : -1;
             const int ue8m0 = ti % 2 ? 0 : 1;   /* the act-quant scale rule: power of two or exact */
             X(ref_linear)(sets[si], ue8m0, t, x, s, ref, out_b);
-            for (int ki = 0; ki < 2; ki++) {
+            for (int ki = 0; ki < NK; ki++) {
                 if (!X(dsv4q_linear_kernel)(kern[ki])) {   /* not on this CPU: say so, never silently */
 #if defined(__x86_64__)
                     __builtin_cpu_init();
                     if (!strcmp(kern[ki], "avx512") && __builtin_cpu_supports("avx512f"))
                         fail_msg("the CPU has AVX-512F but the avx512 kernel was refused");
+                    if (!strcmp(kern[ki], "avx2") && __builtin_cpu_supports("avx2"))
+                        fail_msg("the CPU has AVX2 but the avx2 kernel was refused");
 #endif
                     continue;
                 }
@@ -327,9 +330,9 @@ static void X(test_linear_kernels)(void **state)
         n += X(check_weight)(&t, &r, &used);
         tw_free(&t);
     }
-    print_message("%s: %d linear runs bit-identical to the reference; kernels compared:%s%s\n", R_NAME, n,
-                  used & 1u ? " avx512" : "", used & 2u ? " generic" : "");
-    assert_true(used & 2u);   /* the baseline kernel runs everywhere */
+    print_message("%s: %d linear runs bit-identical to the reference; kernels compared:%s%s%s\n", R_NAME, n,
+                  used & 1u ? " avx512" : "", used & 2u ? " avx2" : "", used & 4u ? " generic" : "");
+    assert_true(used & 4u); /* the baseline kernel runs everywhere */
 }
 
 #endif
