@@ -59,19 +59,24 @@ typedef struct dsv4q_run dsv4q_run;
 /* The longest context the model takes: original_seq_len x rope_factor (the
  * YaRN-extended length, 1,048,576 for V4), or 1,048,576 with YaRN off. */
 long dsv4q_run_max_seq_len(const dsv4q_config *g);
-/* Estimated peak bytes of a run of max_pos positions at width 32|64: the
- * per-layer KV window ring, compressed and indexer rows, RoPE tables and the
- * prefill's activations (q, kv, hc streams, the indexer's [s, s/4] scores
- * and the sparse column lists) for a prefill of max_pos tokens. An upper
- * estimate: the real peak is within it for prefills, smaller for decode. */
-double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos);
+/* Estimated peak bytes of a run of max_pos positions at width 32|64 whose
+ * prefill is `prefill` tokens (1: decode steps only), from the forward
+ * pass's own allocation plan: the per-layer KV window ring, compressed and
+ * indexer rows (positions / ratio), the RoPE tables, and the larger of the
+ * prefill's working set (its activations, the indexer's [prefill,
+ * prefill/4] scores, the column lists) and a decode step's at position
+ * max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
+ * position). Mirrors no reference function (a dsv4q resource estimate). */
+double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill);
 /* MemAvailable from /proc/meminfo in bytes, or -1 when unknown. */
 double dsv4q_mem_available(void);
 
 /* Start a run of model m at width 32|64 with boundary set bs, for at most
  * max_pos positions (prompt + decode steps). Refused (-1, exit 2 at the
- * CLI) when max_pos exceeds dsv4q_run_max_seq_len or the estimate exceeds
- * the available memory; the message gives both numbers. */
+ * CLI) when max_pos exceeds dsv4q_run_max_seq_len or the estimate for
+ * decode steps (dsv4q_run_estimate_bytes(.., 1)) exceeds the available
+ * memory; dsv4q_run_feed checks a prefill's own estimate the same way. The
+ * message gives both numbers. */
 int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs, long max_pos,
                    dsv4q_tap_fn tap, void *user, char *err, size_t errlen);
 /* Whether token ids [n] (positions pos0..) can be fed to m: each in

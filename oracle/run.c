@@ -33,26 +33,60 @@ long dsv4q_run_max_seq_len(const dsv4q_config *g)
     return n > 1e15 ? (long)1e15 : (long)n;
 }
 
-double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos)
+/* Bytes in use at the peak of one call of s tokens whose last position is
+ * e - 1, from the forward pass's own allocations (oracle/model.c block,
+ * attention and indexer; moe.c; linear.c's quantized input), counting what
+ * is written by then (an allocated but untouched buffer takes no memory):
+ * the hidden streams Xs, y, n, then the larger of
+ *  - attention: qr, q, kv, the column lists, and the larger of the indexer
+ *    (its q, weights, new rows, the [s, rows] scores, picks) and the
+ *    output side (o, the keys, the grouped low-rank projection, a);
+ *  - MoE: X2, a, routing weights and ids, router scores, the gathered
+ *    rows and one expert's gate/up.
+ * rmin: the smallest compress ratio with an indexer (V4: 4; V4.1 indexes
+ * ratio 1 and 2 layers too, so its scores and its candidate mask, one
+ * byte each, are [s, e / rmin]). Caches and RoPE tables are the caller's.
+ * r bytes a value, 4 an index. */
+static double call_bytes(const dsv4q_config *g, double r, double s, double e, double rmin)
+{
+    const double d = g->dim, hc = g->hc_mult, H = g->n_heads, D = g->head_dim, win = g->window_size;
+    const double Hi = g->index_n_heads, Di = g->index_head_dim, topk = g->index_topk;
+    const double ql = g->q_lora_rank, G = g->o_groups, ol = g->o_lora_rank, k = g->n_activated_experts;
+    const double inter = g->moe_inter_dim, nexp = g->n_routed_experts, ix = 4.0 / r;
+    const double rows4 = e / rmin + 1, sel4 = rows4 < topk ? rows4 : topk;
+    const double cand = g->arch == DSV4Q_ARCH_V41 ? s * rows4 / r : 0;
+    const double streams = s * (hc * d + 2 * d + hc + hc * hc);
+    const double ncols = (s < win ? s : win) + (e / 128 > sel4 ? e / 128 : sel4);
+    const double attn_in = s * (ql + H * D + D) + ix * s * ncols;
+    const double index = s * (Hi * Di + Hi + Di / 4 + ql) + s * rows4 + ix * s * sel4 + cand;
+    const double nkeys = (s > win ? s : win) + e / rmin + 1;
+    const double out = s * (H * D + H * D / G + ol + G * ol + d) + nkeys * D;
+    const double attn = attn_in + (index > out ? index : out);
+    const double moe = s * (hc * d + d + k * (1 + ix) + nexp + 2 * d + 2 + 2 * inter);
+    return r * (streams + (attn > moe ? attn : moe) + 2.0 * g->vocab_size);
+}
+
+double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill)
 {
     const dsv4q_config *g = &m->cfg;
-    const double r = width / 8, s = (double)max_pos;
-    double cache = 0;
+    const double r = width / 8, s = (double)max_pos, p = prefill < 1 ? 1 : (double)prefill;
+    /* caches: window ring, compressed rows (positions / ratio), indexer keys */
+    double cache = 0, rmin = 4;
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
         int ratio = m->layers[li].ratio;
+        if (g->arch == DSV4Q_ARCH_V41 && ratio > 0 && ratio < rmin) rmin = ratio;
         cache += (double)g->window_size * g->head_dim;
         if (ratio) cache += (s / ratio + 1) * g->head_dim;
         if (ratio == 4) cache += (s / 4 + 1) * g->index_head_dim;
     }
-    double rope = 2 * s * g->rope_head_dim;
-    /* one layer's prefill working set (freed between layers) */
-    double hcd = (double)g->hc_mult * g->dim;
-    double act = s * (3.0 * g->n_heads * g->head_dim + 6 * hcd + g->q_lora_rank +
-                      (double)g->index_n_heads * (g->index_head_dim + 1) + 2.0 * g->o_groups * g->o_lora_rank);
-    double keys = (s + s / 4 + g->window_size) * g->head_dim;
-    double score = s * (s / 4 + 1);                                    /* indexer scores */
-    double cols = s * ((double)g->window_size + g->index_topk) / 2;   /* int32 column lists */
-    return r * (cache + rope + act + keys + score) + 4 * cols;
+    const double rope = 2 * s * g->rope_head_dim; /* two cos/sin tables, every position */
+    /* the larger call: the prefill at position 0, or a decode step at the
+     * end (the prefill's last hidden streams are kept for MTP meanwhile) */
+    const double a = call_bytes(g, r, p, p, rmin), b = call_bytes(g, r, 1, s, rmin) + r * p * g->hc_mult * g->dim;
+    /* the OpenMP thread pool and allocator slack, started by the first
+     * call: 5-9 MB measured on 2 threads (bench/bench_memory.c) */
+    const double runtime = 8e6;
+    return r * (cache + rope) + (a > b ? a : b) + runtime;
 }
 
 double dsv4q_mem_available(void)
@@ -85,11 +119,13 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
                  "(original_seq_len x rope_factor)", max_pos, maxseq);
         return -1;
     }
-    double need = dsv4q_run_estimate_bytes(m, width, max_pos), have = dsv4q_mem_available();
+    /* caches and decode steps here; a prefill is checked when it is fed */
+    double need = dsv4q_run_estimate_bytes(m, width, max_pos, 1), have = dsv4q_mem_available();
     if (have > 0 && need > have) {
-        snprintf(err, errlen, "a run of %ld positions at f%d needs about %.2f GB (KV and compressor caches, "
-                 "activations), more than the %.2f GB of memory available; use fewer tokens",
-                 max_pos, width, need / 1e9, have / 1e9);
+        snprintf(err, errlen,
+                 "a run of %ld positions at f%d needs about %.2f GB (KV and compressor caches, RoPE "
+                 "tables, a decode step), more than the %.2f GB of memory available; use fewer positions%s",
+                 max_pos, width, need / 1e9, have / 1e9, width == 64 ? " or f32" : "");
         return -1;
     }
     dsv4q_run *r = calloc(1, sizeof *r);
@@ -144,6 +180,16 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
         return -1;
     }
     if (dsv4q_model_check_ids(r->m, ids, s, r->pos, err, errlen)) return -1;
+    if (s > 1) { /* a prefill's activations: refuse what cannot fit, before any work */
+        const double need = dsv4q_run_estimate_bytes(r->m, r->width, s, s), have = dsv4q_mem_available();
+        if (have > 0 && need > have) {
+            snprintf(err, errlen,
+                     "a prefill of %ld tokens at f%d needs about %.2f GB (activations, the indexer's "
+                     "[s, s/4] scores, caches), more than the %.2f GB of memory available; use a shorter prompt%s",
+                     s, r->width, need / 1e9, have / 1e9, r->width == 64 ? " or f32" : "");
+            return -1;
+        }
+    }
     int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
     if (rc) {
         const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
