@@ -99,6 +99,7 @@ int dsv4q_cmd_run(int argc, char **argv)
     fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
             o.profile, bnames, t.nprompt, M);
     if (!lp || !ld) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+    if (dsv4q_taps_fit(m, o.width, t.nprompt, M, err, sizeof err)) goto fail; /* the taps are kept */
     if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
     const int ds = m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.n_mtp_layers > 0;
     const long B = m->cfg.dspark_block_size;

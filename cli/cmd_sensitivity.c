@@ -79,6 +79,8 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
                     .total_calls = 1 + t.nteacher};
     int rc = 2;
     if (!l64 || !l32) { fprintf(stderr, "dsv4q sensitivity: out of memory\n"); goto out; }
+    /* the f64 run keeps every tap while it runs: refuse before any work */
+    if (dsv4q_taps_fit(m, 64, t.nprompt, t.nteacher, err, sizeof err)) goto fail;
     if (run_width(m, 64, bs, &t, &ts, l64, err, sizeof err)) goto fail;
     ts.compare = 1;
     ts.label = "f32";

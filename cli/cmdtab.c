@@ -495,8 +495,13 @@ void dsv4q_cli_version(FILE *f)
     const char *env = getenv("DSV4Q_KERNEL");
     fprintf(f, "linear kernel: %s (this CPU runs:", dsv4q_linear_kernel_f64(NULL));
     for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++) fprintf(f, " %s", dsv4q_linear_kernel_at_f64(i));
-    if (env && *env) fprintf(f, "; DSV4Q_KERNEL=%s)\n", env);
-    else fputs("; DSV4Q_KERNEL unset)\n", f);
+    if (env && *env) {
+        int ok = 0;
+        for (int i = 0; dsv4q_linear_kernel_at_f64(i); i++) ok |= !strcmp(env, dsv4q_linear_kernel_at_f64(i));
+        fprintf(f, "; DSV4Q_KERNEL=%s%s)\n", env, ok ? "" : ", not one of them: refused by every command");
+    } else {
+        fputs("; DSV4Q_KERNEL unset)\n", f);
+    }
 #ifdef __FAST_MATH__
     fputs("WARNING: built with -ffast-math: results are not reproducible\n", f);
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/taps.h"
+#include "oracle/model_run.h"
 #include "oracle/stages.h"
 
 dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage)
@@ -97,4 +98,42 @@ void dsv4q_tapset_free(dsv4q_tapset *t)
     free(t->e);
     t->e = NULL;
     t->n = t->cap = 0;
+}
+
+/* Values of every stage tap of one run, from the config: per layer and
+ * token the hidden-size rows (hc_attn_pre, attn_norm, attn, hc_ffn_pre,
+ * ffn_norm, moe_out), the hc streams (hc_attn_post, block_out), q and
+ * attn_out, kv, the MoE weights and ids, and on indexed layers the scores
+ * against every compressed row (rows grow with the position: quadratic in
+ * the prompt) and the picks; per call the logits. */
+static double tap_values(const dsv4q_model *m, double prompt, double decode)
+{
+    const dsv4q_config *g = &m->cfg;
+    const double d = g->dim, hcd = (double)g->hc_mult * g->dim, HD = (double)g->n_heads * g->head_dim;
+    const double end = prompt + decode,
+                 per_token = 6 * d + 2 * hcd + 2 * HD + g->head_dim + 2.0 * g->n_activated_experts;
+    double v = end * (hcd + d) + (1 + decode) * g->vocab_size; /* embed, final_norm; logits */
+    for (int li = 0; li < g->n_layers; li++) {
+        const int ratio = m->layers[li].ratio;
+        v += end * per_token;
+        if (ratio == 4 || (g->arch == DSV4Q_ARCH_V41 && ratio > 0))
+            v += prompt * (prompt / ratio + 1) + decode * (end / ratio + 1) + end * g->index_topk;
+    }
+    return v;
+}
+
+int dsv4q_taps_fit(const dsv4q_model *m, int width, long prompt, long decode, char *err, size_t errlen)
+{
+    const double taps = 8 * tap_values(m, (double)prompt, (double)decode);
+    const double need = dsv4q_run_estimate_bytes(m, width, prompt + decode, prompt) + taps;
+    const double have = dsv4q_mem_available();
+    if (have > 0 && need > have) {
+        snprintf(err, errlen,
+                 "a run of %ld + %ld tokens at f%d that keeps every stage tap needs about %.2f GB (%.2f GB of taps: "
+                 "the indexer's scores grow with the square of the prompt), more than the %.2f GB of memory "
+                 "available; use a shorter prompt",
+                 prompt, decode, width, need / 1e9, taps / 1e9, have / 1e9);
+        return -1;
+    }
+    return 0;
 }

@@ -35,4 +35,13 @@ void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *dat
 dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage);
 void dsv4q_tapset_free(dsv4q_tapset *t);
 
+/* Refuse (-1, err set) a run whose taps cannot be kept: the memory of a
+ * run of `prompt` + `decode` tokens at `width` (dsv4q_run_estimate_bytes)
+ * plus every stage tap of every token as doubles (what a tapset keeps:
+ * the per-layer rows, the indexer's scores against every compressed row,
+ * the logits of every call), against MemAvailable; 0 when it fits or the
+ * memory is unknown. The estimate is dsv4q's own (no reference function). */
+struct dsv4q_model;
+int dsv4q_taps_fit(const struct dsv4q_model *m, int width, long prompt, long decode, char *err, size_t errlen);
+
 #endif

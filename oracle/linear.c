@@ -193,9 +193,11 @@ static void pick_kernel(void)
     if (env && *env) {
         const int e = kernel_index(env);
         if (e >= 0 && kernel_ok(e)) i = e;
+#if DSV4Q_WIDTH == 64 /* once per process, not once per width */
         else
             fprintf(stderr, "dsv4q: DSV4Q_KERNEL=%s is not a linear kernel this CPU runs; using %s\n", env,
                     k_kernels[i].name);
+#endif
     }
     __atomic_store_n(&g_kernel, i, __ATOMIC_RELEASE);
 }

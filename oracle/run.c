@@ -181,11 +181,16 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
     }
     if (dsv4q_model_check_ids(r->m, ids, s, r->pos, err, errlen)) return -1;
     if (s > 1) { /* a prefill's activations: refuse what cannot fit, before any work */
-        const double need = dsv4q_run_estimate_bytes(r->m, r->width, s, s), have = dsv4q_mem_available();
+        /* the run's estimate with this prefill, less its RoPE tables, which
+         * the open built (MemAvailable already excludes them) */
+        const double rope = (r->width / 8) * 2.0 * (double)r->max_pos * r->m->cfg.rope_head_dim;
+        const double need = dsv4q_run_estimate_bytes(r->m, r->width, r->max_pos, s) - rope;
+        const double have = dsv4q_mem_available();
         if (have > 0 && need > have) {
             snprintf(err, errlen,
                      "a prefill of %ld tokens at f%d needs about %.2f GB (activations, the indexer's "
-                     "[s, s/4] scores, caches), more than the %.2f GB of memory available; use a shorter prompt%s",
+                     "[s, s/ratio] scores, caches), more than the %.2f GB of memory available; use a shorter "
+                     "prompt%s",
                      s, r->width, need / 1e9, have / 1e9, r->width == 64 ? " or f32" : "");
             return -1;
         }

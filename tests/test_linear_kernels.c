@@ -9,7 +9,7 @@
  * decode each row from the bit layout (tests/mpref.h, not oracle/formats.c),
  * rdot's order spelled out (lane l sums elements i % 8 == l, combine
  * ((0+4)+(2+6))+((1+5)+(3+7)), then the tail), FP8 block dots scaled per
- * 128 and FP4 per 32, in block order. Every kernel x thread count must
+ * 128 (V4.1: 32) and FP4 per 32, in block order. Every kernel x thread count must
  * match it byte for byte (memcmp), at both widths, for F32, F64, BF16, FP8
  * (E8M0 and F32 scales, K not a multiple of 128 or of 8, all finite codes
  * including subnormals and -0) and FP4, with s = 1, 2, 3, 16 tokens, in the
@@ -50,8 +50,9 @@ static void tw_free(tw *t)
 }
 
 /* fmt over [N, K]; FP8 scales E8M0 (f32scale 0) or F32. */
-static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32scale, int with_nan)
+static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32scale, int with_nan, int blk)
 {
+    const long b = blk > 0 ? blk : 128; /* the FP8 block (V4 128, V4.1 32) */
     memset(t, 0, sizeof *t);
     t->nan_row = -1;
     long nsc = 0;
@@ -95,7 +96,7 @@ static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32sca
             t->nan_row = (int)(N / 2);
             p[t->nan_row * K + K / 3] = 0xFF;
         }
-        nsc = ((N + 127) / 128) * ((K + 127) / 128);
+        nsc = ((N + b - 1) / b) * ((K + b - 1) / b);
         t->data = p;
         break;
     }
@@ -130,6 +131,7 @@ static void tw_make(tw *t, mp_rng *r, dsv4q_wfmt fmt, long N, long K, int f32sca
     }
     dsv4q_weight w = {"lk", fmt, N, K, t->data, t->scale, f32scale ? DSV4Q_DT_F32 : DSV4Q_DT_F8_E8M0, 0};
     t->w = w;
+    t->w.blk = blk;
 }
 
 static double tw_scale(const tw *t, long i)
@@ -204,7 +206,7 @@ static real X(ref_dot)(const real *a, const real *b, long n)
 /* The linear's arithmetic as the code had it before vectorisation. */
 static void X(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const real *x, long s, real *y, int out_b)
 {
-    const long K = t->w.in, N = t->w.out, nab = (K + 127) / 128;
+    const long K = t->w.in, N = t->w.out, B = dsv4q_weight_blk(&t->w), nab = (K + B - 1) / B;
     const dsv4q_wfmt fmt = t->w.fmt;
     const int quant = fmt == DSV4Q_WF_FP8 || fmt == DSV4Q_WF_FP4;
     const int act_q = quant && ((bs >> DSV4Q_B_GEMM_ACT_FP8) & 1u);
@@ -213,7 +215,8 @@ static void X(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const real *x, lo
     assert_true(xq && xs && wrow);
     for (long i = 0; i < s * K; i++) xq[i] = x[i];
     if (act_q)
-        for (long tk = 0; tk < s; tk++) X(dsv4q_act_quant_codes)(x + tk * K, K, 128, ue8m0, xq + tk * K, xs + tk * nab);
+        for (long tk = 0; tk < s; tk++)
+            X(dsv4q_act_quant_codes)(x + tk * K, K, (int)B, ue8m0, xq + tk * K, xs + tk * nab);
     for (long o = 0; o < N; o++) {
         for (long k = 0; k < K; k++) wrow[k] = (real)tw_value(t, o, k);
         for (long tk = 0; tk < s; tk++) {
@@ -221,16 +224,16 @@ static void X(ref_linear)(uint64_t bs, int ue8m0, const tw *t, const real *x, lo
             real acc = 0;
             if (fmt == DSV4Q_WF_FP8) {
                 for (long kb = 0; kb < nab; kb++) {
-                    long k0 = kb * 128, len = K - k0 < 128 ? K - k0 : 128;
+                    long k0 = kb * B, len = K - k0 < B ? K - k0 : B;
                     real d = X(ref_dot)(wrow + k0, xr + k0, len);
-                    real sc = (real)tw_scale(t, (o / 128) * nab + kb);
+                    real sc = (real)tw_scale(t, (o / B) * nab + kb);
                     if (act_q) sc = xs[tk * nab + kb] * sc;
                     acc += d * sc;
                 }
             } else if (fmt == DSV4Q_WF_FP4) {
                 for (long kb = 0; kb < K / 32; kb++) {
                     real d = X(ref_dot)(wrow + kb * 32, xr + kb * 32, 32), sw = (real)tw_scale(t, o * (K / 32) + kb);
-                    acc += act_q ? (d * xs[tk * nab + kb / 4]) * sw : d * sw;
+                    acc += act_q ? (d * xs[tk * nab + kb * 32 / B]) * sw : d * sw;
                 }
             } else {
                 acc = X(ref_dot)(wrow, xr, K);
@@ -308,25 +311,34 @@ static int X(check_weight)(const tw *t, mp_rng *r, unsigned *used)
 static void X(test_linear_kernels)(void **state)
 {
     (void)state;
-    static const struct { dsv4q_wfmt fmt; long N, K; int f32scale, nan; } cases[] = {
-        {DSV4Q_WF_FP8, 200, 300, 0, 0},   /* K: 2 full blocks + 44 (5 lanes-blocks + 4 tail) */
-        {DSV4Q_WF_FP8, 130, 5, 0, 0},     /* K < 8: tail only */
-        {DSV4Q_WF_FP8, 64, 1024, 1, 0},   /* F32 block scales */
-        {DSV4Q_WF_FP8, 40, 256, 0, 1},    /* a NaN code (0xFF) in one row */
-        {DSV4Q_WF_FP4, 100, 96, 0, 0},
-        {DSV4Q_WF_FP4, 40, 512, 0, 0},
-        {DSV4Q_WF_BF16, 50, 37, 0, 0},
-        {DSV4Q_WF_BF16, 33, 256, 0, 0},
-        {DSV4Q_WF_F32, 50, 37, 0, 0},
-        {DSV4Q_WF_F64, 33, 259, 0, 0},
-    };
+    static const struct {
+        dsv4q_wfmt fmt;
+        long N, K;
+        int f32scale, nan, blk;
+    } cases
+        [] =
+            {
+                {DSV4Q_WF_FP8, 200, 300, 0, 0, 128}, /* K: 2 full blocks + 44 (5 lanes-blocks + 4 tail) */
+                {DSV4Q_WF_FP8, 130, 5, 0, 0, 128},   /* K < 8: tail only */
+                {DSV4Q_WF_FP8, 64, 1024, 1, 0, 128}, /* F32 block scales */
+                {DSV4Q_WF_FP8, 40, 256, 0, 1, 128},  /* a NaN code (0xFF) in one row */
+                {DSV4Q_WF_FP4, 100, 96, 0, 0, 128},
+                {DSV4Q_WF_FP4, 40, 512, 0, 0, 128},
+                {DSV4Q_WF_BF16, 50, 37, 0, 0, 128},
+                {DSV4Q_WF_BF16, 33, 256, 0, 0, 128},
+                {DSV4Q_WF_F32, 50, 37, 0, 0, 128},
+                {DSV4Q_WF_F64, 33, 259, 0, 0, 128},
+                {DSV4Q_WF_FP8, 70, 100, 0, 0, 32}, /* V4.1: 32-blocks, K = 3 blocks + 4 */
+                {DSV4Q_WF_FP8, 33, 96, 1, 1, 32},
+                {DSV4Q_WF_FP4, 40, 256, 0, 0, 32}, /* one activation scale per weight block */
+            };
     mp_rng r;
     mp_rng_seed(&r, "linear_kernels_" R_NAME);
     int n = 0;
     unsigned used = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tw t;
-        tw_make(&t, &r, cases[c].fmt, cases[c].N, cases[c].K, cases[c].f32scale, cases[c].nan);
+        tw_make(&t, &r, cases[c].fmt, cases[c].N, cases[c].K, cases[c].f32scale, cases[c].nan, cases[c].blk);
         n += X(check_weight)(&t, &r, &used);
         tw_free(&t);
     }

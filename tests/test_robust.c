@@ -10,6 +10,7 @@
  * old file untouched).
  */
 #include "tests/testutil.h"
+#include "cli/taps.h"
 #include <errno.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -308,6 +309,15 @@ static void run_bounded_by_max_seq_len_and_memory(void **state)
     } else {
         print_message("MemAvailable %.2f GB: the 1M-position open and prefill refusal not tried\n", have / 1e9);
     }
+    /* sensitivity / run keep every tap: 100k tokens on tiny hold at least
+     * the indexer's scores of its 2 ratio-4 layers, 2 * 1e5 * 25001 values
+     * = 40 GB as doubles, refused before any work; 64 tokens fit */
+    if (have > 0 && have < 40e9) {
+        assert_int_equal(dsv4q_taps_fit(m, 64, 100000, 8, err, sizeof err), -1);
+        ASSERT_HAS(err, "a run of 100000 + 8 tokens at f64 that keeps every stage tap needs about");
+        ASSERT_HAS(err, "GB of taps");
+    }
+    assert_int_equal(dsv4q_taps_fit(m, 64, 64, 8, err, sizeof err), 0);
     /* an ordinary run still opens */
     assert_int_equal(dsv4q_run_open(&r, m, 64, bs, 64, NULL, NULL, err, sizeof err), 0);
     dsv4q_run_close(r);
