@@ -212,7 +212,8 @@ static void coords_str(const dsv4q_bt *t, long long i, char *buf, size_t len)
  * caller values (the case builders only make valid ones): an epsilon is
  * added to a mean square or a sum, so a negative one can make the oracle
  * take the root of a negative number; iters (Sinkhorn rounds) is cast to
- * int, so 20.5 would silently run 20 and 0 or -1 none. hc_pre41's own check
+ * int, so 20.5 would silently run 20 and 0 or -1 none; a switch must be
+ * 0 or 1 and a count, size or position an integer. hc_pre41's own check
  * is stricter (norm_eps > 0). 0, or -1 + a message naming the param. */
 static int param_range(const dsv4q_op_info *o, const char *nm, double v, char *err, size_t errlen)
 {
@@ -226,6 +227,26 @@ static int param_range(const dsv4q_op_info *o, const char *nm, double v, char *e
                  v);
         return -1;
     }
+    /* A switch is read as != 0 and a count or position is cast to an
+     * integer, so ue8m0 = 1.5 ran as 1 and k = 8.5 was refused only as
+     * "cannot size output": both are named here. */
+    static const char *const flags[] = {"ue8m0", "bf16_out", "inverse", "rotate", "norm_topk_prob"};
+    static const char *const ints[] = {"k",         "block", "ratio", "rope_dim", "original_seq_len",
+                                       "start_pos", "p",     "w",     "topb",     "B",
+                                       "start",     "pad",   "V",     "k0",       "score_func"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (!strcmp(nm, flags[i]) && v != 0 && v != 1) {
+            snprintf(err, errlen, "%s: param %s = %g is out of range: %s must be 0 or 1 (a switch)", o->name, nm, v,
+                     nm);
+            return -1;
+        }
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        if (!strcmp(nm, ints[i]) && v != floor(v)) {
+            snprintf(err, errlen,
+                     "%s: param %s = %g is out of range: %s must be an integer (a count, size or position)", o->name,
+                     nm, v, nm);
+            return -1;
+        }
     return 0;
 }
 

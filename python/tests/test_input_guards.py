@@ -4,8 +4,8 @@ what is valid still works (torch's int64 indices, eps = 0).
 
 Each case states the wrong result the silent path gave: an int64 index
 2**32 + 1 cast to int32 reads as row 1; a float64 output was judged as F32;
-iters = 20.5 ran 20 rounds; a NaN input made a FAIL verdict of a kernel
-that did nothing wrong.
+iters = 20.5 ran 20 rounds, ue8m0 = 1.5 ran as 1 and p = 127.5 as 127; a
+NaN input made a FAIL verdict of a kernel that did nothing wrong.
 """
 import numpy as np
 import pytest
@@ -112,3 +112,32 @@ def test_nan_input_is_an_error_naming_the_first_nan():
     assert "rmsnorm: input x has a NaN at index [1,5] (flat 13)" in str(e.value)
     # -inf stays a valid input (a masked score, an absent sink)
     assert attn_call(np.array([[1, -1, 7]], np.int32)).shape == (1, 2, 4)
+
+
+def _case_call(key, **change):
+    c = dsv4q.Case(key)
+    p = dict(c.params, **change)
+    return getattr(dsv4q.oracle, c.op)(**{k: getattr(v, "values", v) for k, v in c.inputs.items()}, **p,
+                                       width="f32", profile="exact")
+
+
+@pytest.mark.parametrize("key,param,bad", [
+    ("act_quant(rows=2,n=256,block=128,recipe=normal,seed=1)", "ue8m0", 1.5),   # ran as ue8m0 = 1
+    ("rope(rows=8,r=64,pos=131072,rope=yarn,inv=1,recipe=normal,seed=1)", "inverse", 2),   # ran as inverse
+    ("compressor(s=8,d=64,ratio=4,Dc=512,rotate=0,recipe=normal,seed=1)", "rotate", 0.5),   # ran as rotate = 1
+])
+def test_switch_param_must_be_0_or_1(key, param, bad):
+    want = r": param %s = %g is out of range: %s must be 0 or 1 \(a switch\)" % (param, bad, param)
+    with pytest.raises(ValueError, match=want):
+        _case_call(key, **{param: bad})
+
+
+@pytest.mark.parametrize("key,param,bad", [
+    ("topk(rows=2,T=64,k=8,recipe=normal,seed=1)", "k", 8.5),        # was "cannot size output idx"
+    ("moe_gate(s=4,d=64,E=256,k=6,route=topk,func=sqrtsoftplus,recipe=normal,seed=1)", "score_func", 0.5),  # ran as 0
+    ("window_attn_decode(H=64,D=512,win=128,p=127,sel=512,recipe=normal,seed=1)", "p", 127.5),   # ran at 127
+])
+def test_integer_param_must_be_an_integer(key, param, bad):
+    with pytest.raises(ValueError, match=r": param %s = %g is out of range: %s must be an integer" % (param, bad, param)):
+        _case_call(key, **{param: bad})
+    _case_call(key)                                   # the case's own (integer) value runs
