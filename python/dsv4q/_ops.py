@@ -177,24 +177,26 @@ def run_oracle(op, inputs, params, width="f64", profile="source", boundary=None)
     return arrs[0] if len(arrs) == 1 else tuple(arrs)
 
 
-def _cands(info, outputs, tmpl, keep):
+def _cands(info, outputs, tmpl, keep, of=""):
+    """The candidate tensors of ``outputs``; ``of`` (" of rerun=") names the
+    second run in every error, so a bad rerun is not blamed on the outputs."""
     names = [t["name"] for t in info["outputs"]]
     if isinstance(outputs, dict):
         unknown = set(outputs) - set(names)
         if unknown or len(outputs) != len(names):
-            raise DSV4QError("dsv4q: %s outputs are %s (got %s)" % (info["name"], ", ".join(names),
-                                                                     ", ".join(outputs)))
+            raise DSV4QError("dsv4q: %s outputs are %s (got %s%s)" % (info["name"], ", ".join(names),
+                                                                       ", ".join(outputs), of))
         vals = [outputs[n] for n in names]
     elif isinstance(outputs, (list, tuple)):
         vals = list(outputs)
     else:
         vals = [outputs]
     if len(vals) != len(names):
-        raise DSV4QError("dsv4q: %s gives %d outputs (%s), got %d" % (info["name"], len(names), ", ".join(names),
-                                                                       len(vals)))
+        raise DSV4QError("dsv4q: %s gives %d outputs (%s), got %d%s" % (info["name"], len(names), ", ".join(names),
+                                                                         len(vals), of))
     c = (BT_T * max(1, len(names)))()
     for i, (n, v, t) in enumerate(zip(names, vals, info["outputs"])):
-        arr, dt = as_array(v, n, "out_i32" if t["dtype"] == "I32" else "out_f")
+        arr, dt = as_array(v, n + of, "out_i32" if t["dtype"] == "I32" else "out_f")
         keep.append(arr)
         fill_bt(c[i], n, arr, dt)
     return c
@@ -216,7 +218,7 @@ def check(op, inputs, outputs, profile="source", *, params=None, boundary=None, 
     tmpl = c.templates()
     keep = []
     cand = _cands(c.info, outputs, tmpl, keep)
-    cand2 = _cands(c.info, rerun, tmpl, keep) if rerun is not None else None
+    cand2 = _cands(c.info, rerun, tmpl, keep, " of rerun=") if rerun is not None else None
     err = errbuf()
     j = take_json(lib.dsv4q_capi_check(c.op, enc(profile), enc(boundary or ""), enc(gates or _lib.default_gates()), c.inp, c.nin,
                                        c.params, c.nparam, cand, cand2, c.nout, err, len(err)), err)
@@ -312,7 +314,7 @@ class Case:
         info = OPS[self.op]
         keep = []
         cand = _cands(info, outputs, None, keep)
-        cand2 = _cands(info, rerun, None, keep) if rerun is not None else None
+        cand2 = _cands(info, rerun, None, keep, " of rerun=") if rerun is not None else None
         err = errbuf()
         j = take_json(lib.dsv4q_capi_check_case(self._c, enc(profile), enc(boundary or ""), enc(gates or _lib.default_gates()), cand,
                                                 cand2, len(info["outputs"]), err, len(err)), err)

@@ -141,3 +141,22 @@ def test_integer_param_must_be_an_integer(key, param, bad):
     with pytest.raises(ValueError, match=r": param %s = %g is out of range: %s must be an integer" % (param, bad, param)):
         _case_call(key, **{param: bad})
     _case_call(key)                                   # the case's own (integer) value runs
+
+
+def test_a_bad_rerun_is_named_as_the_rerun():
+    """The checks of rerun= name it: the same message for the outputs sent
+    the user to a first run that was fine."""
+    s = np.array([[5.0, 4.0, 3.0, 2.0]], np.float32)
+    good = np.array([[0, 1]], np.int64)
+    with pytest.raises(dsv4q.DSV4QError, match=r"output idx of rerun= \(int64\) has value 4294967297 at index \(0, 1\)"):
+        dsv4q.check("topk", {"score": s}, good, k=2, rerun=np.array([[0, 2 ** 32 + 1]], np.int64))
+    i = rms_inputs()
+    y = dsv4q.oracle.rmsnorm(i["x"], i["w"], eps=1e-6, profile="exact")
+    with pytest.raises(dsv4q.DSV4QError, match=r"output y of rerun= has dtype float64: expected float32"):
+        dsv4q.check("rmsnorm", i, y.astype(np.float32), "exact", eps=1e-6, rerun=y)
+    with pytest.raises(dsv4q.DSV4QError, match=r"rmsnorm gives 1 outputs \(y\), got 2 of rerun="):
+        dsv4q.check("rmsnorm", i, y.astype(np.float32), "exact", eps=1e-6, rerun=[y, y])
+    c = dsv4q.Case("topk(rows=2,T=64,k=8,recipe=normal,seed=1)")
+    run1, _ = c.run_backend("cpu-ref")
+    with pytest.raises(dsv4q.DSV4QError, match=r"output idx of rerun= has dtype float32"):
+        c.check(run1, rerun=[run1[0].astype(np.float32)])
