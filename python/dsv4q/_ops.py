@@ -73,6 +73,18 @@ def _raw_bytes(a, what, itemsize):
     return a
 
 
+def _param(op, name, v):
+    """A param value as float. bool and str are refused: float(True) is 1.0
+    and float("1e-6") parses, so eps=True or a param read from text would run
+    as a number nobody wrote."""
+    if isinstance(v, (bool, np.bool_, str, bytes)):
+        raise DSV4QError("dsv4q: %s: param %s must be a number (got %s %r)" % (op, name, type(v).__name__, v))
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise DSV4QError("dsv4q: %s: param %s must be a number (got %s %r)" % (op, name, type(v).__name__, v)) from None
+
+
 def _op(op):
     if op not in OPS:
         raise DSV4QError("dsv4q: unknown operator %r (operators: %s)" % (op, ", ".join(OPS)))
@@ -138,9 +150,9 @@ class _Call:
             if missing:
                 raise DSV4QError("dsv4q: %s: missing param %s (%s)" % (
                     op, ", ".join(missing), "; ".join(p["doc"] for p in info["params"] if p["name"] in missing)))
-            pv = [float(params[n]) for n in pnames]
+            pv = [_param(op, n, params[n]) for n in pnames]
         else:
-            pv = [float(x) for x in params]
+            pv = [_param(op, pnames[k] if k < len(pnames) else "#%d" % k, x) for k, x in enumerate(params)]
             if len(pv) != len(pnames):
                 raise DSV4QError("dsv4q: %s takes %d params (%s), got %d" % (op, len(pnames), ", ".join(pnames), len(pv)))
         self.params = (ctypes.c_double * max(1, len(pv)))(*pv)

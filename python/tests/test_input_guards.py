@@ -160,3 +160,13 @@ def test_a_bad_rerun_is_named_as_the_rerun():
     run1, _ = c.run_backend("cpu-ref")
     with pytest.raises(dsv4q.DSV4QError, match=r"output idx of rerun= has dtype float32"):
         c.check(run1, rerun=[run1[0].astype(np.float32)])
+
+
+@pytest.mark.parametrize("bad", [True, "1e-6", None, [1e-6]])
+def test_param_must_be_a_number(bad):
+    # float(True) is 1.0 and float("1e-6") parses: eps=True ran as eps = 1
+    i = rms_inputs()
+    with pytest.raises(dsv4q.DSV4QError, match=r"rmsnorm: param eps must be a number \(got %s" % type(bad).__name__):
+        dsv4q.oracle.rmsnorm(i["x"], i["w"], eps=bad)
+    for ok in (1e-6, 0, np.float32(1e-6), np.int64(0)):     # numbers of any numeric type still run
+        dsv4q.oracle.rmsnorm(i["x"], i["w"], eps=ok)
