@@ -4,6 +4,7 @@ independent reader of the database); --dsv4q-junit writes one <testcase>
 per test with the verdict rows as properties and the report as failure
 text."""
 import importlib.metadata
+import json
 import os
 import sqlite3
 import subprocess
@@ -89,3 +90,11 @@ def test_receipts_and_junit(tmp_path, dsv4q_bin):
     props = {p.get("name"): p.get("value") for p in bad.find("properties")}
     assert props["dsv4q.0.op"] == "rmsnorm" and props["dsv4q.0.verdict"] == "FAIL"
     assert props["dsv4q.0.nrms"].startswith("output=y value=") and props["dsv4q.0.nrms"].endswith(" fail")
+    # no test gave rerun=: the run-to-run metric was not measured, and both
+    # records say so (a self-comparison used to be recorded as "rerun ... pass")
+    good = [tc for tc in suite if tc.get("name") == "test_good"][0]
+    gprops = {p.get("name"): p.get("value") for p in good.find("properties")}
+    assert gprops["dsv4q.0.rerun"].endswith(" not run") and "value=None" in gprops["dsv4q.0.rerun"], gprops
+    m = json.loads(sqlite3.connect(str(db)).execute("SELECT metrics FROM receipts WHERE id = 1").fetchone()[0])
+    r = m["checks"][0]["metrics"]["rerun"]
+    assert r["verdict"] == "not run" and r["value"] is None, r
