@@ -70,31 +70,21 @@ static inline __attribute__((always_inline)) real w_scale(const dsv4q_weight *w,
     return (real)k_e8m0[((const uint8_t *)w->scale)[i]];
 }
 
-/* The row body per lane representation (lanes.h): lvec for the AVX-512
- * kernel (and AVX2 at f32, where 8 floats are one ymm), lpair for AVX2 at
- * f64, and the register-sized pieces of the baseline ISA for generic. */
+/* The row body per lane representation (lanes.h): lvec, lpair and (f64)
+ * lquad; which kernel uses which is ROW_NARROW / ROW_WIDE below. The .inc
+ * #undefs its parameters. */
 #define LT lvec
 #define LN(op) lv_##op
 #define LR(name) name##_v
 #define LPERM 1
 #define LGROUP 4
 #include "oracle/linear_row.inc"
-#undef LT
-#undef LN
-#undef LR
-#undef LPERM
-#undef LGROUP
 #define LT lpair
 #define LN(op) lp_##op
 #define LR(name) name##_p
 #define LPERM 0
 #define LGROUP 4
 #include "oracle/linear_row.inc"
-#undef LT
-#undef LN
-#undef LR
-#undef LPERM
-#undef LGROUP
 #if DSV4Q_WIDTH == 64
 #define LT lquad
 #define LN(op) lq_##op
@@ -102,11 +92,6 @@ static inline __attribute__((always_inline)) real w_scale(const dsv4q_weight *w,
 #define LPERM 0
 #define LGROUP 2
 #include "oracle/linear_row.inc"
-#undef LT
-#undef LN
-#undef LR
-#undef LPERM
-#undef LGROUP
 #define ROW_NARROW row_body_q /* 2 doubles per SSE2 / NEON register */
 #define ROW_WIDE row_body_p   /* 4 doubles per ymm */
 /* FP4 decode on AVX2 at f64: table loads; the binary32 permute's widening

@@ -66,6 +66,13 @@ static double call_bytes(const dsv4q_config *g, double r, double s, double e, do
     return r * (streams + (attn > moe ? attn : moe) + 2.0 * g->vocab_size);
 }
 
+/* Bytes of the run's two RoPE tables (cos/sin of every position),
+ * built and written by dsv4q_run_open. */
+static double rope_bytes(const dsv4q_config *g, int width, long max_pos)
+{
+    return (width / 8) * 2.0 * (double)max_pos * g->rope_head_dim;
+}
+
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill)
 {
     const dsv4q_config *g = &m->cfg;
@@ -79,14 +86,13 @@ double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, l
         if (ratio) cache += (s / ratio + 1) * g->head_dim;
         if (ratio == 4) cache += (s / 4 + 1) * g->index_head_dim;
     }
-    const double rope = 2 * s * g->rope_head_dim; /* two cos/sin tables, every position */
     /* the larger call: the prefill at position 0, or a decode step at the
      * end (the prefill's last hidden streams are kept for MTP meanwhile) */
     const double a = call_bytes(g, r, p, p, rmin), b = call_bytes(g, r, 1, s, rmin) + r * p * g->hc_mult * g->dim;
     /* the OpenMP thread pool and allocator slack, started by the first
      * call: 5-9 MB measured on 2 threads (bench/bench_memory.c) */
     const double runtime = 8e6;
-    return r * (cache + rope) + (a > b ? a : b) + runtime;
+    return r * cache + rope_bytes(g, width, max_pos) + (a > b ? a : b) + runtime;
 }
 
 double dsv4q_mem_available(void)
@@ -183,8 +189,8 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
     if (s > 1) { /* a prefill's activations: refuse what cannot fit, before any work */
         /* the run's estimate with this prefill, less its RoPE tables, which
          * the open built (MemAvailable already excludes them) */
-        const double rope = (r->width / 8) * 2.0 * (double)r->max_pos * r->m->cfg.rope_head_dim;
-        const double need = dsv4q_run_estimate_bytes(r->m, r->width, r->max_pos, s) - rope;
+        const double need =
+            dsv4q_run_estimate_bytes(r->m, r->width, r->max_pos, s) - rope_bytes(&r->m->cfg, r->width, r->max_pos);
         const double have = dsv4q_mem_available();
         if (have > 0 && need > have) {
             snprintf(err, errlen,

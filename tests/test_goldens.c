@@ -571,6 +571,18 @@ static void test_record_subset_keeps_others(void **state)
     fresh_copy();
 }
 
+/* Run a shell command, its output (up to n - 1 bytes) into out; returns
+ * its exit status (-1 when it did not exit). */
+static int cmd_output(const char *cmd, char *out, size_t n)
+{
+    FILE *pf = popen(cmd, "r");
+    assert_non_null(pf);
+    const size_t got = fread(out, 1, n - 1, pf);
+    out[got] = 0;
+    const int st = pclose(pf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* The CLI: exit 0 / 1 / 2 as the library says. */
 static void test_cli_exit_status(void **state)
 {
@@ -616,12 +628,8 @@ static void test_cli_exit_status(void **state)
         const char *kn = dsv4q_linear_kernel_at_f64(i);
         char want[64];
         snprintf(cmd, sizeof cmd, "DSV4Q_KERNEL=%s '%s' --version", kn, bin);
-        FILE *pf = popen(cmd, "r");
-        assert_non_null(pf);
-        char out[2048] = "";
-        const size_t got = fread(out, 1, sizeof out - 1, pf);
-        out[got] = 0;
-        assert_int_equal(pclose(pf), 0);
+        char out[2048];
+        assert_int_equal(cmd_output(cmd, out, sizeof out), 0);
         snprintf(want, sizeof want, "linear kernel: %s (", kn);
         ASSERT_HAS(out, want);
         snprintf(cmd, sizeof cmd,
@@ -631,12 +639,8 @@ static void test_cli_exit_status(void **state)
         assert_int_equal(WEXITSTATUS(st), 0);
     }
     snprintf(cmd, sizeof cmd, "DSV4Q_KERNEL=avx9 '%s' golden check --dir '%s' --ops linear_fp8 2>&1", bin, tdir);
-    FILE *pf = popen(cmd, "r");
-    assert_non_null(pf);
-    char out[2048] = "";
-    const size_t got = fread(out, 1, sizeof out - 1, pf);
-    out[got] = 0;
-    assert_int_equal(WEXITSTATUS(pclose(pf)), 2);
+    char out[2048];
+    assert_int_equal(cmd_output(cmd, out, sizeof out), 2);
     ASSERT_HAS(out, "DSV4Q_KERNEL=avx9: not a linear kernel this CPU runs (it runs:");
 }
 
