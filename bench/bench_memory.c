@@ -3,7 +3,8 @@
  * measured peak: dsv4q_run_estimate_bytes (oracle/run.c) beside the peak
  * RSS of the same run, minus the RSS of the loaded checkpoint.
  *
- * Usage: build/bench/bench_memory CONFIG WIDTH PROMPT DECODE [MAX_POS]
+ * Usage: build/bench/bench_memory CONFIG WIDTH PROMPT DECODE [MAX_POS [CHUNK]]
+ * (CHUNK: the prompt fed in chunks of that many tokens, dsv4q_run_set_prefill)
  *   CONFIG   a built-in config (tiny, tiny-v41, flash-slice, ...),
  *            synthesized into a temporary directory, or a checkpoint DIR
  *   WIDTH    32 or 64
@@ -54,13 +55,14 @@ static int reset_peak(void)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_memory CONFIG|DIR 32|64 PROMPT DECODE [MAX_POS]\n");
+        fprintf(stderr, "usage: bench_memory CONFIG|DIR 32|64 PROMPT DECODE [MAX_POS [CHUNK]]\n");
         return 2;
     }
     const int width = atoi(argv[2]);
     const long prompt = atol(argv[3]), decode = atol(argv[4]);
     const long max_pos = argc > 5 ? atol(argv[5]) : prompt + decode;
-    if ((width != 32 && width != 64) || prompt < 1 || decode < 0 || max_pos < prompt + decode) {
+    const long chunk = argc > 6 ? atol(argv[6]) : prompt;
+    if ((width != 32 && width != 64) || prompt < 1 || decode < 0 || max_pos < prompt + decode || chunk < 1) {
         fprintf(stderr, "bench_memory: bad arguments\n");
         return 2;
     }
@@ -90,7 +92,7 @@ int main(int argc, char **argv)
     double *logits = malloc(sizeof(double) * (size_t)m->cfg.vocab_size);
     if (!ids || !logits) return 1;
     for (long i = 0; i < prompt + decode; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->cfg.vocab_size);
-    const double est = dsv4q_run_estimate_bytes(m, width, max_pos, prompt);
+    const double est = dsv4q_run_estimate_bytes(m, width, max_pos, prompt, chunk);
     malloc_trim(0); /* the load's freed heap back to the OS, or the run reuses it unseen */
     const double base = status_bytes("VmRSS"), file0 = status_bytes("RssFile");
     if (reset_peak() || base < 0) {
@@ -99,7 +101,9 @@ int main(int argc, char **argv)
     }
     dsv4q_run *r;
     int rc = dsv4q_run_open(&r, m, width, bs, max_pos, NULL, NULL, err, sizeof err) ||
-             dsv4q_run_feed(r, ids, prompt, logits, err, sizeof err);
+             (chunk < prompt && dsv4q_run_set_prefill(r, prompt, err, sizeof err));
+    for (long p = 0; !rc && p < prompt; p += chunk)
+        rc = dsv4q_run_feed(r, ids + p, prompt - p < chunk ? prompt - p : chunk, logits, err, sizeof err);
     for (long i = 0; !rc && i < decode; i++) rc = dsv4q_run_feed(r, &ids[prompt + i], 1, logits, err, sizeof err);
     /* the weights are mapped: pages the run reads count in the RSS but are
      * page cache (MemAvailable counts them free), so they come off */
@@ -113,9 +117,9 @@ int main(int argc, char **argv)
         return 1;
     }
     dsv4q_run_close(r);
-    printf("%-12s f%d  positions %8ld (prefill %6ld, decode %3ld)  estimate %9.1f MB  measured %9.1f MB  "
-           "ratio %.2f\n",
-           argv[1], width, max_pos, prompt, decode, est / 1e6, peak / 1e6, est / peak);
+    printf("%-12s f%d  positions %8ld (prefill %6ld in chunks of %6ld, decode %3ld)  estimate %9.1f MB  "
+           "measured %9.1f MB  ratio %.2f\n",
+           argv[1], width, max_pos, prompt, chunk < prompt ? chunk : prompt, decode, est / 1e6, peak / 1e6, est / peak);
     free(ids);
     free(logits);
     dsv4q_model_close(m);

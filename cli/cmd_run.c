@@ -89,8 +89,14 @@ int dsv4q_cmd_run(int argc, char **argv)
     if (dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
-    dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
-                    .total_calls = 1 + t.nteacher};
+    /* without --taps no tap is kept: the prompt may go in chunks */
+    const long chunk = o.chunk ? o.chunk : o.taps ? t.nprompt : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
+    const long nchunks = (t.nprompt + chunk - 1) / chunk;
+    dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32",
+                       .nlayers = m->cfg.n_layers,
+                       .quiet = o.quiet,
+                       .total_calls = nchunks + t.nteacher,
+                       .progress_only = !o.taps};
     dsv4q_run *r = NULL;
     dsv4q_st_writer *w = NULL;
     double *dl = NULL, *di = NULL, *dc = NULL; /* DSpark outputs of the decode calls */
@@ -99,8 +105,20 @@ int dsv4q_cmd_run(int argc, char **argv)
     fprintf(stderr, "dsv4q run: %s, width f%d, profile %s (%s), prompt %ld, decode %ld\n", dir, o.width,
             o.profile, bnames, t.nprompt, M);
     if (!lp || !ld) { snprintf(err, sizeof err, "out of memory"); goto fail; }
-    if (dsv4q_taps_fit(m, o.width, t.nprompt, M, err, sizeof err)) goto fail; /* the taps are kept */
+    if (o.taps && nchunks > 1) {
+        snprintf(err, sizeof err,
+                 "--taps writes the one-call prefill's taps: leave --chunk out (or give the "
+                 "prompt's %ld) with --taps",
+                 t.nprompt);
+        goto fail;
+    }
+    if (dsv4q_taps_fit(m, o.width, t.nprompt, M, chunk, o.taps, err, sizeof err)) goto fail;
     if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
+    if (nchunks > 1) {
+        if (dsv4q_run_set_prefill(r, t.nprompt, err, sizeof err)) goto fail;
+        fprintf(stderr, "dsv4q run: prefill in %ld calls of up to %ld tokens (bit-identical to one call)\n", nchunks,
+                chunk);
+    }
     const int ds = m->cfg.arch == DSV4Q_ARCH_V41 && m->cfg.n_mtp_layers > 0;
     const long B = m->cfg.dspark_block_size;
     if (ds && (!(dl = malloc(sizeof(double) * (size_t)((M ? M : 1) * B * V))) ||
@@ -109,7 +127,9 @@ int dsv4q_cmd_run(int argc, char **argv)
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    if (dsv4q_run_feed(r, t.prompt, t.nprompt, lp, err, sizeof err)) goto fail;
+    for (long p = 0; p < t.nprompt; p += chunk)
+        if (dsv4q_run_feed(r, t.prompt + p, t.nprompt - p < chunk ? t.nprompt - p : chunk, lp, err, sizeof err))
+            goto fail;
     if (ds && dspark_after(r, m, lp, -1, dl, di, dc, err, sizeof err)) goto fail;
     for (long i = 0; i < M; i++) {
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;

@@ -31,22 +31,43 @@ static const char *const table_stages41[] = {
     "engram_out", "hc_attn_pre",  "q",       "kv",        "ckv",          "attn_out",
     "attn",       "hc_attn_post", "moe_out", "block_out", "block_premix", NULL};
 
-/* Run all calls of one width; logits [1 + nteacher, vocab]. */
-static int run_width(const dsv4q_model *m, int width, uint64_t bs, const dsv4q_tokens *t, dsv4q_tapset *ts,
-                     double *logits, char *err, size_t errlen)
+/* Both widths call by call: each call (a chunk of the prompt, then each
+ * decode step) runs at f64, its taps recorded, then at f32, compared
+ * against them, and the values are dropped: the taps of one call are kept,
+ * not of the whole run. logits [1 + nteacher, vocab] per width (the last
+ * prompt token's, then each step's). */
+static int run_both(const dsv4q_model *m, uint64_t bs, const dsv4q_tokens *t, long chunk, dsv4q_tapset *ts, double *l64,
+                    double *l32, char *err, size_t errlen)
 {
-    dsv4q_run *r;
-    const long V = m->cfg.vocab_size;
-    if (dsv4q_run_open(&r, m, width, bs, t->nprompt + t->nteacher, dsv4q_tapset_cb, ts, err, errlen)) return -1;
-    int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);
-    for (long i = 0; !rc && i < t->nteacher; i++)
-        rc = dsv4q_run_feed(r, &t->teacher[i], 1, logits + (i + 1) * V, err, errlen);
-    dsv4q_run_close(r);
-    if (!ts->quiet && isatty(2)) fprintf(stderr, "\n");
-    if (!rc && ts->oom) {
-        snprintf(err, errlen, "out of memory recording stage taps");
-        rc = -1;
+    dsv4q_run *r64 = NULL, *r32 = NULL;
+    const long V = m->cfg.vocab_size, S = t->nprompt, end = S + t->nteacher;
+    int rc = -1;
+    if (dsv4q_run_open(&r64, m, 64, bs, end, dsv4q_tapset_cb, ts, err, errlen) ||
+        dsv4q_run_open(&r32, m, 32, bs, end, dsv4q_tapset_cb, ts, err, errlen))
+        goto out;
+    if (chunk < S && (dsv4q_run_set_prefill(r64, S, err, errlen) || dsv4q_run_set_prefill(r32, S, err, errlen)))
+        goto out;
+    for (long p = 0, n; p < end; p += n) {
+        n = p < S ? (S - p < chunk ? S - p : chunk) : 1;
+        const int32_t *ids = p < S ? t->prompt + p : &t->teacher[p - S];
+        const long row = p < S ? 0 : p - S + 1; /* earlier chunks' logits are overwritten */
+        ts->compare = 0;
+        ts->label = "f64";
+        if (dsv4q_run_feed(r64, ids, n, l64 + row * V, err, errlen)) goto out;
+        ts->compare = 1;
+        ts->label = "f32";
+        if (dsv4q_run_feed(r32, ids, n, l32 + row * V, err, errlen)) goto out;
+        dsv4q_tapset_drop_data(ts);
+        if (ts->oom) {
+            snprintf(err, errlen, "out of memory recording stage taps");
+            goto out;
+        }
     }
+    rc = 0;
+out:
+    dsv4q_run_close(r64);
+    dsv4q_run_close(r32);
+    if (!ts->quiet && isatty(2)) fprintf(stderr, "\n");
     return rc;
 }
 
@@ -74,18 +95,18 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  tokens     %s (prompt %ld, decode %ld; sha256 %.16s...)\n", t.source, t.nprompt, t.nteacher, t.pin);
     printf("  profile    %s%s%s; effective boundaries: %s\n", o.profile, o.boundary[0] ? " + " : "", o.boundary, bnames);
 
+    /* both runs at once, one call's taps kept: refuse before any work */
+    const long chunk = o.chunk ? o.chunk : dsv4q_taps_chunk(m, 96, t.nprompt, t.nteacher, 0);
+    const long ncalls = (t.nprompt + chunk - 1) / chunk + t.nteacher;
+    printf("  prefill    %ld call%s of up to %ld tokens%s\n", (t.nprompt + chunk - 1) / chunk,
+           chunk < t.nprompt ? "s" : "", chunk < t.nprompt ? chunk : t.nprompt,
+           chunk < t.nprompt ? " (bit-identical to one call)" : "");
     double *l64 = malloc(sizeof(double) * (size_t)(rows * V)), *l32 = malloc(sizeof(double) * (size_t)(rows * V));
-    dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet,
-                    .total_calls = 1 + t.nteacher};
+    dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet, .total_calls = 2 * ncalls};
     int rc = 2;
     if (!l64 || !l32) { fprintf(stderr, "dsv4q sensitivity: out of memory\n"); goto out; }
-    /* the f64 run keeps every tap while it runs: refuse before any work */
-    if (dsv4q_taps_fit(m, 64, t.nprompt, t.nteacher, err, sizeof err)) goto fail;
-    if (run_width(m, 64, bs, &t, &ts, l64, err, sizeof err)) goto fail;
-    ts.compare = 1;
-    ts.label = "f32";
-    ts.calls = 0;
-    if (run_width(m, 32, bs, &t, &ts, l32, err, sizeof err)) goto fail;
+    if (dsv4q_taps_fit(m, 96, t.nprompt, t.nteacher, chunk, 0, err, sizeof err)) goto fail;
+    if (run_both(m, bs, &t, chunk, &ts, l64, l32, err, sizeof err)) goto fail;
 
     dsv4q_acc whole = {0};
     dsv4q_acc_add(&whole, l32, l64, rows * V);
@@ -157,6 +178,7 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     json_object_set_new(jm, "logit_cosine", json_real(dsv4q_acc_cosine(&whole)));
     json_object_set_new(jm, "greedy_agree", json_integer(agree));
     json_object_set_new(jm, "rows", json_integer(rows));
+    json_object_set_new(jm, "prefill_chunk", json_integer(chunk < t.nprompt ? chunk : t.nprompt));
     json_object_set_new(jm, "nonfinite_f32", json_integer(whole.nonfinite_a + nonfin));
     json_object_set_new(jm, "layers", jl);
     json_object_set_new(jm, "boundaries", json_string(bnames));

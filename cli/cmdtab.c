@@ -80,6 +80,12 @@ static const int DS4_PARTS[] = {0, 1, 2};                                      /
                 HELP("synthetic prompt length (excludes --tokens)")}
 #define O_DECODE {INT("--decode", "M", CLI, decode, 0, LONG_MAX), DFLT("8"), DOC(", or the teacher length"), \
                   SET(CLI, decode_set), HELP("teacher-forced decode steps after the prefill")}
+#define O_CHUNK                                                                                                        \
+    {                                                                                                                  \
+        INT("--chunk", "N", CLI, chunk, 1, LONG_MAX),                                                                  \
+            DOC("the whole prompt in one call when it fits in memory, else the largest chunk that does"),              \
+            HELP("feed the prompt in calls of N tokens: bit-identical results, less memory (V4 only)")                 \
+    }
 #define O_SEED {INT("--seed", "S", CLI, seed, 0, LONG_MAX), DFLT("1"), HELP("seed of the synthetic prompt")}
 #define O_PROFILE {STR("--profile", "P", CLI, profile), DFLT("source"), SET(CLI, profile_set), \
                    HELP("precision profile: source, model, qat, exact")}
@@ -151,7 +157,8 @@ static const dsv4q_mode MODES[] = {
     {MODE("sensitivity", NULL, NULL, 0, dsv4q_cli_opts, 0, dsv4q_cmd_sensitivity,
           "fp32 vs fp64 oracle on identical decoded inputs: the sensitivity floor, per layer and stage",
           "docs/model.md"),
-     .opts = (const dsv4q_optspec[]){O_INPUT, O_PROFILE, O_BOUNDARY, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
+     .opts =
+         (const dsv4q_optspec[]){O_INPUT, O_CHUNK, O_PROFILE, O_BOUNDARY, O_JSON, O_RECEIPT, O_THREADS, O_QUIET, O_END},
      .conflicts = INPUT_CONFLICTS},
     {MODE("qualify", NULL, NULL, 0, QUAL, 0, dsv4q_cmd_qualify,
           "gate a kernel backend operator by operator against the fp64 oracle, bounds set by the fp32 level of "
@@ -385,6 +392,7 @@ static const dsv4q_mode MODES[] = {
                                      O_PLEN,
                                      O_DECODE,
                                      O_SEED,
+                                     O_CHUNK,
                                      {ENUM("--width", "f32|f64", CLI, width, WIDTHS), REQ, HELP("oracle width")},
                                      O_PROFILE,
                                      O_BOUNDARY,

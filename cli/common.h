@@ -30,6 +30,7 @@ typedef struct dsv4q_cli_opts {
     const char *tokens;    /* --tokens FILE */
     long prompt_len;       /* --prompt-len N */
     int prompt_len_set;    /* --prompt-len given (excludes --tokens) */
+    long chunk;            /* --chunk N: the prompt fed in chunks of N (0: chosen from memory) */
     long decode;           /* --decode M */
     int decode_set;        /* --decode given (else a --tokens file's teacher length) */
     int width;             /* --width f32|f64: 32 or 64 */

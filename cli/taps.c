@@ -70,6 +70,7 @@ void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *dat
         if (!t->quiet && !isatty(2) && (t->calls % step == 0 || t->calls == t->total_calls))
             fprintf(stderr, "[%s] %ld/%ld calls done\n", t->label, t->calls, t->total_calls);
     }
+    if (t->progress_only) return;
     dsv4q_tap_entry *e = dsv4q_tapset_find(t, layer, stage);
     if (!t->compare) {
         if (!e && !(e = add_entry(t, layer, stage))) { t->oom = 1; return; }
@@ -100,6 +101,11 @@ void dsv4q_tapset_free(dsv4q_tapset *t)
     t->n = t->cap = 0;
 }
 
+void dsv4q_tapset_drop_data(dsv4q_tapset *t)
+{
+    for (long i = 0; i < t->n; i++) t->e[i].n = t->e[i].cursor = 0;
+}
+
 /* Values of every stage tap of one run, from the config: per layer and
  * token the hidden-size rows (hc_attn_pre, attn_norm, attn, hc_ffn_pre,
  * ffn_norm, moe_out), the hc streams (hc_attn_post, block_out), q and
@@ -122,17 +128,55 @@ static double tap_values(const dsv4q_model *m, double prompt, double decode)
     return v;
 }
 
-int dsv4q_taps_fit(const dsv4q_model *m, int width, long prompt, long decode, char *err, size_t errlen)
+double dsv4q_taps_bytes(const dsv4q_model *m, int width, long prompt, long decode, long chunk, int all)
 {
-    const double taps = 8 * tap_values(m, (double)prompt, (double)decode);
-    const double need = dsv4q_run_estimate_bytes(m, width, prompt + decode, prompt) + taps;
+    const long c = chunk < 1 || chunk > prompt ? prompt : chunk;
+    /* one call's taps: the last chunk's rows against the whole prompt's
+     * compressed rows, bounded by the prompt's and one decode step's */
+    const double mine = all ? tap_values(m, (double)prompt, (double)decode)
+                            : tap_values(m, (double)prompt, 0) * ((double)c / prompt) + tap_values(m, 0, 1);
+    return dsv4q_run_estimate_bytes(m, width, prompt + decode, prompt, c) + 8 * mine;
+}
+
+static double widths_bytes(const dsv4q_model *m, int widths, long prompt, long decode, long chunk, int all)
+{
+    return (widths & 64 ? dsv4q_taps_bytes(m, 64, prompt, decode, chunk, all) : 0) +
+           (widths & 32 ? dsv4q_taps_bytes(m, 32, prompt, decode, chunk, all) : 0);
+}
+
+long dsv4q_taps_chunk(const dsv4q_model *m, int widths, long prompt, long decode, int all)
+{
+    const double have = dsv4q_mem_available();
+    if (m->cfg.arch == DSV4Q_ARCH_V41 || have <= 0 || widths_bytes(m, widths, prompt, decode, prompt, all) <= have)
+        return prompt;
+    long lo = 1, hi = prompt; /* the bytes grow with the chunk: the largest that fits */
+    while (lo < hi) {
+        const long mid = lo + (hi - lo + 1) / 2;
+        if (widths_bytes(m, widths, prompt, decode, mid, all) <= have) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+int dsv4q_taps_fit(const dsv4q_model *m, int widths, long prompt, long decode, long chunk, int all, char *err,
+                   size_t errlen)
+{
+    const double need = widths_bytes(m, widths, prompt, decode, chunk, all);
+    const long c = chunk < 1 || chunk > prompt ? prompt : chunk;
+    double taps = need; /* less the runs themselves */
+    if (widths & 64) taps -= dsv4q_run_estimate_bytes(m, 64, prompt + decode, prompt, c);
+    if (widths & 32) taps -= dsv4q_run_estimate_bytes(m, 32, prompt + decode, prompt, c);
     const double have = dsv4q_mem_available();
     if (have > 0 && need > have) {
+        const long fit = dsv4q_taps_chunk(m, widths, prompt, decode, all);
+        char hint[80] = "";
+        if (m->cfg.arch != DSV4Q_ARCH_V41 && fit < c && widths_bytes(m, widths, prompt, decode, fit, all) <= have)
+            snprintf(hint, sizeof hint, ", or --chunk %ld", fit);
         snprintf(err, errlen,
-                 "a run of %ld + %ld tokens at f%d that keeps every stage tap needs about %.2f GB (%.2f GB of taps: "
-                 "the indexer's scores grow with the square of the prompt), more than the %.2f GB of memory "
-                 "available; use a shorter prompt",
-                 prompt, decode, width, need / 1e9, taps / 1e9, have / 1e9);
+                 "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s stage taps needs about %.2f GB "
+                 "(%.2f GB of taps: the indexer's scores grow with the square of the prompt), more than the %.2f GB "
+                 "of memory available; use a shorter prompt%s",
+                 prompt, decode, c, all ? "every" : "one call's", need / 1e9, taps / 1e9, have / 1e9, hint);
         return -1;
     }
     return 0;

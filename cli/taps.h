@@ -27,6 +27,7 @@ typedef struct dsv4q_tapset {
     long calls;       /* progress: calls finished */
     long total_calls; /* progress: calls planned (prefill + decode steps) */
     int quiet;
+    int progress_only; /* count calls and show progress, keep no tap */
     int oom;
 } dsv4q_tapset;
 
@@ -34,14 +35,27 @@ typedef struct dsv4q_tapset {
 void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *data, long n, long rows);
 dsv4q_tap_entry *dsv4q_tapset_find(dsv4q_tapset *t, int layer, const char *stage);
 void dsv4q_tapset_free(dsv4q_tapset *t);
+/* Drop the recorded values of every entry, keeping its accumulated
+ * comparison (acc, rows, selection counts): a run compared call by call
+ * (sensitivity) keeps one call's taps, not all of them. */
+void dsv4q_tapset_drop_data(dsv4q_tapset *t);
 
-/* Refuse (-1, err set) a run whose taps cannot be kept: the memory of a
- * run of `prompt` + `decode` tokens at `width` (dsv4q_run_estimate_bytes)
- * plus every stage tap of every token as doubles (what a tapset keeps:
- * the per-layer rows, the indexer's scores against every compressed row,
- * the logits of every call), against MemAvailable; 0 when it fits or the
- * memory is unknown. The estimate is dsv4q's own (no reference function). */
+/* Bytes of a run of `prompt` + `decode` tokens at `width` whose prompt is
+ * fed in calls of `chunk` tokens (dsv4q_run_estimate_bytes), plus the
+ * stage taps it keeps as doubles (the per-layer rows, the indexer's scores
+ * against every compressed row, the logits): every tap of every token
+ * when `all`, else one call's (the largest chunk; sensitivity compares
+ * call by call). A dsv4q estimate (no reference function). */
 struct dsv4q_model;
-int dsv4q_taps_fit(const struct dsv4q_model *m, int width, long prompt, long decode, char *err, size_t errlen);
+double dsv4q_taps_bytes(const struct dsv4q_model *m, int width, long prompt, long decode, long chunk, int all);
+/* Refuse (-1, err set) a run of `widths` (64, 32, or 96: both at once)
+ * whose taps cannot be kept: dsv4q_taps_bytes against MemAvailable; 0 when
+ * it fits or the memory is unknown. The message says which chunk fits. */
+int dsv4q_taps_fit(const struct dsv4q_model *m, int widths, long prompt, long decode, long chunk, int all, char *err,
+                   size_t errlen);
+/* The chunk a command feeds a prompt in when --chunk is not given: the
+ * whole prompt when dsv4q_taps_fit accepts it, else the largest chunk it
+ * accepts (1 when none: the fit check then refuses). V4.1: the prompt. */
+long dsv4q_taps_chunk(const struct dsv4q_model *m, int widths, long prompt, long decode, int all);
 
 #endif

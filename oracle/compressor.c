@@ -15,8 +15,10 @@
  * never averaged in).
  *
  * Invariants:
- *  C1. Prefill of s tokens leaves exactly the state that s one-token decode
- *      calls would leave (tests/test_ops_cases.c checks rows and state).
+ *  C1. Any split of a sequence into calls (one prefill, prefill chunks at
+ *      any position, one-token decodes) emits the same rows bit for bit and
+ *      leaves the same state (tests/test_ops_cases.c checks rows and state);
+ *      the reference has the two ends only (start_pos 0, and s = 1).
  *  C2. Candidates are pooled in the reference order: previous block's
  *      positions first, then the current block's, position ascending.
  */
@@ -92,94 +94,69 @@ long X(dsv4q_compressor)(uint64_t bs, int ue8m0, const X(dsv4q_cmp) *c, X(dsv4q_
 {
     const int ratio = c->ratio, Dc = c->Dc, ov = ratio == 4;
     const int W = (ov ? 2 : 1) * Dc;                   /* projection width */
-    real *kv = malloc(sizeof(real) * (size_t)(s * W));
-    real *g = malloc(sizeof(real) * (size_t)(s * W));
-    long nrows = 0;
-    if (!kv || !g || X(dsv4q_linear)(bs, ue8m0, &c->wkv, x, s, kv, -1) ||
-        X(dsv4q_linear)(bs, ue8m0, &c->wgate, x, s, g, -1)) {
+    /* One sequence of rows, block-aligned: [the previous complete block |
+     * the partial block the state holds (q0 tokens) | this call's s
+     * tokens]. A prefill (fresh state) and a decode step are the two ends
+     * of the same walk, so any split of a sequence into calls pools the
+     * same candidates in the same order (C1, C2). */
+    const long q0 = start_pos % ratio, n = ratio + q0 + s;
+    real *kv = malloc(sizeof(real) * (size_t)(n * W));
+    real *g = malloc(sizeof(real) * (size_t)(n * W));
+    const long at = ratio + q0; /* this call's first row */
+    if (!kv || !g || X(dsv4q_linear)(bs, ue8m0, &c->wkv, x, s, kv + at * W, -1) ||
+        X(dsv4q_linear)(bs, ue8m0, &c->wgate, x, s, g + at * W, -1)) {
         free(kv);
         free(g);
         return -1;
     }
-    if (start_pos == 0) {
-        long cutoff = s - s % ratio, rem = s % ratio, off = ov ? ratio : 0;
-        /* gate rows get ape of their position within the block */
-        for (long t = 0; t < s; t++)
-            for (int j = 0; j < W; j++) g[t * W + j] += c->ape[(t % ratio) * W + j];
-        if (ov && cutoff >= ratio) {
-            memcpy(st->kv, kv + (cutoff - ratio) * W, sizeof(real) * (size_t)(ratio * W));
-            memcpy(st->score, g + (cutoff - ratio) * W, sizeof(real) * (size_t)(ratio * W));
-        }
-        if (rem) {
-            memcpy(st->kv + off * W, kv + cutoff * W, sizeof(real) * (size_t)(rem * W));
-            memcpy(st->score + off * W, g + cutoff * W, sizeof(real) * (size_t)(rem * W));
-        }
-        nrows = cutoff / ratio;
-        #pragma omp parallel for schedule(static)
-        for (long b = 0; b < nrows; b++) {
-            real *row = rows_out + b * Dc;
-            real ckv[2 * 128], cg[2 * 128];
-            for (int j = 0; j < Dc; j++) {
-                int n = 0;
-                if (ov) {
-                    for (int t = 0; t < ratio; t++, n++) {
-                        if (b > 0) {
-                            ckv[n] = kv[((b - 1) * ratio + t) * W + j];
-                            cg[n] = g[((b - 1) * ratio + t) * W + j];
-                        } else {
-                            ckv[n] = 0;
-                            cg[n] = -INFINITY;
-                        }
-                    }
-                    for (int t = 0; t < ratio; t++, n++) {
-                        ckv[n] = kv[(b * ratio + t) * W + Dc + j];
-                        cg[n] = g[(b * ratio + t) * W + Dc + j];
-                    }
-                } else {
-                    for (int t = 0; t < ratio; t++, n++) {
-                        ckv[n] = kv[(b * ratio + t) * W + j];
-                        cg[n] = g[(b * ratio + t) * W + j];
-                    }
-                }
-                row[j] = pool(ckv, cg, n, 1);
-            }
-            finish_row(bs, ue8m0, c, row, b * ratio, rope, eps);
-        }
-    } else {
-        long slot = start_pos % ratio;
-        for (int j = 0; j < W; j++) g[j] += c->ape[slot * W + j];
-        long at = (ov ? ratio : 0) + slot;
-        memcpy(st->kv + at * W, kv, sizeof(real) * (size_t)W);
-        memcpy(st->score + at * W, g, sizeof(real) * (size_t)W);
-        if ((start_pos + 1) % ratio == 0) {
-            real ckv[2 * 128], cg[2 * 128];
-            for (int j = 0; j < Dc; j++) {
-                int n = 0;
-                if (ov) {
-                    for (int t = 0; t < ratio; t++, n++) {
-                        ckv[n] = st->kv[t * W + j];
-                        cg[n] = st->score[t * W + j];
-                    }
-                    for (int t = 0; t < ratio; t++, n++) {
-                        ckv[n] = st->kv[(ratio + t) * W + Dc + j];
-                        cg[n] = st->score[(ratio + t) * W + Dc + j];
-                    }
-                } else {
-                    for (int t = 0; t < ratio; t++, n++) {
-                        ckv[n] = st->kv[t * W + j];
-                        cg[n] = st->score[t * W + j];
-                    }
-                }
-                rows_out[j] = pool(ckv, cg, n, 1);
-            }
-            if (ov) {   /* the whole current block becomes the previous one */
-                memcpy(st->kv, st->kv + ratio * W, sizeof(real) * (size_t)(ratio * W));
-                memcpy(st->score, st->score + ratio * W, sizeof(real) * (size_t)(ratio * W));
-            }
-            finish_row(bs, ue8m0, c, rows_out, start_pos + 1 - ratio, rope, eps);
-            nrows = 1;
-        }
+    const long off = ov ? ratio : 0; /* the state's partial block */
+    if (ov) {
+        memcpy(kv, st->kv, sizeof(real) * (size_t)(ratio * W));
+        memcpy(g, st->score, sizeof(real) * (size_t)(ratio * W));
     }
+    memcpy(kv + ratio * W, st->kv + off * W, sizeof(real) * (size_t)(q0 * W));
+    memcpy(g + ratio * W, st->score + off * W, sizeof(real) * (size_t)(q0 * W));
+    /* gate rows get ape of their position within the block */
+    for (long t = 0; t < s; t++)
+        for (int j = 0; j < W; j++) g[(at + t) * W + j] += c->ape[((start_pos + t) % ratio) * W + j];
+    const long nrows = (q0 + s) / ratio, rem = (q0 + s) % ratio;
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nrows; b++) {
+        real *row = rows_out + b * Dc;
+        const long prev = b * ratio, cur = ratio + b * ratio; /* first rows of the two blocks */
+        real ckv[2 * 128], cg[2 * 128];
+        for (int j = 0; j < Dc; j++) {
+            int nc = 0;
+            if (ov) {
+                for (int t = 0; t < ratio; t++, nc++) {
+                    ckv[nc] = kv[(prev + t) * W + j];
+                    cg[nc] = g[(prev + t) * W + j];
+                }
+                for (int t = 0; t < ratio; t++, nc++) {
+                    ckv[nc] = kv[(cur + t) * W + Dc + j];
+                    cg[nc] = g[(cur + t) * W + Dc + j];
+                }
+            } else {
+                for (int t = 0; t < ratio; t++, nc++) {
+                    ckv[nc] = kv[(cur + t) * W + j];
+                    cg[nc] = g[(cur + t) * W + j];
+                }
+            }
+            row[j] = pool(ckv, cg, nc, 1);
+        }
+        finish_row(bs, ue8m0, c, row, start_pos - q0 + b * ratio, rope, eps);
+    }
+    /* the state: the last complete block (overlap), and the block of the
+     * last position, complete or not (as the reference's decode buffers:
+     * a position's row is written before its block is pooled) */
+    const long done = ratio + nrows * ratio;
+    if (ov && nrows) {
+        memcpy(st->kv, kv + (done - ratio) * W, sizeof(real) * (size_t)(ratio * W));
+        memcpy(st->score, g + (done - ratio) * W, sizeof(real) * (size_t)(ratio * W));
+    }
+    const long last = rem ? done : done - ratio, nlast = rem ? rem : ratio;
+    memcpy(st->kv + off * W, kv + last * W, sizeof(real) * (size_t)(nlast * W));
+    memcpy(st->score + off * W, g + last * W, sizeof(real) * (size_t)(nlast * W));
     free(kv);
     free(g);
     return nrows;

@@ -11,8 +11,16 @@
  * the column order matter under attn_p_bf16.
  *
  * Invariants:
- *  M1. A call is a prefill (pos 0, s >= 1 tokens) or a decode (s == 1);
- *      the reference has no chunked prefill and neither does the oracle.
+ *  M1. A call is a prefill (pos 0, s >= 1 tokens) or a decode (s == 1),
+ *      as in the reference; or, once the prompt length is declared
+ *      (dsv4q_run_set_prompt), a chunk of that prefill at any position.
+ *  M4. A prefill fed in chunks is bit-identical to the one call (every
+ *      operator is row-wise but attention, the compressors and the
+ *      indexer): the column layout is sized for the whole prompt, a
+ *      chunk's keys are its window context + its own kv + the compressed
+ *      rows so far, the compressors carry their partial block, and a
+ *      chunk's indexer rows are masked as the whole prefill's are. Peak
+ *      memory is then the caches plus one chunk (tests/test_chunked.c).
  *  M2. Stage taps see the values the next stage consumes (after rounding).
  *  M3. Every stage of the stage table (oracle/stages.h) is one st_* function
  *      (or attention / head) used by BOTH the forward pass and
@@ -197,9 +205,22 @@ static const X(dsv4q_provider) oracle_provider = {
 int X(dsv4q_run_set_provider)(X(dsv4q_runstate) * r, const X(dsv4q_provider) * p, void *ctx)
 {
     if (p && r->v41 && !X(dsv4q_v41_provider_ok)(p)) return -1;
+    if (p && r->prompt) return -1; /* a provider's ops have no chunks (M4) */
     r->P = p ? p : &oracle_provider;
     r->pctx = p ? ctx : r;
     return 0;
+}
+
+int X(dsv4q_run_set_prompt)(X(dsv4q_runstate) * r, long n)
+{
+    if (r->pos > 0 || n < 1 || n > r->max_pos || r->v41 || r->P != &oracle_provider) return -1;
+    r->prompt = n;
+    return 0;
+}
+
+long X(dsv4q_run_prompt)(const X(dsv4q_runstate) * r, long p0, long s)
+{
+    return r->prompt ? r->prompt : p0 == 0 ? s : 0;
 }
 
 void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
@@ -280,8 +301,8 @@ fail:
 
 /* Indexer of a ratio-4 layer: writes k picks per query into cols (already
  * offset into the key layout, -1 masked). Returns k or -1. */
-static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr, long s, long p0,
-                    long offset, int32_t *cols, long ncols_stride, long col0)
+static long indexer(X(dsv4q_runstate) * r, int li, const real *x, const real *qr, long s, long p0, long offset,
+                    int32_t *cols, long ncols_stride, long col0, long nsel)
 {
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *L = &r->m->layers[li];
@@ -309,10 +330,21 @@ static long indexer(X(dsv4q_runstate) *r, int li, const real *x, const real *qr,
     ALLOC(score, s * (T ? T : 1));
     /* no complete block yet (T = 0): nothing to score or pick */
     if (T && OP(indexer_score, q, w, s, Hi, Di, l->irows, T, p0, 4, score)) goto oom;
+    if (p0 > 0 && s > 1) /* a prefill chunk: the causal mask the score op applies at position 0 */
+        for (long i = 0; i < s; i++)
+            for (long t = (p0 + i + 1) / 4; t < T; t++) score[i * T + t] = -INFINITY;
     tap(r, li, TAP(IDX_SCORE), score, s * T, s);
-    k = T < g->index_topk ? T : g->index_topk;
+    /* nsel picks per row, the layout's (M4): a chunk of a prefill has fewer
+     * rows to pick from than the whole prompt; the rest are masked (-1) */
+    const long kt = T < g->index_topk ? T : g->index_topk;
+    k = nsel;
     ALLOC(pick, s * (k ? k : 1));
-    if (k && OP(topk, score, s, T, (int)k, pick)) { k = -1; goto oom; }
+    if (kt && OP(topk, score, s, T, (int)kt, pick)) {
+        k = -1;
+        goto oom;
+    }
+    for (long i = s - 1; kt < k && i >= 0; i--) /* widen [s, kt] to [s, k] in place, last row first */
+        for (long j = k - 1; j >= 0; j--) pick[i * k + j] = j < kt ? pick[i * kt + j] : -1;
     if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
     tap_i32(r, li, TAP(IDX_TOPK), pick, s * k, s);
     for (long i = 0; i < s; i++)
@@ -371,8 +403,9 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size;
     const int ratio = L->ratio;
     const int cmp = ratio != 0;   /* the compressed layers' RoPE table */
-    const int prefill = p0 == 0;
-    real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL;
+    const long S = X(dsv4q_run_prompt)(r, p0, s);
+    const int prefill = p0 < S; /* the prefill, or one chunk of it (M4) */
+    real *qr = NULL, *q = NULL, *kv = NULL, *keys = NULL, *o = NULL, *ctx = NULL;
     int32_t *idx = NULL, *cidx = NULL;
     int rc = -1;
 
@@ -391,19 +424,24 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     if (((bs >> DSV4Q_B_KV_FP8) & 1u) && OP(act_quant, kv, s, D, D - rd, 64)) goto oom;
     tap(r, li, TAP(KV), kv, s * D, s);
 
-    /* column layout: window columns, then compressed columns */
-    const long end = p0 + s;
-    long nw = prefill ? (s < win ? s : win) : win;
+    /* column layout (M4): window columns, then compressed columns, sized
+     * for the whole prompt in a prefill (every chunk of it alike) and for
+     * the positions so far in a decode step. A prefill's keys are [the
+     * window context before the chunk (positions cs..p0-1, from the ring) |
+     * the chunk's kv | the compressed rows]; one call at 0 has no context. */
+    const long end = p0 + s, lay = prefill ? S : end;
+    const long cs = prefill && p0 - win + 1 > 0 ? p0 - win + 1 : 0, nctx = prefill ? p0 - cs : 0;
+    long nw = prefill ? (S < win ? S : win) : win;
     long nc = 0;
-    if (ratio == 128) nc = prefill ? s / ratio : end / ratio;
-    else if (ratio == 4) nc = (end / 4) < g->index_topk ? end / 4 : g->index_topk;
+    if (ratio == 128) nc = lay / ratio;
+    else if (ratio == 4) nc = (lay / 4) < g->index_topk ? lay / 4 : g->index_topk;
     long ncols = nw + nc;
     ALLOC(idx, s * (ncols ? ncols : 1));
     for (long i = 0; i < s; i++) {
         int32_t *c = idx + i * ncols;
         if (prefill) {
-            long base = i - win + 1 < 0 ? 0 : i - win + 1;
-            for (long j = 0; j < nw; j++) c[j] = base + j > i ? -1 : (int32_t)(base + j);
+            const long t = p0 + i, base = t - win + 1 < 0 ? 0 : t - win + 1;
+            for (long j = 0; j < nw; j++) c[j] = base + j > t ? -1 : (int32_t)(base + j - cs);
         } else if (p0 >= win - 1) {
             long st = p0 % win;
             for (long j = 0; j < win; j++) c[j] = (int32_t)((st + 1 + j) % win);
@@ -411,15 +449,20 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
             for (long j = 0; j < win; j++) c[j] = j <= p0 ? (int32_t)j : -1;
         }
     }
-    long offset = prefill ? s : win;
+    long offset = prefill ? nctx + s : win;
     if (ratio == 128)
         for (long i = 0; i < s; i++)
             for (long j = 0; j < nc; j++)
-                idx[i * ncols + nw + j] = (prefill && j >= (i + 1) / ratio) ? -1 : (int32_t)(offset + j);
-    if (ratio == 4 && indexer(r, li, x, qr, s, p0, offset, idx, ncols, nw) < 0) goto oom;
+                idx[i * ncols + nw + j] = (prefill && j >= (p0 + i + 1) / ratio) ? -1 : (int32_t)(offset + j);
+    if (ratio == 4 && indexer(r, li, x, qr, s, p0, offset, idx, ncols, nw, nc) < 0) goto oom;
 
     /* caches: window ring (a provider's window_decode owns it in decode),
-     * then the compressor (its row is visible now) */
+     * then the compressor (its row is visible now); a chunk's window
+     * context leaves the ring before the chunk overwrites it */
+    if (nctx) {
+        ALLOC(ctx, nctx * D);
+        for (long j = 0; j < nctx; j++) memcpy(ctx + j * D, l->ring + ((cs + j) % win) * D, sizeof(real) * (size_t)D);
+    }
     const int window_op = !prefill && r->P->window_decode;
     if (!window_op)
         for (long i = (s > win ? s - win : 0); i < s; i++)
@@ -439,11 +482,12 @@ static int attention(X(dsv4q_runstate) *r, int li, const real *x, long s, long p
     } else {
         long nkeys;
         if (prefill) {
-            nkeys = s + l->ncrows;
+            nkeys = nctx + s + l->ncrows;
             ALLOC(keys, nkeys * D);
-            memcpy(keys, kv, sizeof(real) * (size_t)(s * D));
+            if (nctx) memcpy(keys, ctx, sizeof(real) * (size_t)(nctx * D));
+            memcpy(keys + nctx * D, kv, sizeof(real) * (size_t)(s * D));
             /* ratio 0: no rows, crows NULL */
-            if (l->ncrows) memcpy(keys + s * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
+            if (l->ncrows) memcpy(keys + offset * D, l->crows, sizeof(real) * (size_t)(l->ncrows * D));
         } else {
             nkeys = win + l->ncrows;
             ALLOC(keys, nkeys * D);
@@ -462,6 +506,7 @@ oom:
     free(q);
     free(kv);
     free(keys);
+    free(ctx);
     free(o);
     free(idx);
     free(cidx);

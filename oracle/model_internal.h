@@ -48,6 +48,7 @@ struct X(dsv4q_runstate) {
     uint64_t bs;
     int ue8m0;
     long max_pos, pos;
+    long prompt;                      /* the declared prompt length (dsv4q_run_set_prompt), 0 */
     X(dsv4q_rope_table) rope0, ropec; /* ratio-0 layers / compressed layers */
     lstate *ls;
     dsv4q_tap_fn tap;

@@ -60,14 +60,19 @@ typedef struct dsv4q_run dsv4q_run;
  * YaRN-extended length, 1,048,576 for V4), or 1,048,576 with YaRN off. */
 long dsv4q_run_max_seq_len(const dsv4q_config *g);
 /* Estimated peak bytes of a run of max_pos positions at width 32|64 whose
- * prefill is `prefill` tokens (1: decode steps only), from the forward
+ * prefill is `prefill` tokens (1: decode steps only) fed in calls of at
+ * most `chunk` tokens (< 1 or > prefill: one call), from the forward
  * pass's own allocation plan: the per-layer KV window ring, compressed and
  * indexer rows (positions / ratio), the RoPE tables, and the larger of the
  * prefill's working set (its activations, the indexer's [prefill,
  * prefill/4] scores, the column lists) and a decode step's at position
  * max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
  * position). Mirrors no reference function (a dsv4q resource estimate). */
-double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill);
+double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk);
+/* The largest chunk (tokens, 1..prompt) a prefill of `prompt` tokens can
+ * be fed in within `budget` bytes by dsv4q_run_estimate_bytes, or 0 when
+ * not even one-token chunks fit. A dsv4q resource estimate. */
+long dsv4q_run_chunk_fit(const dsv4q_model *m, int width, long max_pos, long prompt, double budget);
 /* MemAvailable from /proc/meminfo in bytes, or -1 when unknown. */
 double dsv4q_mem_available(void);
 
@@ -85,10 +90,24 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
  * first bad token. dsv4q_run_feed checks every call; a command checks its
  * whole token list before it writes anything. */
 int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long pos0, char *err, size_t errlen);
-/* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0),
- * later calls decode one token each (s == 1). logits [vocab] of the last
- * token. Errors (-1 + message): s out of range, a bad token id
- * (dsv4q_model_check_ids), past max_pos, a V4.1 pass that fails (the
+/* Declare, before the first feed, that the prompt is `prompt` tokens: the
+ * feeds at positions < prompt are then chunks of that one prefill, of any
+ * sizes (s >= 1, not past the prompt), and the result is bit-identical to
+ * feeding the prompt in one call (oracle/model.c M4) at a peak memory of
+ * the caches plus one chunk (dsv4q_run_estimate_bytes(.., prompt, chunk)).
+ * The reference has no chunked prefill; this is the oracle's own schedule
+ * of the reference's one-call prefill, not an engine's chunked prefill.
+ * Stage taps, the pick hook and dsv4q_run_mtp then see each chunk as a
+ * call (rows = its tokens, pos0 = its position). Errors (-1 + message): a
+ * V4.1 model (not built yet), prompt outside [1, max_pos], a run already
+ * fed, a provider other than the oracle (dsv4q_run_set_provider). */
+int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen);
+/* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0,
+ * or its first chunk, see dsv4q_run_set_prefill), later calls decode one
+ * token each (s == 1). logits [vocab] of the last token. Errors (-1 +
+ * message): s out of range, a bad token id (dsv4q_model_check_ids), past
+ * max_pos, a prefill call whose estimate exceeds the memory available (the
+ * message names a chunk size that fits), a V4.1 pass that fails (the
  * message says why), allocation failure. */
 int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen);
 /* MTP logits from the last call's hidden streams and the given ids (one per

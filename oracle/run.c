@@ -16,6 +16,7 @@ struct dsv4q_run {
     int width;
     const dsv4q_model *m;
     long max_pos, pos;
+    long prompt; /* dsv4q_run_set_prefill, 0 */
     dsv4q_runstate_f32 *r32;
     dsv4q_runstate_f64 *r64;
     long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
@@ -73,10 +74,11 @@ static double rope_bytes(const dsv4q_config *g, int width, long max_pos)
     return (width / 8) * 2.0 * (double)max_pos * g->rope_head_dim;
 }
 
-double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill)
+double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk)
 {
     const dsv4q_config *g = &m->cfg;
-    const double r = width / 8, s = (double)max_pos, p = prefill < 1 ? 1 : (double)prefill;
+    const double r = width / 8, s = (double)max_pos, e = prefill < 1 ? 1 : (double)prefill;
+    const double p = chunk < 1 || chunk > e ? e : (double)chunk; /* the largest call of the prefill */
     /* caches: window ring, compressed rows (positions / ratio), indexer keys */
     double cache = 0, rmin = 4;
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
@@ -88,11 +90,23 @@ double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, l
     }
     /* the larger call: the prefill at position 0, or a decode step at the
      * end (the prefill's last hidden streams are kept for MTP meanwhile) */
-    const double a = call_bytes(g, r, p, p, rmin), b = call_bytes(g, r, 1, s, rmin) + r * p * g->hc_mult * g->dim;
+    const double a = call_bytes(g, r, p, e, rmin), b = call_bytes(g, r, 1, s, rmin) + r * p * g->hc_mult * g->dim;
     /* the OpenMP thread pool and allocator slack, started by the first
      * call: 5-9 MB measured on 2 threads (bench/bench_memory.c) */
     const double runtime = 8e6;
     return r * cache + rope_bytes(g, width, max_pos) + (a > b ? a : b) + runtime;
+}
+
+long dsv4q_run_chunk_fit(const dsv4q_model *m, int width, long max_pos, long prompt, double budget)
+{
+    if (prompt < 1 || dsv4q_run_estimate_bytes(m, width, max_pos, prompt, 1) > budget) return 0;
+    long lo = 1, hi = prompt; /* the estimate grows with the chunk: the largest that fits */
+    while (lo < hi) {
+        const long mid = lo + (hi - lo + 1) / 2;
+        if (dsv4q_run_estimate_bytes(m, width, max_pos, prompt, mid) <= budget) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 double dsv4q_mem_available(void)
@@ -126,7 +140,7 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
         return -1;
     }
     /* caches and decode steps here; a prefill is checked when it is fed */
-    double need = dsv4q_run_estimate_bytes(m, width, max_pos, 1), have = dsv4q_mem_available();
+    double need = dsv4q_run_estimate_bytes(m, width, max_pos, 1, 1), have = dsv4q_mem_available();
     if (have > 0 && need > have) {
         snprintf(err, errlen,
                  "a run of %ld positions at f%d needs about %.2f GB (KV and compressor caches, RoPE "
@@ -174,11 +188,38 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
     return 0;
 }
 
+int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
+{
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "a prefill in chunks is built for DeepSeek V4 only, not yet for V4.1: "
+                          "feed the V4.1 prompt in one call");
+    if (prompt < 1 || prompt > r->max_pos)
+        return dsv4q_errf(err, errlen, "a prompt of %ld tokens does not fit a run of %ld positions", prompt,
+                          r->max_pos);
+    if (ON_WIDTH(r, dsv4q_run_set_prompt, prompt))
+        return dsv4q_errf(err, errlen,
+                          "the prompt length is declared before the first call, on a run of the "
+                          "oracle's own operators (no backend provider)");
+    r->prompt = prompt;
+    return 0;
+}
+
 int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
 {
-    if (s < 1 || (r->pos > 0 && s != 1)) {
-        snprintf(err, errlen, "a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
-                 "(got %ld tokens at position %ld)", s, r->pos);
+    /* the prefill this call belongs to: declared, or this call at 0 */
+    const long S = r->prompt ? r->prompt : r->pos == 0 ? s : 0;
+    if (s < 1 || (r->pos >= S && s != 1) || (r->pos < S && r->pos + s > S)) {
+        if (r->prompt && r->pos < S)
+            snprintf(err, errlen,
+                     "a chunk of the %ld-token prompt at position %ld has %ld tokens; at most %ld "
+                     "are left",
+                     S, r->pos, s, S - r->pos);
+        else
+            snprintf(err, errlen,
+                     "a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
+                     "(got %ld tokens at position %ld)",
+                     s, r->pos);
         return -1;
     }
     if (r->pos + s > r->max_pos) {
@@ -187,17 +228,22 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
     }
     if (dsv4q_model_check_ids(r->m, ids, s, r->pos, err, errlen)) return -1;
     if (s > 1) { /* a prefill's activations: refuse what cannot fit, before any work */
-        /* the run's estimate with this prefill, less its RoPE tables, which
+        /* the run's estimate with this call, less its RoPE tables, which
          * the open built (MemAvailable already excludes them) */
         const double need =
-            dsv4q_run_estimate_bytes(r->m, r->width, r->max_pos, s) - rope_bytes(&r->m->cfg, r->width, r->max_pos);
+            dsv4q_run_estimate_bytes(r->m, r->width, r->max_pos, S, s) - rope_bytes(&r->m->cfg, r->width, r->max_pos);
         const double have = dsv4q_mem_available();
         if (have > 0 && need > have) {
+            const double rope = rope_bytes(&r->m->cfg, r->width, r->max_pos);
+            const long fit = dsv4q_run_chunk_fit(r->m, r->width, r->max_pos, S, have + rope);
+            char hint[96] = "";
+            if (fit > 0 && r->m->cfg.arch != DSV4Q_ARCH_V41)
+                snprintf(hint, sizeof hint, ", a prefill in chunks of %ld tokens (--chunk %ld)", fit, fit);
             snprintf(err, errlen,
-                     "a prefill of %ld tokens at f%d needs about %.2f GB (activations, the indexer's "
-                     "[s, s/ratio] scores, caches), more than the %.2f GB of memory available; use a shorter "
-                     "prompt%s",
-                     s, r->width, need / 1e9, have / 1e9, r->width == 64 ? " or f32" : "");
+                     "a prefill call of %ld tokens at f%d needs about %.2f GB (activations, the indexer's "
+                     "[s, positions/ratio] scores, caches), more than the %.2f GB of memory available; use a "
+                     "shorter prompt%s%s",
+                     s, r->width, need / 1e9, have / 1e9, hint, r->width == 64 ? " or f32" : "");
             return -1;
         }
     }

@@ -290,10 +290,10 @@ static void run_bounded_by_max_seq_len_and_memory(void **state)
      * 128) and scores, well under 0.5 GB. The old estimate charged every
      * run a 1M-token prefill (~2 TB) and refused this one. */
     const double caches = 8.0 * (6 * 16 * 128 + 4.0 * 250001 * 128 + 7813.0 * 128 + 2e6 * 64);
-    const double dec = dsv4q_run_estimate_bytes(m, 64, 1000000, 1);
+    const double dec = dsv4q_run_estimate_bytes(m, 64, 1000000, 1, 1);
     assert_true(dec >= caches && dec <= caches + 0.5e9);
     /* a 1M-token prefill: the indexer's [s, s/4] scores alone are 2.0e12 B */
-    assert_true(dsv4q_run_estimate_bytes(m, 64, 1000000, 1000000) > 2e12);
+    assert_true(dsv4q_run_estimate_bytes(m, 64, 1000000, 1000000, 1000000) > 2e12);
     const double have = dsv4q_mem_available();
     if (have > dec + 1e9 && have < 2e12) {
         /* opens (caches are allocated lazily), and the prefill is refused
