@@ -5,9 +5,10 @@ Options:
                         a dsv4q check (dsv4q/receipts.py; kind "qualify"):
                         the test's node id, outcome and the full verdict of
                         every dsv4q.check / assert_qualified it made; verdict
-                        pass (passed, xpassed), fail, info (xfailed) or
-                        error. Tests without a check and skipped tests get
-                        none.
+                        pass (passed, xpassed), fail (also a strict
+                        xpass), info (xfailed) or error (a failing setup
+                        or teardown, as pytest counts it). Tests
+                        without a check and skipped tests get none.
   --dsv4q-key PATH      signing key for those receipts (default: the dsv4q
                         default key; "" = unsigned)
   --dsv4q-junit FILE    JUnit XML with one <testcase> per test; each dsv4q
@@ -80,8 +81,11 @@ def pytest_runtest_makereport(item, call):
         elif rec["outcome"] == "passed":
             rec["outcome"] = "skipped"
     elif rep.failed:
-        rec["outcome"] = "failed" if call.when == "call" else "error"
-        rec["longrepr"] = str(call.excinfo.value) if call.excinfo is not None else rep.longreprtext
+        # a failing setup or teardown is an error, as pytest counts it; after
+        # a failed call the failure stays (pytest reports both)
+        if call.when == "call" or rec["outcome"] != "failed":
+            rec["outcome"] = "failed" if call.when == "call" else "error"
+            rec["longrepr"] = str(call.excinfo.value) if call.excinfo is not None else rep.longreprtext
     elif call.when == "call" and xfail:
         rec["outcome"] = "xpassed"
 
@@ -115,7 +119,10 @@ def _finish(item):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem=None):
+def pytest_runtest_protocol(item, nextitem):
+    """After the item's last report: the teardown's report is made after
+    pytest_runtest_teardown returns, so a fixture that fails in teardown
+    (pytest: "1 passed, 1 error") is an error here too, not a pass."""
     yield
     _finish(item)
 

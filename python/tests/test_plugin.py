@@ -98,3 +98,61 @@ def test_receipts_and_junit(tmp_path, dsv4q_bin):
     m = json.loads(sqlite3.connect(str(db)).execute("SELECT metrics FROM receipts WHERE id = 1").fetchone()[0])
     r = m["checks"][0]["metrics"]["rerun"]
     assert r["verdict"] == "not run" and r["value"] is None, r
+
+
+TEARDOWN_TESTS = '''
+import numpy as np
+import pytest
+import dsv4q
+from dsv4q.testing import assert_qualified
+
+def _check(scale=1.0):
+    r = np.random.default_rng(1)
+    i = {"x": r.standard_normal((4, 64)).astype(np.float32), "w": np.ones(64, np.float32)}
+    assert_qualified("rmsnorm", i, dsv4q.oracle.rmsnorm(i["x"], i["w"], eps=1e-6, width="f32") * scale, eps=1e-6)
+
+@pytest.fixture
+def leaky():
+    yield
+    raise RuntimeError("fixture teardown broke")
+
+def test_passes_then_teardown_fails(leaky):
+    _check()
+
+def test_fails_then_teardown_fails(leaky):
+    _check(1.01)
+
+@pytest.mark.xfail(strict=True, reason="expected to fail")
+def test_strict_xpass():
+    _check()
+'''
+
+
+def test_teardown_error_and_strict_xpass(tmp_path):
+    # pytest counts a test whose fixture fails in teardown as an error ("1
+    # passed, 1 error"): its receipt and JUnit row must not say pass (the
+    # teardown's report comes after pytest_runtest_teardown); a failed call
+    # stays a failure; a strict xpass is a failure
+    (tmp_path / "test_t.py").write_text(TEARDOWN_TESTS)
+    db, xml = tmp_path / "r.db", tmp_path / "j.xml"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(dsv4q.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    eps = importlib.metadata.entry_points()
+    eps = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+    plug = [] if any(e.name == "dsv4q" for e in eps) else ["-p", "dsv4q.pytest_plugin"]
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plug, str(tmp_path / "test_t.py"),
+                        "--dsv4q-receipts", str(db), "--dsv4q-key", "", "--dsv4q-junit", str(xml)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert p.returncode == 1 and "2 failed, 1 passed, 2 errors" in p.stdout, p.stdout + p.stderr
+    rows = sqlite3.connect(str(db)).execute("SELECT verdict, backend_id FROM receipts ORDER BY id").fetchall()
+    assert [(v, b.rpartition("::")[2]) for v, b in rows] == [
+        ("error", "test_passes_then_teardown_fails"), ("fail", "test_fails_then_teardown_fails"),
+        ("fail", "test_strict_xpass")], rows
+    suite = ET.parse(str(xml)).getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "1"), suite.attrib
+    tc = {t.get("name"): t for t in suite}
+    err = tc["test_passes_then_teardown_fails"].find("error")
+    assert err is not None and "fixture teardown broke" in err.get("message"), ET.tostring(suite)
+    fail = tc["test_fails_then_teardown_fails"].find("failure")
+    assert fail is not None and "nrms" in fail.text and tc["test_fails_then_teardown_fails"].find("error") is None
+    assert "XPASS(strict)" in tc["test_strict_xpass"].find("failure").get("message")
