@@ -64,10 +64,11 @@ typedef dsv4q_receipts_args RCPT;
 
 /* ENUM values, one per metavar word */
 static const int WIDTHS[] = {32, 64};                                   /* f32|f64 */
-/* flash|pro|flash41|all|long: all = every set but the opt-in long one */
-static const int SHAPES[] = {DSV4Q_CASE_SET_FLASH, DSV4Q_CASE_SET_PRO, DSV4Q_CASE_SET_FLASH41,
-                             DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO | DSV4Q_CASE_SET_FLASH41,
-                             DSV4Q_CASE_SET_LONG};
+/* flash|pro|flash41|all|long|long-slice: all = every set but the opt-in
+ * long one and its slice */
+static const int SHAPES[] = {DSV4Q_CASE_SET_FLASH,   DSV4Q_CASE_SET_PRO,
+                             DSV4Q_CASE_SET_FLASH41, DSV4Q_CASE_SET_FLASH | DSV4Q_CASE_SET_PRO | DSV4Q_CASE_SET_FLASH41,
+                             DSV4Q_CASE_SET_LONG,    DSV4Q_CASE_SET_LONG_SLICE};
 static const int DTYPES[] = {DSV4Q_DT_F64, DSV4Q_DT_F32, DSV4Q_DT_BF16}; /* f64|f32|storage */
 static const int SCORE_DTYPES[] = {DSV4Q_DT_BF16, DSV4Q_DT_F16, DSV4Q_DT_F32}; /* bf16|f16|f32 */
 static const int DS4_PARTS[] = {0, 1, 2};                                      /* raw|comp|index */
@@ -107,7 +108,9 @@ static const int DS4_PARTS[] = {0, 1, 2};                                      /
 #define O_MD(T) {FLAG("--markdown", T, markdown), HELP("print as a Markdown table")}
 #define O_SELECT(nm, f) {FLAG(nm, QUAL, f), REQ, HELP("select this mode")}
 #define O_BACKEND {LIST("--backend", "B", QUAL, backend, nb), REQ, HELP("oracle-f32, cpu-ref, mutant:NAME, or a plugin .so")}
-#define O_SHAPES(h) {ENUM("--shapes", "flash|pro|flash41|all|long", QUAL, sets, SHAPES), DFLT("flash"), HELP(h)}
+/* clang-format off */
+#define O_SHAPES(h) {ENUM("--shapes", "flash|pro|flash41|all|long|long-slice", QUAL, sets, SHAPES), DFLT("flash"), HELP(h)}
+/* clang-format on */
 #define O_INPUT O_MODEL, O_TOKENS, O_PLEN, O_DECODE, O_SEED
 #define O_RECEIPT O_DB, O_KEY
 #define O_CI                                                                                                    \
@@ -169,7 +172,8 @@ static const dsv4q_mode MODES[] = {
              O_BACKEND,
              O_GATES(QUAL),
              {STR("--ops", "LIST", QUAL, ops), DOC("all"), HELP("operators to qualify (comma-separated)")},
-             O_SHAPES("which shape sets (flash41: DeepSeek V4.1 Flash; long: opt-in 1M-context sizes, docs/gates.md)"),
+             O_SHAPES("which shape sets (flash41: DeepSeek V4.1 Flash; long: opt-in 1M-context sizes; long-slice: its "
+                      "cheap int32-offset cases, docs/gates.md)"),
              {LIST("--case", "KEY|GLOB", QUAL, cases, nk), DOC("all"),
               HELP("only cases whose key contains KEY or matches GLOB")},
              {STR("--seeds", "A-B", QUAL, seeds), DOC("the key's seed"),

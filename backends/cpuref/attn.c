@@ -12,9 +12,12 @@
  *
  * Mutant attn_sink_missing: the sink term is not added.
  *
- * Window decode step (WINDOW_ATTN_DECODE): cpu-ref keeps its keys in one
- * buffer laid out as an engine's KV cache is, [window ring | compressed
- * rows], writes the new token's row into its ring slot, walks the ring
+ * Window decode step (WINDOW_ATTN_DECODE): cpu-ref addresses its keys as
+ * an engine's KV cache lays them out, [window ring | compressed rows]
+ * (columns w.. are compressed rows), in two segments: a snapshot of the
+ * ring and the compressed rows where they lie (a paged cache; a copy of a
+ * 1M-context compressed cache would be 2 GiB). It writes the new token's
+ * row into its ring slot, walks the ring
  * from the slot after the newest (the oldest position) round to the newest,
  * and runs the same kernel. Mutant window_off_by_one: the engine builds the
  * key buffer (a snapshot of the cache) before the cache update, so the
@@ -28,8 +31,12 @@
 
 #define BLK 64
 
-int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, long N, const int32_t *idx,
-                       long ncols, const float *sink, float scale, float *o, int mut)
+/* The kernel over keys held in two segments, as a paged cache holds them:
+ * column id < N is row id of kv, N <= id < N + N2 row id - N of kv2 (the
+ * decode step's ring and its compressed rows, never copied into one
+ * buffer: a 1M-context compressed cache is 2 GiB). */
+static int attn2(const float *q, long s, int H, int D, const float *kv, long N, const float *kv2, long N2,
+                 const int32_t *idx, long ncols, const float *sink, float scale, float *o, int mut)
 {
     float *S = malloc(sizeof(float) * (size_t)H * BLK);
     float *P = malloc(sizeof(float) * (size_t)H * BLK);
@@ -48,7 +55,7 @@ int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, lo
             int nb = (int)(ncols - b0 < BLK ? ncols - b0 : BLK);
             for (int j = 0; j < nb; j++) {
                 int32_t id = it[b0 + j];
-                rows[j] = (id >= 0 && id < N) ? kv + (long)id * D : NULL;
+                rows[j] = id < 0 ? NULL : id < N ? kv + (long)id * D : id - N < N2 ? kv2 + (long)(id - N) * D : NULL;
             }
             /* score tile: one pass over the gathered rows, all heads */
             for (int j = 0; j < nb; j++)
@@ -96,19 +103,24 @@ out:
     return rc;
 }
 
+int cpuref_sparse_attn(const float *q, long s, int H, int D, const float *kv, long N, const int32_t *idx, long ncols,
+                       const float *sink, float scale, float *o, int mut)
+{
+    return attn2(q, s, H, D, kv, N, NULL, 0, idx, ncols, sink, scale, o, mut);
+}
+
 int cpuref_window_attn_decode(const float *q, int H, int D, const float *kv_new, const float *ring, long w,
                               const float *cmp, long Nc, const int32_t *cidx, long nc, const float *sink,
                               float scale, long p, float *o, float *ring_out, int mut)
 {
     const long slot = p % w;
-    float *keys = malloc(sizeof(float) * (size_t)((w + Nc) * D));
+    float *keys = malloc(sizeof(float) * (size_t)(w * D)); /* the ring's snapshot; cmp is read in place */
     int32_t *cols = malloc(sizeof(int32_t) * (size_t)(w + nc));
     int rc = -1;
     if (!keys || !cols) goto out;
     memcpy(ring_out, ring, sizeof(float) * (size_t)(w * D));
     if (mut != CPUREF_M_WINDOW_OFF_BY_ONE) memcpy(ring_out + slot * D, kv_new, sizeof(float) * (size_t)D);
     memcpy(keys, ring_out, sizeof(float) * (size_t)(w * D));
-    if (Nc) memcpy(keys + w * D, cmp, sizeof(float) * (size_t)(Nc * D));
     if (mut == CPUREF_M_WINDOW_OFF_BY_ONE) memcpy(ring_out + slot * D, kv_new, sizeof(float) * (size_t)D);
     /* window: oldest first; before the ring is full, slots 0..p then none */
     long n = 0;
@@ -117,7 +129,7 @@ int cpuref_window_attn_decode(const float *q, int H, int D, const float *kv_new,
     else
         for (; n < w; n++) cols[n] = n <= p ? (int32_t)n : -1;
     for (long j = 0; j < nc; j++) cols[w + j] = (cidx[j] >= 0 && cidx[j] < Nc) ? (int32_t)(w + cidx[j]) : -1;
-    rc = cpuref_sparse_attn(q, 1, H, D, keys, w + Nc, cols, w + nc, sink, scale, o, mut);
+    rc = attn2(q, 1, H, D, keys, w, cmp, Nc, cols, w + nc, sink, scale, o, mut);
 out:
     free(keys);
     free(cols);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "harness/cases/cases.h"
 
 int64_t dsv4q_bt_numel(const dsv4q_bt *t)
@@ -20,7 +21,10 @@ void *dsv4q_case_alloc(dsv4q_case *c, size_t bytes)
 {
     if (c->nbufs >= (int)(sizeof c->bufs / sizeof c->bufs[0])) return NULL;
     void *p = calloc(bytes ? bytes : 1, 1);
-    if (p) c->bufs[c->nbufs++] = p;
+    if (p) {
+        c->bufmap[c->nbufs] = 0;
+        c->bufs[c->nbufs++] = p;
+    }
     return p;
 }
 
@@ -30,16 +34,44 @@ static void set_shape(dsv4q_bt *t, int ndim, const int64_t *d)
     for (int i = 0; i < ndim; i++) t->shape[i] = d[i];
 }
 
-void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+/* A zeroed mapping of `bytes` owned by the case: untouched pages are the
+ * zero page (no memory); no huge pages, or one written row would commit
+ * 2 MiB around it (transparent huge pages fault in whole). */
+static void *case_map(dsv4q_case *c, size_t bytes)
 {
-    int64_t d[3] = {d0, d1, d2};
+    if (c->nbufs >= (int)(sizeof c->bufs / sizeof c->bufs[0])) return NULL;
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_NOHUGEPAGE
+    (void)madvise(p, bytes ? bytes : 1, MADV_NOHUGEPAGE); /* advice only: without it rows still read right */
+#endif
+    c->bufmap[c->nbufs] = bytes ? bytes : 1;
+    c->bufs[c->nbufs++] = p;
+    return p;
+}
+
+static void *case_input(dsv4q_case *c, int slot, int dtype, int ndim, const int64_t *d, int sparse)
+{
     dsv4q_bt *t = &c->in[slot];
     memset(t, 0, sizeof *t);
     set_shape(t, ndim, d);
     t->dtype = dtype;
     if (ndim == 0) return NULL;
-    t->data = dsv4q_case_alloc(c, (dtype == DSV4Q_BT_I64 ? 8 : 4) * (size_t)dsv4q_bt_numel(t));
+    const size_t bytes = (dtype == DSV4Q_BT_I64 ? 8 : 4) * (size_t)dsv4q_bt_numel(t);
+    t->data = sparse ? case_map(c, bytes) : dsv4q_case_alloc(c, bytes);
     return t->data;
+}
+
+void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    const int64_t d[3] = {d0, d1, d2};
+    return case_input(c, slot, dtype, ndim, d, 0);
+}
+
+void *dsv4q_case_input_sparse(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    const int64_t d[3] = {d0, d1, d2};
+    return case_input(c, slot, dtype, ndim, d, 1);
 }
 
 void dsv4q_case_output(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
@@ -88,7 +120,10 @@ void dsv4q_case_set_role(dsv4q_case *c, const char *role, const char *const *suf
 
 void dsv4q_case_free(dsv4q_case *c)
 {
-    for (int i = 0; i < c->nbufs; i++) free(c->bufs[i]);
+    for (int i = 0; i < c->nbufs; i++) {
+        if (c->bufmap[i]) munmap(c->bufs[i], c->bufmap[i]);
+        else free(c->bufs[i]);
+    }
     c->nbufs = 0;
     c->sel_scores = NULL;
 }

@@ -40,13 +40,20 @@
 #define DSV4Q_CASE_KEY_MAX 256
 #define DSV4Q_CASE_SET_FLASH 1u
 #define DSV4Q_CASE_SET_PRO 2u
-/* Opt-in (`qualify --shapes long`, never in CI): 1M-context KV and indexer
- * sizes and a KV tensor past 2^31 bytes (docs/gates.md: memory and time). */
+/* Opt-in (`qualify --shapes long`; only its slice, below, in CI): 1M-context
+ * KV and indexer sizes and a KV tensor past 2^31 bytes (docs/gates.md:
+ * memory and time). */
 #define DSV4Q_CASE_SET_LONG 4u
 /* DeepSeek V4.1 Flash shapes (`qualify --shapes flash41`): the operators
  * V4.1 adds, and V4's operators at V4.1's widths (dim 5120, 32 index heads,
  * 32x32 FP8 blocks). A V4 engine's run never needs it. */
 #define DSV4Q_CASE_SET_FLASH41 8u
+/* The slice of the long set that `make test` runs (`qualify --shapes
+ * long-slice`, tests/test_long_slice.c): per attention operator that reads
+ * its KV by row index, one case whose KV is past 2^31 bytes held sparse
+ * (dsv4q_case_input_sparse), with rows selected either side of the int32
+ * byte offset; well under a second and 20 MB each (docs/gates.md). */
+#define DSV4Q_CASE_SET_LONG_SLICE 16u
 
 /* Most tensors / params an operator call has (the ABI's arity bound). */
 #define DSV4Q_OPS_MAX_T 8
@@ -66,6 +73,7 @@ typedef struct dsv4q_case {
     long sel_rows, sel_T;
     int sel_out;                     /* index of the selection output */
     void *bufs[24];
+    size_t bufmap[24]; /* bytes of bufs[i] when it is a mapping (sparse input), else 0 */
     int nbufs;
     /* Tensor identity (ABI v2 dsv4q_bcall.role / in_role): the weight
      * role of the case ("head", "layers.0.attn.wq_a",
@@ -105,6 +113,16 @@ void *dsv4q_case_alloc(dsv4q_case *c, size_t bytes);
  * or out of memory). The tensor's name comes from the operator's contract
  * once the builder returns (harness/ops dsv4q_case_build). */
 void *dsv4q_case_input(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);
+/* dsv4q_case_input with SPARSE storage, for a tensor too big to fill (a
+ * KV past 2^31 bytes, of which a case reads a few hundred rows): an
+ * anonymous private mapping reserved without swap (MAP_NORESERVE) and
+ * without huge pages, so the pages nobody writes stay the kernel's zero
+ * page and cost no memory; a reader sees zeros there. Only the rows a case
+ * selects are to be written, and every consumer (the oracle adapters, the
+ * backends in their forked child) must read only the rows it selects, or
+ * the case costs its full size. Same return as dsv4q_case_input; the
+ * mapping is unmapped by dsv4q_case_free. */
+void *dsv4q_case_input_sparse(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);
 /* Output template `slot` (dtype, shape; no data). */
 void dsv4q_case_output(dsv4q_case *c, int slot, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2);
 /* 0 when c->recipe is one of ok[] (NULL-terminated), else -1 with

@@ -247,6 +247,28 @@ void dsv4q_gen_quant(dsv4q_rng *r, const char *recipe, float *x, long rows, long
  * the last one, i % 3 == 1 a middle block, i % 3 == 2 every block but
  * one. A masked column is -1 or, one time in four, an index >= N. Rows
  * with fewer than 3 blocks mask what they have. */
+static int cmp_i32(const void *x, const void *y)
+{
+    const int32_t u = *(const int32_t *)x, v = *(const int32_t *)y;
+    return (u > v) - (u < v);
+}
+
+int dsv4q_gen_rows(dsv4q_rng *r, const char *recipe, float *x, long N, long D, const int32_t *idx, long n)
+{
+    int32_t *u = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!u) return -1;
+    long k = 0;
+    for (long j = 0; j < n; j++)
+        if (idx[j] >= 0 && idx[j] < N) u[k++] = idx[j];
+    qsort(u, (size_t)k, sizeof *u, cmp_i32); /* ascending: the draw order depends on the set, not on idx order */
+    for (long j = 0; j < k; j++)
+        if (!j || u[j] != u[j - 1]) dsv4q_gen_act(r, recipe, x + (long)u[j] * D, 1, D, 1.0, D);
+    free(u);
+    return 0;
+}
+
+long dsv4q_gen_wrap_row(long D) { return ((1L << 31) + 4 * D - 1) / (4 * D); }
+
 void dsv4q_gen_mask_blocks(dsv4q_rng *r, int32_t *row, long ncols, long i, long N)
 {
     const long nb = (ncols + 63) / 64, live = nb > 1 ? 1 + dsv4q_rng_below(r, nb - 1) : 0;

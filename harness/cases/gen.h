@@ -55,6 +55,15 @@ void dsv4q_gen_quant(dsv4q_rng *r, const char *recipe, float *x, long rows, long
 /* Recipe blocks: whole 64-column softmax blocks of one index row [ncols]
  * masked (-1, or an index >= N), by row i's pattern (gen.c). */
 void dsv4q_gen_mask_blocks(dsv4q_rng *r, int32_t *row, long ncols, long i, long N);
+/* Sparse KV cases (key sparse=1, cases.h dsv4q_case_input_sparse): the
+ * rows of x [N, D] that idx [n] picks (in [0, N); each row once, in
+ * ascending order) drawn by dsv4q_gen_act (recipe, scale 1, block D); a
+ * row no column picks stays 0. 0, or -1 (out of memory). */
+int dsv4q_gen_rows(dsv4q_rng *r, const char *recipe, float *x, long N, long D, const int32_t *idx, long n);
+/* The first row of an [N, D] F32 tensor whose byte offset 4 * row * D does
+ * not fit an int32 (2^31 / (4 D), rounded up): where an engine that
+ * computes `int off = row * D * 4` reads before the tensor. */
+long dsv4q_gen_wrap_row(long D);
 /* Hyper-connection params at inputs slot, slot+1, slot+2: fn [m, hcd] (F32
  * math), scale [nscale], base [m]. 0, or -1 (out of memory). */
 int dsv4q_gen_hc_params(dsv4q_case *c, dsv4q_rng *r, int slot, long m, long hcd, long nscale, char *err,

@@ -2,7 +2,8 @@
  * exec.c - the oracle on one ABI call (ops.h dsv4q_oracle_exec): the input
  * conversion every operator's adapter uses, and the dispatch to the
  * adapters of the descriptor files, generated from DSV4Q_OP_LIST (an
- * operator without its DSV4Q_OP_EXEC does not link). Compiled at both
+ * operator without its DSV4Q_OP_EXEC does not link), and the row gather
+ * of the attention adapters (op.h dsv4q_op_rows). Compiled at both
  * widths like the descriptors; the width-independent entry point and the
  * weight view are compiled once (DSV4Q_OP_ONCE).
  */
@@ -18,6 +19,40 @@ real *X(dsv4q_op_in)(const dsv4q_bcall *c, int i, real **a)
     const float *f = t->data;
     for (int64_t k = 0; k < n; k++) v[k] = (real)f[k];
     return a[i] = v;
+}
+
+static int cmp_i32(const void *x, const void *y)
+{
+    const int32_t u = *(const int32_t *)x, v = *(const int32_t *)y;
+    return (u > v) - (u < v);
+}
+
+real *X(dsv4q_op_rows)(const dsv4q_bt *t, long D, const int32_t *cols, long n, int32_t *packed, long *nrows)
+{
+    const long N = t->ndim > 0 ? (long)t->shape[0] : 0;
+    int32_t *u = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!u) return NULL;
+    long k = 0, m = 0;
+    for (long j = 0; j < n; j++)
+        if (cols[j] >= 0 && cols[j] < N) u[k++] = cols[j];
+    qsort(u, (size_t)k, sizeof *u, cmp_i32);
+    for (long j = 0; j < k; j++)
+        if (!m || u[j] != u[m - 1]) u[m++] = u[j];
+    real *v = malloc(sizeof(real) * (size_t)(m * D > 0 ? m * D : 1));
+    if (!v) {
+        free(u);
+        return NULL;
+    }
+    const float *f = t->data;
+    for (long r = 0; r < m; r++)
+        for (long d = 0; d < D; d++) v[r * D + d] = (real)f[(long)u[r] * D + d];
+    for (long j = 0; j < n; j++) {
+        const int32_t *at = cols[j] >= 0 && cols[j] < N ? bsearch(&cols[j], u, (size_t)m, sizeof *u, cmp_i32) : NULL;
+        packed[j] = at ? (int32_t)(at - u) : -1;
+    }
+    free(u);
+    *nrows = m;
+    return v;
 }
 
 typedef int (*X(exec_fn))(DSV4Q_OP_EXEC_ARGS);

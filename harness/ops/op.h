@@ -63,6 +63,14 @@
 #define DSV4Q_BOTH "harness/ops/exec.inc"
 #include "oracle/both.h"
 #define NEED(i) do { if (!X(dsv4q_op_in)(c, (i), a)) return 1; } while (0)
+/* The rows of key tensor t ([N, D] F32) that index columns cols[0..n)
+ * pick, as real values packed in ascending row order ([*nrows, D], caller
+ * frees; NULL when out of memory), and packed[j] the packed row of cols[j]
+ * (-1 where cols[j] is masked: < 0 or >= N). What the attention adapters
+ * read instead of NEED on the whole KV: a case may hold a KV of millions
+ * of rows and select a few hundred (cases.h dsv4q_case_input_sparse), and
+ * an attention reads a row only through its index, so the reference is
+ * the same to the bit: X(dsv4q_op_rows), declared with the dispatch. */
 /* The oracle's view of a weight input: its stored form when it has one
  * (BF16 / FP8 / FP4 codes and scales), else its F32 values. */
 dsv4q_weight dsv4q_op_weight(const dsv4q_bt *t);
@@ -83,6 +91,7 @@ enum { DSV4Q_OP_LIST(DSV4Q_OP_CONST_) };
 #define SET_PRO DSV4Q_CASE_SET_PRO
 #define SET_LONG DSV4Q_CASE_SET_LONG
 #define SET_FLASH41 DSV4Q_CASE_SET_FLASH41
+#define SET_LONG_SLICE DSV4Q_CASE_SET_LONG_SLICE
 
 /* A contract tensor slot: name, shape, dtype, doc. */
 #define T(n, s, d, doc) { n, s, d, doc }
