@@ -173,10 +173,11 @@ int dsv4q_taps_fit(const dsv4q_model *m, int widths, long prompt, long decode, l
         if (m->cfg.arch != DSV4Q_ARCH_V41 && fit < c && widths_bytes(m, widths, prompt, decode, fit, all) <= have)
             snprintf(hint, sizeof hint, ", or --chunk %ld", fit);
         snprintf(err, errlen,
-                 "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s stage taps needs about %.2f GB "
+                 "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s needs about %.2f GB "
                  "(%.2f GB of taps: the indexer's scores grow with the square of the prompt), more than the %.2f GB "
                  "of memory available; use a shorter prompt%s",
-                 prompt, decode, c, all ? "every" : "one call's", need / 1e9, taps / 1e9, have / 1e9, hint);
+                 prompt, decode, c, all ? "every stage tap" : "one call's stage taps", need / 1e9, taps / 1e9,
+                 have / 1e9, hint);
         return -1;
     }
     return 0;

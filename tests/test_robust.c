@@ -302,8 +302,9 @@ static void run_bounded_by_max_seq_len_and_memory(void **state)
         int32_t *ids = calloc(1000000, sizeof *ids);
         assert_non_null(ids);
         assert_int_equal(dsv4q_run_feed(r, ids, 1000000, NULL, err, sizeof err), -1);
-        ASSERT_HAS(err, "a prefill of 1000000 tokens at f64 needs about");
-        ASSERT_HAS(err, "GB of memory available; use a shorter prompt or f32");
+        ASSERT_HAS(err, "a prefill call of 1000000 tokens at f64 needs about");
+        ASSERT_HAS(err, "GB of memory available; use a shorter prompt");
+        ASSERT_HAS(err, "(--chunk "); /* names a chunk size that fits */
         free(ids);
         dsv4q_run_close(r);
     } else {
@@ -313,11 +314,12 @@ static void run_bounded_by_max_seq_len_and_memory(void **state)
      * the indexer's scores of its 2 ratio-4 layers, 2 * 1e5 * 25001 values
      * = 40 GB as doubles, refused before any work; 64 tokens fit */
     if (have > 0 && have < 40e9) {
-        assert_int_equal(dsv4q_taps_fit(m, 64, 100000, 8, err, sizeof err), -1);
-        ASSERT_HAS(err, "a run of 100000 + 8 tokens at f64 that keeps every stage tap needs about");
+        assert_int_equal(dsv4q_taps_fit(m, 64, 100000, 8, 100000, 1, err, sizeof err), -1);
+        ASSERT_HAS(err,
+                   "a run of 100000 + 8 tokens (prompt in calls of 100000) that keeps every stage tap needs about");
         ASSERT_HAS(err, "GB of taps");
     }
-    assert_int_equal(dsv4q_taps_fit(m, 64, 64, 8, err, sizeof err), 0);
+    assert_int_equal(dsv4q_taps_fit(m, 64, 64, 8, 64, 1, err, sizeof err), 0);
     /* an ordinary run still opens */
     assert_int_equal(dsv4q_run_open(&r, m, 64, bs, 64, NULL, NULL, err, sizeof err), 0);
     dsv4q_run_close(r);
