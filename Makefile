@@ -144,8 +144,13 @@ test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 demo: $(BIN)
 	./$(BIN) sensitivity
 
+# bench_memory measures one run per process (its peak only grows), so it
+# runs once per row of BENCH_MEMORY (CONFIG WIDTH PROMPT DECODE [MAX_POS
+# [CHUNK]]): one call and chunks of 512, each width (docs/model.md).
+BENCH_MEMORY := "tiny 64 4000 4" "tiny 64 4000 4 4004 512" "tiny 32 4000 4" "tiny 32 4000 4 4004 512"
 bench: $(BENCHES)
-	@for b in $(BENCHES); do ./$$b || exit 1; done
+	@for b in $(filter-out %/bench_memory,$(BENCHES)); do ./$$b || exit 1; done
+	@for a in $(BENCH_MEMORY); do OMP_NUM_THREADS=1 ./$(BUILD)/bench/bench_memory $$a || exit 1; done
 
 deps:
 	@sh scripts/deps.sh

@@ -38,6 +38,7 @@
 #include "cli/cmdopts.h"
 #include "cli/cmds.h"
 #include "cli/cmdtab.h"
+#include "cli/progress.h"
 #include "harness/measure/margins.h"
 #include "harness/measure/metrics.h"
 #include "io/model.h"
@@ -80,6 +81,7 @@ typedef struct ctx {
     long score_T, score_cap;
     const char *label;
     long calls, total_calls;
+    dsv4q_eta eta; /* this run's share done and time left */
     int quiet, oom;
     int dt, rounded;   /* score dtype; 1: dsv4q_margin_row_dt (declared or V4.1) */
     int cand, B, topb; /* V4.1: the candidate source layer (-1), block size, kept blocks */
@@ -215,16 +217,19 @@ static void tap_cb(void *user, int layer, const char *stage, const double *data,
         int stop = c->nidx > 0 ? c->layers[c->nidx - 1] : c->m->cfg.n_layers - 1;
         const int nl = c->m->cfg.n_layers;
         const char *cut = layer == stop && stop < nl - 1 ? " (the run stops here: later layers are not observed)" : "";
+        char eta[64];
+        dsv4q_eta_layer(&c->eta);
+        dsv4q_eta_format(&c->eta, dsv4q_now(), eta, sizeof eta);
         if (!c->quiet && isatty(2))
-            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", c->label, c->calls + 1, c->total_calls, layer + 1,
-                    nl);
+            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d, %s   ", c->label, c->calls + 1, c->total_calls,
+                    layer + 1, nl, eta);
         else if (!c->quiet && c->calls == 0)      /* the prefill is the long call */
-            fprintf(stderr, "[%s] prefill: layer %d/%d done%s\n", c->label, layer + 1, nl, cut);
+            fprintf(stderr, "[%s] prefill: layer %d/%d done, %s%s\n", c->label, layer + 1, nl, eta, cut);
         if (layer != stop) return;
         c->calls++;
         long step = c->total_calls > 10 ? c->total_calls / 10 : 1;
         if (!c->quiet && !isatty(2) && (c->calls % step == 0 || c->calls == c->total_calls))
-            fprintf(stderr, "[%s] %ld/%ld calls done\n", c->label, c->calls, c->total_calls);
+            fprintf(stderr, "[%s] %ld/%ld calls done, %s\n", c->label, c->calls, c->total_calls, eta);
         return;
     }
     if (layer < 0 || layer >= c->m->cfg.n_layers || c->slot[layer] < 0) return;
@@ -310,10 +315,16 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
         return -1;
     }
     if (run == RUN_RERUN) dsv4q_run_set_pick_hook(r, pick_hook, c);
+    /* the run's calls stop after the last observed layer */
+    const dsv4q_config *g = &c->m->cfg;
+    dsv4q_eta_start(&c->eta, dsv4q_plan_work(g, t->nprompt, t->nprompt, t->nteacher),
+                    c->nidx > 0 ? c->layers[c->nidx - 1] + 1 : g->n_layers, dsv4q_now());
     c->pos0 = 0;
+    dsv4q_eta_call(&c->eta, dsv4q_call_work(g, 0, t->nprompt));
     int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);
     for (long i = 0; !rc && i < t->nteacher; i++) {
         c->pos0 = t->nprompt + i;
+        dsv4q_eta_call(&c->eta, dsv4q_call_work(g, c->pos0, 1));
         rc = dsv4q_run_feed(r, &t->teacher[i], 1, logits, err, errlen);
     }
     dsv4q_run_close(r);

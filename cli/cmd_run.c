@@ -92,7 +92,10 @@ int dsv4q_cmd_run(int argc, char **argv)
     /* without --taps no tap is kept: the prompt may go in chunks */
     const long chunk = o.chunk ? o.chunk : o.taps ? t.nprompt : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
+    dsv4q_eta eta;
+    dsv4q_eta_start(&eta, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M), m->cfg.n_layers, dsv4q_now());
     dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32",
+                       .eta = &eta,
                        .nlayers = m->cfg.n_layers,
                        .quiet = o.quiet,
                        .total_calls = nchunks + t.nteacher,
@@ -127,11 +130,14 @@ int dsv4q_cmd_run(int argc, char **argv)
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    for (long p = 0; p < t.nprompt; p += chunk)
-        if (dsv4q_run_feed(r, t.prompt + p, t.nprompt - p < chunk ? t.nprompt - p : chunk, lp, err, sizeof err))
-            goto fail;
+    for (long p = 0, n; p < t.nprompt; p += n) {
+        n = t.nprompt - p < chunk ? t.nprompt - p : chunk;
+        dsv4q_eta_call(&eta, dsv4q_call_work(&m->cfg, p, n));
+        if (dsv4q_run_feed(r, t.prompt + p, n, lp, err, sizeof err)) goto fail;
+    }
     if (ds && dspark_after(r, m, lp, -1, dl, di, dc, err, sizeof err)) goto fail;
     for (long i = 0; i < M; i++) {
+        dsv4q_eta_call(&eta, dsv4q_call_work(&m->cfg, t.nprompt + i, 1));
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
         if (ds && dspark_after(r, m, ld + i * V, i, dl, di, dc, err, sizeof err)) goto fail;
     }

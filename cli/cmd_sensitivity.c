@@ -51,11 +51,13 @@ static int run_both(const dsv4q_model *m, uint64_t bs, const dsv4q_tokens *t, lo
         n = p < S ? (S - p < chunk ? S - p : chunk) : 1;
         const int32_t *ids = p < S ? t->prompt + p : &t->teacher[p - S];
         const long row = p < S ? 0 : p - S + 1; /* earlier chunks' logits are overwritten */
+        if (ts->eta) dsv4q_eta_call(ts->eta, dsv4q_call_work(&m->cfg, p, n));
         ts->compare = 0;
         ts->label = "f64";
         if (dsv4q_run_feed(r64, ids, n, l64 + row * V, err, errlen)) goto out;
         ts->compare = 1;
         ts->label = "f32";
+        if (ts->eta) dsv4q_eta_call(ts->eta, dsv4q_call_work(&m->cfg, p, n));
         if (dsv4q_run_feed(r32, ids, n, l32 + row * V, err, errlen)) goto out;
         dsv4q_tapset_drop_data(ts);
         if (ts->oom) {
@@ -102,7 +104,10 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
            chunk < t.nprompt ? "s" : "", chunk < t.nprompt ? chunk : t.nprompt,
            chunk < t.nprompt ? " (bit-identical to one call)" : "");
     double *l64 = malloc(sizeof(double) * (size_t)(rows * V)), *l32 = malloc(sizeof(double) * (size_t)(rows * V));
-    dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet, .total_calls = 2 * ncalls};
+    dsv4q_eta eta; /* both widths: each call's work twice */
+    dsv4q_eta_start(&eta, 2 * dsv4q_plan_work(&m->cfg, t.nprompt, chunk, t.nteacher), m->cfg.n_layers, dsv4q_now());
+    dsv4q_tapset ts = {
+        .label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet, .total_calls = 2 * ncalls, .eta = &eta};
     int rc = 2;
     if (!l64 || !l32) { fprintf(stderr, "dsv4q sensitivity: out of memory\n"); goto out; }
     if (dsv4q_taps_fit(m, 96, t.nprompt, t.nteacher, chunk, 0, err, sizeof err)) goto fail;
