@@ -147,7 +147,8 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
  * capture). io->in holds the stage's inputs, io->out receives its outputs
  * (shapes from the stage table for io->s). Stateless stages may come in any
  * order. The stateful `attn` stage of a layer must be fed that layer's
- * calls in order from position 0 (prefill, then one-token decodes): it
+ * calls in order from position 0 (prefill, or its chunks when the run has
+ * a declared prefill (dsv4q_run_set_prefill), then one-token decodes): it
  * keeps the layer's caches in this run, exactly as the forward pass does.
  * A run used for stages must not also be fed whole calls. Errors (-1 +
  * message): unknown stage or layer, s/pos0 out of order or past max_pos, a

@@ -334,9 +334,13 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         snprintf(err, errlen, "stage %s: layer %d is outside [0, %d)", si->name, io->layer, g->n_layers);
         return -1;
     }
-    if (io->s < 1 || io->pos0 < 0 || (io->pos0 > 0 && io->s != 1)) {
-        snprintf(err, errlen, "stage %s: a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
-                 "(got %ld tokens at position %ld)", si->name, io->s, io->pos0);
+    /* a call of several tokens past position 0 is a chunk of a declared prefill */
+    const int chunk = r->prompt > 0 && io->pos0 + io->s <= r->prompt;
+    if (io->s < 1 || io->pos0 < 0 || (io->pos0 > 0 && io->s != 1 && !chunk)) {
+        snprintf(err, errlen,
+                 "stage %s: a call is a prefill of >= 1 tokens at position 0, a chunk inside a declared prefill "
+                 "(dsv4q_run_set_prefill) or a one-token decode (got %ld tokens at position %ld)",
+                 si->name, io->s, io->pos0);
         return -1;
     }
     if (io->pos0 + io->s > r->max_pos) {

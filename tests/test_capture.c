@@ -5,7 +5,8 @@
  *  - the stage table: names round-trip through the parser, bad names are
  *    refused with a reason, docs/captures.md embeds the current table;
  *  - a capture the f64 oracle writes replays with every stage at exactly
- *    zero error (replay.h P2, model.c M3), and the whole model too; an f32
+ *    zero error (replay.h P2, model.c M3), and the whole model too, also
+ *    when its prefill is written in chunks (model.c M4); an f32
  *    capture's error is exactly its level (M3 at f32);
  *  - one element of one stage's output changed by 1% fails that stage and
  *    no other (the next stage's inputs are still the captured ones);
@@ -206,6 +207,76 @@ static void oracle_capture_replays_at_zero_error(void **state)
     assert_int_equal(
         dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q", NULL),
         0);
+}
+
+/* A prefill written in chunks (capture --chunk, as a chunked-prefill engine
+ * runs it) replays at exactly zero error too: replay declares the prompt
+ * to every layer's attention, which then takes the chunks as the one call
+ * (model.c M4), and the whole-model run feeds the same chunks. 16 tokens
+ * in chunks of 5: calls of 5, 5, 5, 1 (the last chunk is one token, which
+ * only prompt_len tells from a decode step), then 2 decode steps. Without
+ * that declaration (the planted bug: no dsv4q_run_set_prefill in replay)
+ * the attention of the chunks past the first differs. */
+static void chunked_capture_replays_at_zero_error(void **state)
+{
+    (void)state;
+    char dir[400], err[1024];
+    snprintf(dir, sizeof dir, "%s/cap-chunk5", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--chunk", "5", "--out", dir, "-q", NULL),
+                     0);
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, dir, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_int_equal(cap->ncalls, 6);
+    assert_int_equal(cap->prompt, 16);
+    assert_int_equal(cap->calls[3].pos, 15);
+    assert_int_equal(cap->calls[3].s, 1);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 1), 0);
+    assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        assert_int_equal(s->calls_checked, 6);
+        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.val.max_abs == 0);
+    dsv4q_replay_free(&r);
+    /* the chunks' last-token logits are the one call's at the same rows:
+     * the last chunk's head output equals the one-call capture's prefill */
+    char one[400];
+    snprintf(one, sizeof one, "%s/cap-one16", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--out", one, "-q", NULL),
+                     0);
+    char fa[500], fb[500];
+    snprintf(fa, sizeof fa, "%s/call-0003.safetensors", dir);
+    snprintf(fb, sizeof fb, "%s/call-0000.safetensors", one);
+    dsv4q_st *a, *b;
+    assert_int_equal(dsv4q_st_open(&a, fa, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_open(&b, fb, err, sizeof err), 0);
+    const dsv4q_st_tensor *ta = dsv4q_st_find(a, "model.head.out"), *tb = dsv4q_st_find(b, "model.head.out");
+    assert_non_null(ta);
+    assert_non_null(tb);
+    assert_int_equal(ta->numel, tb->numel);
+    assert_memory_equal(ta->data, tb->data, sizeof(double) * (size_t)ta->numel);
+    dsv4q_st_close(a);
+    dsv4q_st_close(b);
+    /* prompt_len must agree over the calls and be a positive integer */
+    cap_edit e = {.drop_meta = "prompt_len"};
+    open_fails(variant(dir, "nolen", 2, &e), "metadata prompt_len is absent here and set in the first call");
+    e = (cap_edit){.meta_key = "prompt_len", .meta_val = "0"};
+    open_fails(variant(dir, "len0", 0, &e), "metadata prompt_len \"0\" must be a positive integer");
+    /* a call of several tokens past the prompt is no decode step */
+    e = (cap_edit){.meta_key = "position", .meta_val = "40"};
+    open_fails(variant(dir, "late", 1, &e), "a call at position 40 is a decode step and has exactly one token");
+    /* a call that crosses the prompt's end */
+    e = (cap_edit){.meta_key = "position", .meta_val = "13"};
+    open_fails(variant(dir, "cross", 2, &e), "the call at position 13 of 5 tokens crosses the end of the prompt");
 }
 
 /* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
@@ -490,6 +561,7 @@ int main(void)
         cmocka_unit_test(stage_names_round_trip),
         cmocka_unit_test(docs_table_is_current),
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
+        cmocka_unit_test(chunked_capture_replays_at_zero_error),
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(non_finite_is_not_checkable),

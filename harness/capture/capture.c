@@ -67,6 +67,36 @@ static int is_hex64(const char *s)
 
 /* Metadata of one call file into call c (and, for the first file, the
  * capture-wide fields of cap; later files must agree). */
+/* The prompt of a chunked prefill (cap->prompt, 0 for a prefill in one
+ * call), from the calls sorted by position: prompt_len when declared, else
+ * the end of the last call of several tokens. A call of several tokens
+ * past position 0 must lie inside it (a decode step has one token), and no
+ * call may cross its end. */
+static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
+{
+    long prompt = c->prompt_decl;
+    for (int i = 0; !c->prompt_decl && i < c->ncalls; i++)
+        if (c->calls[i].s > 1 && c->calls[i].pos + c->calls[i].s > prompt) prompt = c->calls[i].pos + c->calls[i].s;
+    int chunked = 0;
+    for (int i = 0; i < c->ncalls; i++) {
+        const dsv4q_capture_call *k = &c->calls[i];
+        if (k->pos < prompt && k->pos + k->s > prompt)
+            return dsv4q_errf(err, errlen,
+                              "capture %s: the call at position %ld of %ld tokens crosses the end of the prompt "
+                              "(prompt_len %ld): a call is a chunk of the prompt or a decode step",
+                              k->file, k->pos, k->s, prompt);
+        if (k->pos >= prompt && k->s != 1)
+            return dsv4q_errf(err, errlen,
+                              "capture %s: a call at position %ld is a decode step and has exactly one token "
+                              "(token_ids has %ld); only the prefill has several (a prefill in chunks: its calls "
+                              "lie inside prompt_len, %ld here)",
+                              k->file, k->pos, k->s, prompt);
+        if (k->pos > 0 && k->pos < prompt) chunked = 1;
+    }
+    c->prompt = chunked ? prompt : 0;
+    return 0;
+}
+
 static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const dsv4q_config *cfg, char *err,
                      size_t errlen)
 {
@@ -132,11 +162,21 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         c->ids[i] = (int32_t)json_integer_value(v);
     }
     json_decref(ids);
-    if (c->pos > 0 && c->s != 1)
+    /* prompt_len: the prompt of a prefill fed in several calls (chunks);
+     * the same in every call, or in none */
+    const char *pl = dsv4q_st_meta(c->st, "prompt_len");
+    long plen = 0;
+    if (pl && (parse_position(pl, &plen) || plen < 1))
         return dsv4q_errf(err, errlen,
-                          "capture %s: a call at position %ld is a decode step and has exactly one token "
-                          "(token_ids has %ld); only the prefill (position 0) has several",
-                          f, c->pos, c->s);
+                          "capture %s: metadata prompt_len \"%s\" must be a positive integer (the prompt's tokens "
+                          "when the prefill is fed in several calls)",
+                          f, pl);
+    if (first) cap->prompt_decl = plen;
+    else if (plen != cap->prompt_decl)
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata prompt_len is %s here and %s in the first call (the same in every "
+                          "call, or in none)",
+                          f, pl ? pl : "absent", cap->prompt_decl ? "set" : "absent");
     const char *eng = dsv4q_st_meta(c->st, "engine"), *ev = dsv4q_st_meta(c->st, "engine_version");
     const char *prof = dsv4q_st_meta(c->st, "profile"), *bd = dsv4q_st_meta(c->st, "boundary");
     /* no silent truncation: a value longer than its field is refused as such */
@@ -314,6 +354,7 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
                        c->calls[i].file, c->calls[i].pos);
             goto out;
         }
+    if (set_prompt(c, err, errlen)) goto out;
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
         dsv4q_errf(err, errlen,
                    "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "

@@ -361,6 +361,10 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
     if (dsv4q_run_open(&a, x->m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&b, x->m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
         goto out;
+    /* a prefill in chunks: the oracle's chunks equal its one call (model.c M4) */
+    if (cap->prompt &&
+        (dsv4q_run_set_prefill(a, cap->prompt, err, errlen) || dsv4q_run_set_prefill(b, cap->prompt, err, errlen)))
+        goto out;
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         const dsv4q_st_tensor *t = dsv4q_capture_tensor(c, H, -1, 1, 0);
@@ -518,6 +522,12 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     dsv4q_replay_mark_present(res, g);
     if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
+        goto out;
+    /* the engine fed its prefill in chunks: each layer's attention takes
+     * them as the chunks of one prefill (model.c M4), so a chunk is judged
+     * against what the one call gives its rows */
+    if (cap->prompt && (dsv4q_run_set_prefill(x.r64, cap->prompt, err, errlen) ||
+                        dsv4q_run_set_prefill(x.r32, cap->prompt, err, errlen)))
         goto out;
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
