@@ -310,7 +310,9 @@ static const dsv4q_mode MODES[] = {
      .opts =
          (const dsv4q_optspec[]){
              O_MODEL,
-             {STR("--capture", "FILE|DIR", REPL, capture), REQ, HELP("the engine's capture")},
+             {LIST("--capture", "FILE|DIR", REPL, capture, ncap), REQ,
+              HELP("the engine's capture; repeated (up to 8): the same tokens under different schedules, each "
+                   "judged and compared")},
              O_GATES(REPL),
              {FLAG("--no-model", REPL, no_model), HELP("skip the whole-model comparison of captured logits")},
              {OUTPATH("--junit", "FILE", REPL, junit), HELP("write a JUnit XML report: one testcase per stage")},

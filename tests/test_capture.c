@@ -25,6 +25,7 @@
 #include "tests/testutil.h"
 #include "tests/testcap.h"
 #include "tests/testcli.h"
+#include <jansson.h>
 #include <omp.h>
 #include <unistd.h>
 #include "cli/cmds.h"
@@ -277,6 +278,88 @@ static void chunked_capture_replays_at_zero_error(void **state)
     /* a call that crosses the prompt's end */
     e = (cap_edit){.meta_key = "position", .meta_val = "13"};
     open_fails(variant(dir, "cross", 2, &e), "the call at position 13 of 5 tokens crosses the end of the prompt");
+}
+
+/* replay --capture A --capture B ...: the same 16 tokens + 2 decode steps
+ * captured in one call (A), in chunks of 5 (B) and token by token (C).
+ * The oracle's schedules all pass and are byte-identical to each other at
+ * every position (difference 0 over every row). The largest element of one
+ * chunk's L1.attn output doubled (a chunk-boundary bug of schedule B) fails that
+ * stage of B only, and the difference B vs A shows at L1.attn only. Captures
+ * of other tokens are refused (exit 2). */
+static void schedules_side_by_side(void **state)
+{
+    (void)state;
+    char a[400], b[400], c[400], js[400], err[1024];
+    snprintf(a, sizeof a, "%s/sch-one", root);
+    snprintf(b, sizeof b, "%s/sch-c5", root);
+    snprintf(c, sizeof c, "%s/sch-c1", root);
+    snprintf(js, sizeof js, "%s/sch.json", root);
+    const char *chunk[3] = {NULL, "5", "1"}, *dirs[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (chunk[i])
+            assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16",
+                                              "--decode", "2", "--chunk", chunk[i], "--out", dirs[i], "-q", NULL),
+                             0);
+        else
+            assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16",
+                                              "--decode", "2", "--out", dirs[i], "-q", NULL),
+                             0);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", b,
+                                      "--capture", c, "--json", js, "-q", NULL),
+                     0);
+    json_error_t je;
+    json_t *root_j = json_load_file(js, 0, &je), *d;
+    assert_non_null(root_j);
+    assert_int_equal(json_array_size(json_object_get(root_j, "schedules")), 3);
+    size_t i;
+    long compared = 0;
+    json_array_foreach(json_object_get(root_j, "differences"), i, d) {
+        if (json_integer_value(json_object_get(d, "rows")) == 0) continue;
+        compared++;
+        assert_true(json_real_value(json_object_get(d, "nrms")) == 0);
+    }
+    assert_true(compared >= 2 * (2 + 8 * M->cfg.n_layers)); /* every judged stage, B and C */
+    json_decref(root_j);
+    /* schedule B's second chunk (positions 5..9) gets a wrong L1.attn output */
+    cap_edit e = {.scale = "L1.attn.out", .scale_by = 2};
+    const char *bad = variant(b, "sch-c5-bad", 1, &e);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", bad,
+                                      "--capture", c, "--json", js, "--no-model", "-q", NULL),
+                     1);
+    root_j = json_load_file(js, 0, &je);
+    assert_non_null(root_j);
+    json_t *s;
+    json_array_foreach(json_object_get(root_j, "schedules"), i, s) {
+        json_t *st, *stages = json_object_get(json_object_get(s, "replay"), "stages");
+        size_t k;
+        json_array_foreach(stages, k, st) {
+            const char *key = json_string_value(json_object_get(st, "stage"));
+            const char *v = json_string_value(json_object_get(st, "verdict"));
+            const int target = i == 1 && !strcmp(key, "L1.attn");
+            if (strcmp(v, target ? "FAIL" : "pass")) fprintf(stderr, "schedule %zu %s: %s\n", i, key, v);
+            assert_string_equal(v, target ? "FAIL" : "pass");
+        }
+    }
+    json_array_foreach(json_object_get(root_j, "differences"), i, d) {
+        if (json_integer_value(json_object_get(d, "rows")) == 0) continue;
+        const int target = json_integer_value(json_object_get(d, "schedule")) == 1 &&
+                           !strcmp(json_string_value(json_object_get(d, "stage")), "L1.attn");
+        const double x = json_real_value(json_object_get(d, "nrms"));
+        assert_true(target ? x > 1e-4 : x == 0);
+    }
+    json_decref(root_j);
+    /* other tokens at one position: not schedules of the same run */
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, c, &M->cfg, csha, wsha, err, sizeof err), 0);
+    char ids[32];
+    snprintf(ids, sizeof ids, "[%d]", (cap->calls[3].ids[0] + 1) % M->cfg.vocab_size);
+    dsv4q_capture_close(cap);
+    e = (cap_edit){.meta_key = "token_ids", .meta_val = ids};
+    const char *other = variant(c, "sch-c1-other", 3, &e);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", other, "-q", NULL),
+        2);
 }
 
 /* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
@@ -562,6 +645,7 @@ int main(void)
         cmocka_unit_test(docs_table_is_current),
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
         cmocka_unit_test(chunked_capture_replays_at_zero_error),
+        cmocka_unit_test(schedules_side_by_side),
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(non_finite_is_not_checkable),
