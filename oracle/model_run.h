@@ -100,7 +100,8 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
  * Stage taps, the pick hook and dsv4q_run_mtp then see each chunk as a
  * call (rows = its tokens, pos0 = its position). Errors (-1 + message): a
  * V4.1 model (not built yet), prompt outside [1, max_pos], a run already
- * fed, a provider other than the oracle (dsv4q_run_set_provider). */
+ * fed or given a stateful stage call (dsv4q_run_stage), a provider other
+ * than the oracle (dsv4q_run_set_provider). */
 int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen);
 /* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0,
  * or its first chunk, see dsv4q_run_set_prefill), later calls decode one
@@ -153,7 +154,9 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
  * A run used for stages must not also be fed whole calls. Errors (-1 +
  * message): unknown stage or layer, s/pos0 out of order or past max_pos, a
  * token id outside the vocabulary, allocation failure, a V4.1 model (its
- * stages are reported by the forward pass but not run one at a time yet). */
+ * stages are reported by the forward pass but not run one at a time yet),
+ * on a run with a declared prompt (dsv4q_run_set_prefill) a call that
+ * crosses the prompt's end (its column layout is the prompt's). */
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen);
 void dsv4q_run_close(dsv4q_run *r);
 

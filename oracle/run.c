@@ -197,7 +197,7 @@ int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
     if (prompt < 1 || prompt > r->max_pos)
         return dsv4q_errf(err, errlen, "a prompt of %ld tokens does not fit a run of %ld positions", prompt,
                           r->max_pos);
-    if (ON_WIDTH(r, dsv4q_run_set_prompt, prompt))
+    if (r->attn_next || ON_WIDTH(r, dsv4q_run_set_prompt, prompt)) /* attn_next: a stage call was made */
         return dsv4q_errf(err, errlen,
                           "the prompt length is declared before the first call, on a run of the "
                           "oracle's own operators (no backend provider)");
@@ -334,13 +334,17 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         snprintf(err, errlen, "stage %s: layer %d is outside [0, %d)", si->name, io->layer, g->n_layers);
         return -1;
     }
-    /* a call of several tokens past position 0 is a chunk of a declared prefill */
+    /* With a declared prompt a call is one of its chunks (inside [0,
+     * prompt)) or a one-token decode after it: the attention lays its
+     * columns out for the prompt (oracle/model.c M4), so a call that
+     * crosses the prompt's end would outgrow them. */
     const int chunk = r->prompt > 0 && io->pos0 + io->s <= r->prompt;
-    if (io->s < 1 || io->pos0 < 0 || (io->pos0 > 0 && io->s != 1 && !chunk)) {
+    const int crosses = r->prompt > 0 && io->pos0 < r->prompt && io->pos0 + io->s > r->prompt;
+    if (io->s < 1 || io->pos0 < 0 || crosses || (io->pos0 > 0 && io->s != 1 && !chunk)) {
         snprintf(err, errlen,
                  "stage %s: a call is a prefill of >= 1 tokens at position 0, a chunk inside a declared prefill "
-                 "(dsv4q_run_set_prefill) or a one-token decode (got %ld tokens at position %ld)",
-                 si->name, io->s, io->pos0);
+                 "(dsv4q_run_set_prefill: %ld tokens) or a one-token decode (got %ld tokens at position %ld)",
+                 si->name, r->prompt, io->s, io->pos0);
         return -1;
     }
     if (io->pos0 + io->s > r->max_pos) {

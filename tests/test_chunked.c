@@ -25,6 +25,7 @@
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
+#include "oracle/stages.h"
 
 static char root[256];
 
@@ -287,13 +288,46 @@ static void test_refusals(void **state)
     free(lg);
 }
 
+/* On a run with a declared prompt a stage call (dsv4q_run_stage) lays its
+ * columns out for the prompt: a call that crosses the prompt's end (a
+ * 16-token attn call on a 4-token prompt wrote 16 x 4 picks into a 16 x 1
+ * list) is refused, as is a declaration after a stage call. (Chunks inside
+ * the prompt replay at zero error: tests/test_capture.c.) */
+static void test_stage_refused(void **state)
+{
+    (void)state;
+    char dir[300], err[512];
+    uint64_t bs;
+    dsv4q_profile_set("source", &bs);
+    dsv4q_model *m;
+    dsv4q_run *r;
+    assert_int_equal(write_model("tiny", dir, sizeof dir), 0);
+    assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
+    const long s = 16, d = m->cfg.dim;
+    double *x = calloc((size_t)(s * d), sizeof(double)), *y = calloc((size_t)(s * d), sizeof(double));
+    assert_non_null(x && y);
+    for (long i = 0; i < s * d; i++) x[i] = (double)((i * 37) % 101) / 101.0 - 0.5;
+    assert_int_equal(m->layers[1].ratio, 4);
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, s, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_set_prefill(r, 4, err, sizeof err), 0);
+    dsv4q_stage_io io = {DSV4Q_STAGE_ATTN, 1, s, 0, NULL, {x}, {y}};
+    assert_int_equal(dsv4q_run_stage(r, &io, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dsv4q_run_set_prefill"));
+    dsv4q_run_close(r);
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, s, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_stage(r, &io, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_set_prefill(r, 4, err, sizeof err), -1);
+    dsv4q_run_close(r);
+    free(x);
+    free(y);
+    dsv4q_model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_tiny),
-        cmocka_unit_test(test_tiny_4096),
-        cmocka_unit_test(test_flash_slice),
+        cmocka_unit_test(test_refusals),  cmocka_unit_test(test_stage_refused), cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_tiny_4096), cmocka_unit_test(test_flash_slice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
