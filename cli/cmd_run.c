@@ -90,7 +90,10 @@ int dsv4q_cmd_run(int argc, char **argv)
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
     /* without --taps no tap is kept: the prompt may go in chunks */
-    const long chunk = o.chunk ? o.chunk : o.taps ? t.nprompt : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
+    /* a --chunk past the prompt is the one call (and keeps the call count below from overflowing) */
+    const long chunk = o.chunk  ? (o.chunk < t.nprompt ? o.chunk : t.nprompt)
+                       : o.taps ? t.nprompt
+                                : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
     dsv4q_eta eta;
     dsv4q_eta_start(&eta, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M), m->cfg.n_layers, dsv4q_now());

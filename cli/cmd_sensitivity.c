@@ -98,7 +98,9 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  profile    %s%s%s; effective boundaries: %s\n", o.profile, o.boundary[0] ? " + " : "", o.boundary, bnames);
 
     /* both runs at once, one call's taps kept: refuse before any work */
-    const long chunk = o.chunk ? o.chunk : dsv4q_taps_chunk(m, 96, t.nprompt, t.nteacher, 0);
+    /* a --chunk past the prompt is the one call (and keeps the call count below from overflowing) */
+    const long chunk =
+        o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : dsv4q_taps_chunk(m, 96, t.nprompt, t.nteacher, 0);
     const long ncalls = (t.nprompt + chunk - 1) / chunk + t.nteacher;
     printf("  prefill    %ld call%s of up to %ld tokens%s\n", (t.nprompt + chunk - 1) / chunk,
            chunk < t.nprompt ? "s" : "", chunk < t.nprompt ? chunk : t.nprompt,

@@ -323,11 +323,57 @@ static void test_stage_refused(void **state)
     dsv4q_model_close(m);
 }
 
+/* The CLI's --chunk: larger than the prompt is the one call, up to
+ * LONG_MAX (the call count was (prompt + chunk - 1) / chunk: a signed
+ * overflow, "0 calls" printed, an abort under UBSan); 0 is refused. */
+static int sh_rc(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_chunk(void **state)
+{
+    (void)state;
+    char cmd[1400], out[400], js[400], db[400], *b = NULL;
+    size_t n;
+    snprintf(out, sizeof out, "%s/cli.out", root);
+    snprintf(js, sizeof js, "%s/cli.json", root);
+    snprintf(db, sizeof db, "%s/cli.db", root);
+    snprintf(cmd, sizeof cmd,
+             "./%s/dsv4q sensitivity --prompt-len 16 --decode 1 --chunk 9223372036854775807 -q --db '%s' "
+             "--json '%s' > '%s' 2>&1",
+             DSV4Q_TEST_BUILD, db, js, out);
+    assert_int_equal(sh_rc(cmd), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    b = calloc(1, 1 << 16);
+    assert_non_null(b);
+    n = fread(b, 1, (1 << 16) - 1, f);
+    fclose(f);
+    if (!strstr(b, "prefill    1 call of up to 16 tokens\n")) fail_msg("the plan: %.*s", (int)n, b);
+    f = fopen(js, "r");
+    assert_non_null(f);
+    n = fread(b, 1, (1 << 16) - 1, f);
+    b[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(b, "\"prefill_chunk\":16"));
+    snprintf(cmd, sizeof cmd,
+             "./%s/dsv4q run --width f32 --prompt-len 16 --decode 1 --chunk 9223372036854775807 -q --out "
+             "'%s/cli.st' > '%s' 2>&1",
+             DSV4Q_TEST_BUILD, root, out);
+    assert_int_equal(sh_rc(cmd), 0);
+    snprintf(cmd, sizeof cmd, "./%s/dsv4q run --width f32 --prompt-len 16 --chunk 0 -q --out '%s/cli0.st' 2>/dev/null",
+             DSV4Q_TEST_BUILD, root);
+    assert_int_equal(sh_rc(cmd), 2);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),  cmocka_unit_test(test_stage_refused), cmocka_unit_test(test_tiny),
-        cmocka_unit_test(test_tiny_4096), cmocka_unit_test(test_flash_slice),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_stage_refused), cmocka_unit_test(test_cli_chunk),
+        cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),     cmocka_unit_test(test_flash_slice),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
