@@ -177,7 +177,9 @@ int dsv4q_taps_fit(const dsv4q_model *m, int widths, long prompt, long decode, l
     if (have > 0 && need > have) {
         const long fit = dsv4q_taps_chunk(m, widths, prompt, decode, all);
         char hint[80] = "";
-        if (m->cfg.arch != DSV4Q_ARCH_V41 && fit < c && widths_bytes(m, widths, prompt, decode, fit, all) <= have)
+        /* every tap kept (run --taps) is the one call's: no chunk to suggest */
+        if (!all && m->cfg.arch != DSV4Q_ARCH_V41 && fit < c &&
+            widths_bytes(m, widths, prompt, decode, fit, all) <= have)
             snprintf(hint, sizeof hint, ", or --chunk %ld", fit);
         snprintf(err, errlen,
                  "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s needs about %.2f GB "

@@ -338,6 +338,12 @@ static long indexer(X(dsv4q_runstate) * r, int li, const real *x, const real *qr
      * rows to pick from than the whole prompt; the rest are masked (-1) */
     const long kt = T < g->index_topk ? T : g->index_topk;
     k = nsel;
+    if (kt > k) { /* a layout narrower than this call's picks: refuse, never overflow */
+        snprintf(r->err, sizeof r->err, "layer %d: %ld top-k picks per row, but the column layout holds %ld", li, kt,
+                 k);
+        k = -1;
+        goto oom;
+    }
     ALLOC(pick, s * (k ? k : 1));
     if (kt && OP(topk, score, s, T, (int)kt, pick)) {
         k = -1;
