@@ -249,6 +249,7 @@ static const dsv4q_mode MODES[] = {
                    "idx_score_bf16 off)")},
              {STR("--csv", "FILE", dsv4q_margins_args, csv), HELP("write every row as CSV")},
              {STR("--svg", "FILE", dsv4q_margins_args, svg), HELP("margin histograms per layer")},
+             O_CHUNK,
              O_JSON,
              O_RECEIPT,
              O_THREADS,
