@@ -219,7 +219,7 @@ static void tap_cb(void *user, int layer, const char *stage, const double *data,
         const int nl = c->m->cfg.n_layers;
         const char *cut = layer == stop && stop < nl - 1 ? " (the run stops here: later layers are not observed)" : "";
         char eta[64];
-        dsv4q_eta_layer(&c->eta);
+        dsv4q_eta_layer(&c->eta, layer);
         dsv4q_eta_format(&c->eta, dsv4q_now(), eta, sizeof eta);
         if (!c->quiet && isatty(2))
             fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d, %s   ", c->label, c->calls + 1, c->total_calls,
@@ -320,20 +320,20 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
     if (run == RUN_RERUN) dsv4q_run_set_pick_hook(r, pick_hook, c);
     /* the run's calls stop after the last observed layer */
     const dsv4q_config *g = &c->m->cfg;
-    dsv4q_eta_start(&c->eta, dsv4q_plan_work(g, S, chunk, t->nteacher),
-                    c->nidx > 0 ? c->layers[c->nidx - 1] + 1 : g->n_layers, dsv4q_now());
+    const int nl = c->nidx > 0 ? c->layers[c->nidx - 1] + 1 : g->n_layers, head = nl == g->n_layers;
+    dsv4q_eta_start(&c->eta, g, dsv4q_plan_work(g, S, chunk, t->nteacher, nl, head), nl, head, dsv4q_now());
     /* in chunks: each chunk's rows are the one call's (model.c M4), so
      * are their scores, picks and margins */
     int rc = chunk < S ? dsv4q_run_set_prefill(r, S, err, errlen) : 0;
     for (long p = 0, n; !rc && p < S; p += n) {
         n = S - p < chunk ? S - p : chunk;
         c->pos0 = p;
-        dsv4q_eta_call(&c->eta, dsv4q_call_work(g, p, n));
+        dsv4q_eta_call(&c->eta, p, n);
         rc = dsv4q_run_feed(r, t->prompt + p, n, logits, err, errlen);
     }
     for (long i = 0; !rc && i < t->nteacher; i++) {
         c->pos0 = t->nprompt + i;
-        dsv4q_eta_call(&c->eta, dsv4q_call_work(g, c->pos0, 1));
+        dsv4q_eta_call(&c->eta, c->pos0, 1);
         rc = dsv4q_run_feed(r, &t->teacher[i], 1, logits, err, errlen);
     }
     dsv4q_run_close(r);

@@ -96,7 +96,8 @@ int dsv4q_cmd_run(int argc, char **argv)
                                 : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
     dsv4q_eta eta;
-    dsv4q_eta_start(&eta, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M), m->cfg.n_layers, dsv4q_now());
+    dsv4q_eta_start(&eta, &m->cfg, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M, 0, 1), m->cfg.n_layers, 1,
+                    dsv4q_now());
     dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32",
                        .eta = &eta,
                        .nlayers = m->cfg.n_layers,
@@ -135,12 +136,12 @@ int dsv4q_cmd_run(int argc, char **argv)
     }
     for (long p = 0, n; p < t.nprompt; p += n) {
         n = t.nprompt - p < chunk ? t.nprompt - p : chunk;
-        dsv4q_eta_call(&eta, dsv4q_call_work(&m->cfg, p, n));
+        dsv4q_eta_call(&eta, p, n);
         if (dsv4q_run_feed(r, t.prompt + p, n, lp, err, sizeof err)) goto fail;
     }
     if (ds && dspark_after(r, m, lp, -1, dl, di, dc, err, sizeof err)) goto fail;
     for (long i = 0; i < M; i++) {
-        dsv4q_eta_call(&eta, dsv4q_call_work(&m->cfg, t.nprompt + i, 1));
+        dsv4q_eta_call(&eta, t.nprompt + i, 1);
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
         if (ds && dspark_after(r, m, ld + i * V, i, dl, di, dc, err, sizeof err)) goto fail;
     }

@@ -61,7 +61,7 @@ void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *dat
     char eta[64] = "";
     if (!stage) {
         if (t->eta) {
-            dsv4q_eta_layer(t->eta);
+            dsv4q_eta_layer(t->eta, layer);
             dsv4q_eta_format(t->eta, dsv4q_now(), eta, sizeof eta);
         }
         if (!t->quiet && isatty(2))

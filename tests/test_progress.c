@@ -32,6 +32,9 @@ static void test_call_work(void **st)
     /* s 1 at 0: layer 0: 24 + 2*1*2 x 1 key = 28; layer 1: 0.25 rows, keys
      * 1 + 0.25, compressor 2*2*2 = 8, scores 0.25: 8 + 24 + 4*1.25 + 0.25
      * = 37.25; head 5*2 = 10 -> 75.25 */
+    assert_true(dsv4q_layer_work(&g, 0, 0, 1) == 28);
+    assert_true(dsv4q_layer_work(&g, 1, 0, 1) == 37.25);
+    assert_true(dsv4q_head_work(&g) == 10);
     assert_true(dsv4q_call_work(&g, 0, 1) == 75.25);
     /* s 5 at 10: middle row at 12; layer 0: window 3: 24 + 12 = 36; layer 1:
      * 13/4 = 3.25 rows, top-k 1 of them: keys 3 + 1 = 4, scores 3.25:
@@ -40,6 +43,7 @@ static void test_call_work(void **st)
     assert_true(dsv4q_call_work(&g, 0, 0) == 0);
     assert_true(dsv4q_call_work(&g, -1, 1) == 0);
     assert_true(dsv4q_call_work(NULL, 0, 1) == 0);
+    assert_true(dsv4q_layer_work(&g, 2, 0, 1) == 0); /* no layer 2 */
 }
 
 static void test_plan_work(void **st)
@@ -47,15 +51,17 @@ static void test_plan_work(void **st)
     (void)st;
     const dsv4q_config g = small();
     /* 3 tokens in chunks of 2, then 1 step: calls (0,2) (2,1) (3,1):
-     * (0,2): middle 0.5: 24 + 4*1.5 = 30; 0.375 rows: 8 + 24 + 4*1.875
-     *        + 0.375 = 39.875; 2 x 69.875 + 10 = 149.75
+     * (0,2): middle 0.5: 2 x (24 + 4*1.5) = 60; 0.375 rows: 2 x (8 + 24 +
+     *        4*1.875 + 0.375) = 79.75; + 10 = 149.75
      * (2,1): 24 + 12 = 36; 0.75 rows: 8 + 24 + 4*3.75 + 0.75 = 47.75 -> 93.75
      * (3,1): 36; 1 row: 8 + 24 + 16 + 1 = 49 -> 95 */
-    assert_true(dsv4q_plan_work(&g, 3, 2, 1) == 149.75 + 93.75 + 95);
-    /* a chunk of 0 or past the prompt: one call (0,3): middle 1: 24 + 8 =
-     * 32; 0.5 rows: 8 + 24 + 4*2.5 + 0.5 = 42.5; 3 x 74.5 + 10 = 233.5 */
-    assert_true(dsv4q_plan_work(&g, 3, 0, 0) == 233.5);
-    assert_true(dsv4q_plan_work(&g, 3, 9, 0) == 233.5);
+    assert_true(dsv4q_plan_work(&g, 3, 2, 1, 0, 1) == 149.75 + 93.75 + 95);
+    /* layer 0 only, no head (a run stopped early): 60 + 36 + 36 */
+    assert_true(dsv4q_plan_work(&g, 3, 2, 1, 1, 0) == 132);
+    /* a chunk of 0 or past the prompt: one call (0,3): middle 1: 3 x (24 +
+     * 8) = 96; 0.5 rows: 3 x (8 + 24 + 4*2.5 + 0.5) = 127.5; + 10 = 233.5 */
+    assert_true(dsv4q_plan_work(&g, 3, 0, 0, 0, 1) == 233.5);
+    assert_true(dsv4q_plan_work(&g, 3, 9, 0, 0, 1) == 233.5);
 }
 
 static void test_eta(void **st)
@@ -66,22 +72,26 @@ static void test_eta(void **st)
     assert_true(dsv4q_eta_left(10, 0, 10) == -1);
     assert_true(dsv4q_eta_left(100, 100, 10) == 0);
     assert_true(dsv4q_eta_left(120, 100, 10) == 0);
+    const dsv4q_config g = small();
     dsv4q_eta e;
     char buf[64];
-    dsv4q_eta_start(&e, 100, 4, 50);
+    /* one call (0,1) of 75.25, counted per layer: 28, then 37.25 + the head */
+    dsv4q_eta_start(&e, &g, 75.25, 2, 1, 50);
     dsv4q_eta_format(&e, 51, buf, sizeof buf);
     assert_string_equal(buf, "0%");
-    dsv4q_eta_call(&e, 40);
-    dsv4q_eta_layer(&e);
-    dsv4q_eta_layer(&e); /* 2 of 4 layers of 40: 20 done */
-    assert_true(e.done == 20);
-    /* 20 of 100 in 10 s: 40 s left */
+    dsv4q_eta_call(&e, 0, 1);
+    dsv4q_eta_layer(&e, 0);
+    assert_true(e.done == 28);
+    dsv4q_eta_layer(&e, 1);
+    assert_true(e.done == 75.25);
+    dsv4q_eta_format(&e, 60, buf, sizeof buf);
+    assert_string_equal(buf, "100%, 0 s left");
+    /* 20 of 100 done: 10 s -> 40 s left, 31.25 s -> 125 s, 1005 s -> 4020 s */
+    e = (dsv4q_eta){.t0 = 50, .total = 100, .done = 20};
     dsv4q_eta_format(&e, 60, buf, sizeof buf);
     assert_string_equal(buf, "20%, 40 s left");
-    /* 20 of 100 in 31.25 s: 125 s left */
     dsv4q_eta_format(&e, 81.25, buf, sizeof buf);
     assert_string_equal(buf, "20%, 2 min 05 s left");
-    /* 20 of 100 in 1005 s: 4020 s = 1 h 07 min */
     dsv4q_eta_format(&e, 1055, buf, sizeof buf);
     assert_string_equal(buf, "20%, 1 h 07 min left");
     char small_buf[4];
