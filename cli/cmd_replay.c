@@ -136,6 +136,7 @@ static int schedules(const dsv4q_replay_args *q, const dsv4q_model *m, const cha
     dsv4q_capture *cap[8] = {0};
     dsv4q_replay res[8] = {{0}};
     dsv4q_schedule_diff *d[8] = {0};
+    char *metrics[8] = {0};
     json_t *root = json_object(), *js = json_array(), *jd = json_array();
     int rc = 2, status = 0;
     if (dsv4q_capture_pins(dir, csha, wsha, &pin, err, sizeof err)) goto fail;
@@ -159,13 +160,11 @@ static int schedules(const dsv4q_replay_args *q, const dsv4q_model *m, const cha
             goto fail;
         }
         if (i && dsv4q_schedule_diff_run(cap[0], cap[i], &m->cfg, d[i], err, sizeof err)) goto fail;
-        char *metrics = dsv4q_replay_json(&res[i], cap[i], g);
+        metrics[i] = dsv4q_replay_json(&res[i], cap[i], g);
         json_t *e = json_object();
         json_object_set_new(e, "schedule", json_string(label));
-        json_object_set_new(e, "replay", metrics ? json_loads(metrics, 0, NULL) : json_null());
+        json_object_set_new(e, "replay", metrics[i] ? json_loads(metrics[i], 0, NULL) : json_null());
         json_array_append_new(js, e);
-        write_receipt(o, cap[i], g, q->gates ? q->gates : g->origin, pin, metrics, st, argc, argv);
-        free(metrics);
     }
     print_matrix(res, n, d, q->all_metrics, jd);
     printf("\nwhole model         ");
@@ -194,6 +193,10 @@ static int schedules(const dsv4q_replay_args *q, const dsv4q_model *m, const cha
         }
         if (dsv4q_junit_close(ju, err, sizeof err)) goto fail;
     }
+    /* the outputs are written: a receipt per schedule (none for a run whose output failed) */
+    for (int i = 0; i < n; i++)
+        write_receipt(o, cap[i], g, q->gates ? q->gates : g->origin, pin, metrics[i], dsv4q_replay_status(&res[i]),
+                      argc, argv);
     rc = status ? 1 : 0;
     goto out;
 fail:
@@ -206,6 +209,7 @@ out:
         dsv4q_replay_free(&res[i]);
         dsv4q_capture_close(cap[i]);
         free(d[i]);
+        free(metrics[i]);
     }
     free(pin);
     return rc;

@@ -65,8 +65,6 @@ static int is_hex64(const char *s)
     return 1;
 }
 
-/* Metadata of one call file into call c (and, for the first file, the
- * capture-wide fields of cap; later files must agree). */
 /* The prompt of a chunked prefill (cap->prompt, 0 for a prefill in one
  * call), from the calls sorted by position: prompt_len when declared, else
  * the end of the last call of several tokens. A call of several tokens
@@ -97,6 +95,8 @@ static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
     return 0;
 }
 
+/* Metadata of one call file into call c (and, for the first file, the
+ * capture-wide fields of cap; later files must agree). */
 static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const dsv4q_config *cfg, char *err,
                      size_t errlen)
 {
