@@ -158,6 +158,16 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
  * on a run with a declared prompt (dsv4q_run_set_prefill) a call that
  * crosses the prompt's end (its column layout is the prompt's). */
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen);
+/* A prefix-cache hit, for the replay of a capture whose calls continue a
+ * prefix another request computed: the oracle's own forward pass over the
+ * prefix ids[n] (one call, or the first chunk of a declared prefill that
+ * holds it) fills every layer's caches as the engine's cache would hold
+ * them, and the stage calls of each layer's attn (dsv4q_run_stage) then
+ * continue at position n; the MTP layer's caches stay empty. Before any
+ * stage call or feed. Errors (-1 + message): a V4.1 model, a run already
+ * used, those of dsv4q_run_feed. The reference has no prefix cache: this
+ * is a schedule of its one-call prefill (oracle/model.c M4). */
+int dsv4q_run_seed_prefix(dsv4q_run *r, const int32_t *ids, long n, char *err, size_t errlen);
 void dsv4q_run_close(dsv4q_run *r);
 
 #endif

@@ -322,6 +322,26 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
     return dsv4q_run_set_provider_f32(r->r32, p, ctx);
 }
 
+int dsv4q_run_seed_prefix(dsv4q_run *r, const int32_t *ids, long n, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "a cached prefix is seeded for DeepSeek V4 only, not yet for V4.1 (its shared slots "
+                          "follow the calls: oracle/model_v41.c J2)");
+    if (r->attn_next || r->pos > 0)
+        return dsv4q_errf(err, errlen, "a cached prefix is seeded before any stage call or feed");
+    double *logits = malloc(sizeof(double) * (size_t)g->vocab_size);
+    if (!logits) return dsv4q_errf(err, errlen, "out of memory");
+    const int rc = dsv4q_run_feed(r, ids, n, logits, err, errlen);
+    free(logits);
+    if (rc) return -1;
+    if (!(r->attn_next = calloc((size_t)dsv4q_stage_cache_count(g), sizeof(long))))
+        return dsv4q_errf(err, errlen, "out of memory");
+    for (int li = 0; li < g->n_layers; li++) r->attn_next[li] = n; /* not the MTP layer's: no feed runs it */
+    return 0;
+}
+
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)
 {
     const dsv4q_config *g = &r->m->cfg;

@@ -362,6 +362,100 @@ static void schedules_side_by_side(void **state)
         2);
 }
 
+/* Copy calls from..n-1 of capture dir src to root/name, each with metadata
+ * prefix_token_ids = ids (a JSON list): the capture of a request whose
+ * positions 0..from-1 were a prefix-cache hit. Returns the directory. */
+static const char *prefix_variant(const char *src, const char *name, int from, int n, const char *ids)
+{
+    static char dir[400];
+    char f[500], g[500];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(f, sizeof f, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    assert_int_equal(system(f), 0);
+    for (int i = from; i < n; i++) {
+        cap_edit e = {.meta_key = "prefix_token_ids", .meta_val = ids};
+        snprintf(f, sizeof f, "%s/call-%04d.safetensors", src, i);
+        snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, i);
+        cap_rewrite(f, g, &e);
+    }
+    return dir;
+}
+
+/* A prefix-cache hit: the chunked capture (16 tokens in chunks of 5, 2
+ * decode steps) without its first call, whose 5 tokens are declared as the
+ * cached prefix (prefix_token_ids). Replay seeds every layer's caches with
+ * the oracle's own prefill of the prefix (dsv4q_run_seed_prefix), so the
+ * oracle's capture replays at exactly zero error on the 5 calls left. A
+ * prefix of other ids (an engine whose cache holds another request's
+ * blocks) fails attention, and only attention: the stateless stages still
+ * see the captured inputs. */
+static void prefix_hit_replays_at_zero_error(void **state)
+{
+    (void)state;
+    char src[400], err[1024], ids[200], other[200];
+    snprintf(src, sizeof src, "%s/cap-prefix-src", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--chunk", "5", "--out", src, "-q", NULL),
+                     0);
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, src, &M->cfg, csha, wsha, err, sizeof err), 0);
+    const int32_t *p = cap->calls[0].ids;
+    snprintf(ids, sizeof ids, "[%d, %d, %d, %d, %d]", p[0], p[1], p[2], p[3], p[4]);
+    snprintf(other, sizeof other, "[%d, %d, %d, %d, %d]", p[0], p[1], (p[2] + 1) % M->cfg.vocab_size, p[3], p[4]);
+    dsv4q_capture_close(cap);
+    char dir[400]; /* prefix_variant's buffer is reused below */
+    snprintf(dir, sizeof dir, "%s", prefix_variant(src, "cap-prefix", 1, 6, ids));
+    assert_int_equal(dsv4q_capture_open(&cap, dir, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_int_equal(cap->ncalls, 5);
+    assert_int_equal(cap->prefix_len, 5);
+    assert_int_equal(cap->prompt, 16);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 1), 0);
+    assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        assert_int_equal(s->calls_checked, 5);
+        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.val.max_abs == 0);
+    dsv4q_replay_free(&r);
+    /* the one-call schedule and the prefix hit, side by side */
+    char one[400];
+    snprintf(one, sizeof one, "%s/cap-prefix-one", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--out", one, "-q", NULL),
+                     0);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", one, "--capture", dir, "-q", NULL),
+        0);
+    /* another request's prefix in the cache */
+    const char *bad = prefix_variant(src, "cap-prefix-other", 1, 6, other);
+    assert_int_equal(replay(bad, &r, 0), 0);
+    int attn_fail = 0;
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        if (s->stage == DSV4Q_STAGE_ATTN) attn_fail += s->verdict == DSV4Q_RV_FAIL;
+        else assert_int_equal(s->verdict, DSV4Q_RV_PASS);
+    }
+    assert_true(attn_fail >= 1);
+    dsv4q_replay_free(&r);
+    /* refused: a call inside the prefix, calls that disagree on it, a bad id */
+    open_fails(prefix_variant(src, "cap-prefix-inside", 0, 6, ids),
+               "a call at position 0 is inside the cached prefix (prefix_token_ids: positions 0..4)");
+    cap_edit e = {.meta_key = "prefix_token_ids", .meta_val = other};
+    open_fails(variant(dir, "cap-prefix-mixed", 3, &e), "metadata prefix_token_ids differs from the first call's");
+    e = (cap_edit){.meta_key = "prefix_token_ids", .meta_val = "[1, 99999]"};
+    char one_file[500];
+    snprintf(one_file, sizeof one_file, "%s/call-0001.safetensors", variant(dir, "cap-prefix-vocab", 1, &e));
+    open_fails(one_file, "prefix_token_ids[1] must be an integer token id in [0, 1024)");
+}
+
 /* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
  * the forward pass, so each stage's value (capture vs f64) equals its level
  * (f32 replay vs f64) exactly. --layers 1:3 records layers 1 and 2 only. */
@@ -646,6 +740,7 @@ int main(void)
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
         cmocka_unit_test(chunked_capture_replays_at_zero_error),
         cmocka_unit_test(schedules_side_by_side),
+        cmocka_unit_test(prefix_hit_replays_at_zero_error),
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(non_finite_is_not_checkable),

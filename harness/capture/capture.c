@@ -39,7 +39,47 @@ void dsv4q_capture_close(dsv4q_capture *c)
         free(c->calls[i].ids);
     }
     free(c->calls);
+    free(c->prefix_ids);
+    free(c->prefix_meta);
     free(c);
+}
+
+/* Metadata prefix_token_ids of call file f (the first call's: into cap;
+ * later calls must carry the same text). */
+static int read_prefix(dsv4q_capture *cap, const char *f, const char *v, int first, const dsv4q_config *cfg, char *err,
+                       size_t errlen)
+{
+    if (!first) {
+        if ((v == NULL) != (cap->prefix_meta == NULL) || (v && strcmp(v, cap->prefix_meta)))
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata prefix_token_ids differs from the first call's (the same in "
+                              "every call, or in none)",
+                              f);
+        return 0;
+    }
+    if (!v) return 0;
+    json_error_t je;
+    json_t *ids = json_loads(v, JSON_DECODE_ANY, &je);
+    const long n = json_is_array(ids) ? (long)json_array_size(ids) : 0;
+    if (n < 1 || !(cap->prefix_ids = malloc(sizeof(int32_t) * (size_t)n)) || !(cap->prefix_meta = strdup(v))) {
+        json_decref(ids);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata prefix_token_ids must be a non-empty JSON list of token ids (the "
+                          "cached prefix the calls continue)",
+                          f);
+    }
+    for (long i = 0; i < n; i++) {
+        json_t *x = json_array_get(ids, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= cfg->vocab_size) {
+            json_decref(ids);
+            return dsv4q_errf(err, errlen, "capture %s: prefix_token_ids[%ld] must be an integer token id in [0, %d)",
+                              f, i, cfg->vocab_size);
+        }
+        cap->prefix_ids[i] = (int32_t)json_integer_value(x);
+    }
+    cap->prefix_len = n;
+    json_decref(ids);
+    return 0;
 }
 
 static const char *const required_meta[] = {"dsv4q_capture_version", "checkpoint_sha256", "position", "token_ids",
@@ -72,7 +112,7 @@ static int is_hex64(const char *s)
  * call may cross its end. */
 static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
 {
-    long prompt = c->prompt_decl;
+    long prompt = c->prompt_decl ? c->prompt_decl : c->prefix_len; /* a cached prefix is prompt */
     for (int i = 0; !c->prompt_decl && i < c->ncalls; i++)
         if (c->calls[i].s > 1 && c->calls[i].pos + c->calls[i].s > prompt) prompt = c->calls[i].pos + c->calls[i].s;
     int chunked = 0;
@@ -171,6 +211,12 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
                           "capture %s: metadata prompt_len \"%s\" must be a positive integer (the prompt's tokens "
                           "when the prefill is fed in several calls)",
                           f, pl);
+    if (read_prefix(cap, f, dsv4q_st_meta(c->st, "prefix_token_ids"), first, cfg, err, errlen)) return -1;
+    if (c->pos < cap->prefix_len)
+        return dsv4q_errf(err, errlen,
+                          "capture %s: a call at position %ld is inside the cached prefix (prefix_token_ids: "
+                          "positions 0..%ld), which the engine did not compute",
+                          f, c->pos, cap->prefix_len - 1);
     if (first) cap->prompt_decl = plen;
     else if (plen != cap->prompt_decl)
         return dsv4q_errf(err, errlen,

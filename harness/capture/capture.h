@@ -37,6 +37,9 @@
  *   prompt_len             optional: the prompt's tokens when the prefill
  *                          is fed in several calls (chunks; default: the
  *                          end of the last call of several tokens)
+ *   prefix_token_ids       optional: a prefix-cache hit: the ids of the
+ *                          cached positions 0..P-1 another request
+ *                          computed; the calls start at P (no call below)
  */
 #ifndef DSV4Q_CAPTURE_H
 #define DSV4Q_CAPTURE_H
@@ -70,6 +73,10 @@ typedef struct dsv4q_capture {
     long prompt_decl;          /* metadata prompt_len, 0 if absent */
     long prompt;               /* a prefill fed in chunks: the prompt's tokens (the calls below it are
                                   its chunks); 0 when the prefill is one call */
+    long prefix_len;           /* a prefix-cache hit: the cached positions 0..prefix_len-1 the calls
+                                  continue (metadata prefix_token_ids), 0 for none */
+    int32_t *prefix_ids;       /* [prefix_len] */
+    char *prefix_meta;         /* its metadata text (every call must carry the same) */
     long ntensors;
     char sha256[65];           /* pin of the capture: SHA-256 of the
                                   sha256sum listing of its files */

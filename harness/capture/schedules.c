@@ -12,6 +12,14 @@ void dsv4q_schedule_label(const dsv4q_capture *cap, char *buf, size_t len)
 {
     long prompt = cap->prompt, chunks = 0, big = 0, decode = 0;
     if (!prompt && cap->ncalls && cap->calls[0].pos == 0) prompt = cap->calls[0].s;
+    if (!prompt) prompt = cap->prefix_len;
+    size_t n = 0;
+    if (cap->prefix_len) { /* a prefix-cache hit: "prefix of P cached, " then the rest */
+        n = (size_t)snprintf(buf, len, "prefix of %ld cached, ", cap->prefix_len);
+        if (n >= len) return;
+        buf += n;
+        len -= n;
+    }
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         if (c->pos < prompt) {
@@ -22,7 +30,11 @@ void dsv4q_schedule_label(const dsv4q_capture *cap, char *buf, size_t len)
         }
     }
     const char *steps = decode == 1 ? "step" : "steps";
-    if (chunks <= 1) snprintf(buf, len, "prefill in one call (%ld tokens), %ld decode %s", prompt, decode, steps);
+    if (!chunks) snprintf(buf, len, "%ld decode %s", decode, steps);
+    else if (chunks == 1 && cap->prefix_len)
+        snprintf(buf, len, "prefill in one call (%ld tokens, prompt %ld), %ld decode %s", prompt - cap->prefix_len,
+                 prompt, decode, steps);
+    else if (chunks == 1) snprintf(buf, len, "prefill in one call (%ld tokens), %ld decode %s", prompt, decode, steps);
     else if (big == 1) snprintf(buf, len, "prefill token by token (%ld tokens), %ld decode %s", prompt, decode, steps);
     else
         snprintf(buf, len, "prefill in %ld calls of up to %ld tokens (prompt %ld), %ld decode %s", chunks, big, prompt,
@@ -37,16 +49,23 @@ static const dsv4q_capture_call *call_at(const dsv4q_capture *cap, long p)
     return NULL;
 }
 
+/* The token cap holds at position p (a call's, or its cached prefix's), -1 for none. */
+static int32_t token_at(const dsv4q_capture *cap, long p)
+{
+    if (p < cap->prefix_len) return cap->prefix_ids[p];
+    const dsv4q_capture_call *x = call_at(cap, p);
+    return x ? x->ids[p - x->pos] : -1;
+}
+
 int dsv4q_schedule_same_tokens(const dsv4q_capture *a, const dsv4q_capture *b, char *err, size_t errlen)
 {
     const long end = a->max_pos > b->max_pos ? a->max_pos : b->max_pos;
     for (long p = 0; p < end; p++) {
-        const dsv4q_capture_call *x = call_at(a, p), *y = call_at(b, p);
-        if (!x && !y) continue;
-        if (!x || !y)
+        const int32_t u = token_at(a, p), v = token_at(b, p);
+        if (u < 0 && v < 0) continue;
+        if (u < 0 || v < 0)
             return dsv4q_errf(err, errlen, "captures %s and %s are not of the same tokens: position %ld is in %s only",
-                              a->path, b->path, p, x ? a->path : b->path);
-        const int32_t u = x->ids[p - x->pos], v = y->ids[p - y->pos];
+                              a->path, b->path, p, u >= 0 ? a->path : b->path);
         if (u != v)
             return dsv4q_errf(err, errlen,
                               "captures %s and %s are not of the same tokens: position %ld has token %d in the "
