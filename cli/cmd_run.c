@@ -89,11 +89,15 @@ int dsv4q_cmd_run(int argc, char **argv)
     if (dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
-    /* without --taps no tap is kept: the prompt may go in chunks */
-    /* a --chunk past the prompt is the one call (and keeps the call count below from overflowing) */
-    const long chunk = o.chunk  ? (o.chunk < t.nprompt ? o.chunk : t.nprompt)
-                       : o.taps ? t.nprompt
-                                : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
+    /* without --taps no tap is kept: the prompt may go in chunks, the
+     * largest the run's own estimate fits (V4.1: one call); a --chunk past
+     * the prompt is the one call (and keeps the call count below from
+     * overflowing) */
+    const double have = dsv4q_mem_available();
+    const long fit = o.taps || have <= 0 || m->cfg.arch == DSV4Q_ARCH_V41
+                         ? t.nprompt
+                         : dsv4q_run_chunk_fit(m, o.width, t.nprompt + M, t.nprompt, have);
+    const long chunk = o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : fit > 0 ? fit : t.nprompt;
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
     dsv4q_eta eta;
     dsv4q_eta_start(&eta, &m->cfg, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M, 0, 1), m->cfg.n_layers, 1,
@@ -119,7 +123,7 @@ int dsv4q_cmd_run(int argc, char **argv)
                  t.nprompt);
         goto fail;
     }
-    if (dsv4q_taps_fit(m, o.width, t.nprompt, M, chunk, o.taps, err, sizeof err)) goto fail;
+    if (o.taps && dsv4q_taps_fit(m, o.width, t.nprompt, M, chunk, 1, err, sizeof err)) goto fail;
     if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
     if (nchunks > 1) {
         if (dsv4q_run_set_prefill(r, t.nprompt, err, sizeof err)) goto fail;
