@@ -135,6 +135,25 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
  * skipped layers' caches would be missing. dsv4q_run_mtp refuses a run
  * that stops early (its hidden streams are not the last layer's). */
 int dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
+/* Run only blocks first..last (0-based, inclusive) of every call, before
+ * the first feed: one rank's share of a model split by layers.
+ * The caches of the other layers are freed (MTP's is kept only when last is
+ * the model's last layer). Then feed with dsv4q_run_feed_xs: the range
+ * that starts at 0 embeds the tokens, the one that ends at the last layer
+ * runs the head; the others give NaN logits, and dsv4q_run_mtp refuses
+ * them. Bit-identical to the same blocks of the whole pass (oracle/model.c
+ * M5). Errors (-1 + message, nothing changed): a V4.1 model ("V4 only so
+ * far"), a range outside [0, n_layers), a run already fed. */
+int dsv4q_run_set_layers(dsv4q_run *r, int first, int last, char *err, size_t errlen);
+/* Values in the hidden streams of a call of s tokens: s x hc_mult x dim
+ * (the Xs a range takes and gives; times width/8 bytes). */
+long dsv4q_run_xs_count(const dsv4q_run *r, long s);
+/* dsv4q_run_feed on hidden streams: xs [s, hc_mult, dim] of float (f32
+ * run) or double (f64 run) holds the output of the previous range's last
+ * block (ignored when the run's range starts at layer 0) and receives the
+ * output of this range's last block. Checks and errors as dsv4q_run_feed;
+ * xs NULL is refused. */
+int dsv4q_run_feed_xs(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
 /* Run the forward pass of an f32 run on operator provider p (with its ctx,

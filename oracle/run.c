@@ -21,6 +21,7 @@ struct dsv4q_run {
     dsv4q_runstate_f64 *r64;
     long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
     int stopped;               /* dsv4q_run_set_last_layer cut the model short */
+    int first, last;           /* dsv4q_run_set_layers: the blocks run, else 0, -1 */
 };
 
 /* Entry point fn (oracle/model_run.inc) of the run's own instance: fn_f32 on
@@ -153,6 +154,7 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
     r->width = width;
     r->m = m;
     r->max_pos = max_pos;
+    r->last = -1;
     if (width == 32) r->r32 = dsv4q_run_new_f32(m, bs, max_pos, tap, user);
     else r->r64 = dsv4q_run_new_f64(m, bs, max_pos, tap, user);
     if (!r->r32 && !r->r64) goto oom;
@@ -205,7 +207,8 @@ int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
     return 0;
 }
 
-int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
+/* dsv4q_run_feed and dsv4q_run_feed_xs: xs NULL runs the whole call. */
+static int feed(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen)
 {
     /* the prefill this call belongs to: declared, or this call at 0 */
     const long S = r->prompt ? r->prompt : r->pos == 0 ? s : 0;
@@ -247,7 +250,9 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
             return -1;
         }
     }
-    int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
+    int rc = !xs              ? ON_WIDTH(r, dsv4q_run_step, ids, s, logits)
+             : r->width == 32 ? dsv4q_run_step_xs_f32(r->r32, ids, s, xs, logits)
+                              : dsv4q_run_step_xs_f64(r->r64, ids, s, xs, logits);
     if (rc) {
         const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
         if (why && why[0]) snprintf(err, errlen, "the forward pass failed at position %ld: %s", r->pos, why);
@@ -258,6 +263,37 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
     return 0;
 }
 
+int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
+{
+    return feed(r, ids, s, NULL, logits, err, errlen);
+}
+
+int dsv4q_run_set_layers(dsv4q_run *r, int first, int last, char *err, size_t errlen)
+{
+    const int n = r->m->cfg.n_layers;
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "a layer range (MPI runs) is built for DeepSeek V4 only so far, not V4.1 (its "
+                          "carried pre-mix and source-layer caches do not cross a range yet)");
+    if (first < 0 || last < first || last >= n)
+        return dsv4q_errf(err, errlen, "layers %d-%d are not a range of the model's %d layers (0-%d)", first, last, n,
+                          n - 1);
+    if (ON_WIDTH(r, dsv4q_run_set_layers, first, last))
+        return dsv4q_errf(err, errlen, "a layer range is set before the first call");
+    r->first = first;
+    r->last = last;
+    r->stopped = last < n - 1;
+    return 0;
+}
+
+long dsv4q_run_xs_count(const dsv4q_run *r, long s) { return s * r->m->cfg.hc_mult * (long)r->m->cfg.dim; }
+
+int dsv4q_run_feed_xs(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen)
+{
+    if (!xs) return dsv4q_errf(err, errlen, "dsv4q_run_feed_xs: no hidden-stream buffer");
+    return feed(r, ids, s, xs, logits, err, errlen);
+}
+
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen)
 {
     if (r->m->cfg.n_mtp_layers < 1) {
@@ -266,6 +302,11 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
     }
     if (r->m->cfg.arch == DSV4Q_ARCH_V41) {
         snprintf(err, errlen, "the V4.1 mtp.* layers are DSpark draft stages, not a V4 MTP block");
+        return -1;
+    }
+    if (r->stopped && r->last >= 0) {
+        snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run holds layers %d-%d of %d", r->first,
+                 r->last, r->m->cfg.n_layers);
         return -1;
     }
     if (r->stopped) {
