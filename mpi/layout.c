@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
+#include "io/safetensors.h"
 #include "mpi/layout.h"
 
 static double wbytes(const dsv4q_weight *w)
@@ -32,6 +33,25 @@ double dsv4q_mpi_layer_bytes(const dsv4q_model *m, int li)
                wbytes(&L->idx_wq_b) + wbytes(&L->idx_weights_proj) + wbytes(&L->idx_cmp.wkv) +
                wbytes(&L->idx_cmp.wgate) + wbytes(&L->gate) + expert_bytes(&L->shared);
     for (int e = 0; L->experts && e < nr; e++) b += expert_bytes(&L->experts[e]);
+    return b;
+}
+
+double dsv4q_mpi_resident_bytes(const dsv4q_model *m, int first, int last)
+{
+    double b = 0;
+    if (!m->st) return 0;
+    for (size_t i = 0; i < dsv4q_st_count(m->st); i++) {
+        const dsv4q_st_tensor *t = dsv4q_st_at(m->st, i);
+        const dsv4q_dtype d = t->dtype;
+        int li;
+        if (d == DSV4Q_DT_BF16 || d == DSV4Q_DT_F16 || d == DSV4Q_DT_F32 || d == DSV4Q_DT_F64 ||
+            d == DSV4Q_DT_F8_E4M3 || d == DSV4Q_DT_F8_E8M0)
+            b += (double)t->nbytes; /* checked at open */
+        else if (sscanf(t->name, "layers.%d.", &li) == 1 && li >= first && li <= last)
+            b += (double)t->nbytes; /* run here */
+    }
+    if (m->cfg.dtype == DSV4Q_WDT_FP8)
+        for (int li = 0; li < m->cfg.n_layers + m->cfg.n_mtp_layers; li++) b += wbytes(&m->layers[li].wo_a);
     return b;
 }
 

@@ -1,6 +1,6 @@
 /*
  * layout.h - which rank runs which layers of a model split by layer range
- * (the MPI driver): the weight bytes per layer, an even split of them into
+ * (docs/mpi.md): the weight bytes per layer, an even split of them into
  * contiguous ranges, and the --ranks-layers spelling "0-1,2-3,4". No MPI
  * here, so the choice can be tested (and printed) without a launcher.
  */
@@ -16,6 +16,15 @@
  * plus FP8/FP4 scales). Vectors (norms, biases) are left out: they are
  * < 0.01% of a layer. A dsv4q resource estimate, no reference function. */
 double dsv4q_mpi_layer_bytes(const dsv4q_model *m, int li);
+
+/* The checkpoint bytes resident in a rank running blocks first..last,
+ * today: the loader checks every tensor of a float dtype (BF16, F16, F32,
+ * F64, F8 E4M3, E8M0) for non-finite values at open, so each process
+ * touches all of those (file pages, shared by the ranks of one host), and
+ * keeps a BF16 copy of each layer's FP8 wo_a; the packed FP4 experts are
+ * touched only when run: those of layers first..last (an upper bound: all
+ * of them). 0 for a GGUF model (not counted). A dsv4q resource estimate. */
+double dsv4q_mpi_resident_bytes(const dsv4q_model *m, int first, int last);
 
 /* Split layers 0..n-1 into nranks contiguous ranges of about equal weight
  * bytes (bytes[n]): rank k gets first[k]..last[k], each at least one

@@ -26,7 +26,7 @@
  *      pass: it is the same block loop on the same values (Xs crosses in
  *      the run's own width, so nothing is rounded), and a layer's caches
  *      depend only on its own inputs. This is what lets ranks split the
- *      model by layers (the MPI driver).
+ *      model by layers (docs/mpi.md).
  *  M2. Stage taps see the values the next stage consumes (after rounding).
  *  M3. Every stage of the stage table (oracle/stages.h) is one st_* function
  *      (or attention / head) used by BOTH the forward pass and

@@ -69,6 +69,12 @@ long dsv4q_run_max_seq_len(const dsv4q_config *g);
  * max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
  * position). Mirrors no reference function (a dsv4q resource estimate). */
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk);
+/* dsv4q_run_estimate_bytes of a run of blocks first..last only
+ * (dsv4q_run_set_layers): the caches of those layers (and MTP's when last
+ * is the last layer), the same working set of a call. Weights are not
+ * counted (they are the checkpoint's, mapped). A dsv4q resource estimate. */
+double dsv4q_run_estimate_range_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk,
+                                      int first, int last);
 /* The largest chunk (tokens, 1..prompt) a prefill of `prompt` tokens can
  * be fed in within `budget` bytes by dsv4q_run_estimate_bytes, or 0 when
  * not even one-token chunks fit. A dsv4q resource estimate. */

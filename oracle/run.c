@@ -77,6 +77,12 @@ static double rope_bytes(const dsv4q_config *g, int width, long max_pos)
 
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk)
 {
+    return dsv4q_run_estimate_range_bytes(m, width, max_pos, prefill, chunk, 0, m->cfg.n_layers - 1);
+}
+
+double dsv4q_run_estimate_range_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk,
+                                      int first, int last)
+{
     const dsv4q_config *g = &m->cfg;
     const double r = width / 8, s = (double)max_pos, e = prefill < 1 ? 1 : (double)prefill;
     const double p = chunk < 1 || chunk > e ? e : (double)chunk; /* the largest call of the prefill */
@@ -85,6 +91,7 @@ double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, l
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
         int ratio = m->layers[li].ratio;
         if (g->arch == DSV4Q_ARCH_V41 && ratio > 0 && ratio < rmin) rmin = ratio;
+        if (li < first || (li > last && last < g->n_layers - 1)) continue; /* another rank's (set_layers) */
         cache += (double)g->window_size * g->head_dim;
         if (ratio) cache += (s / ratio + 1) * g->head_dim;
         if (ratio == 4) cache += (s / 4 + 1) * g->index_head_dim;
