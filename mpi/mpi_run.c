@@ -196,15 +196,23 @@ int main(int argc, char **argv)
             fprintf(stderr, "dsv4q-mpi run: --taps is not built for MPI runs yet (issue 27): run `dsv4q run --taps`\n");
         prc = 2;
     }
-    if (prc < 0 && dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t)) prc = 2;
-    if (saved >= 0) { /* the parse and the start are done: each rank's own faults are its to report */
+    if (saved >= 0) { /* the parse is done: what a rank meets from here on is its own to report */
         fflush(stderr);
         dup2(saved, 2);
         close(saved);
     }
-    if (prc >= 0) {
+    /* the checkpoint and the tokens may fail on one host only: every rank
+     * learns whether all started, and all stop together if one did not */
+    int started = prc < 0 && !dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t), all_started = 0;
+    if (prc < 0 && !started) fprintf(stderr, "dsv4q-mpi: rank %d: could not start (the line above says why)\n", g_rank);
+    MPI_Allreduce(&started, &all_started, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_started) {
+        if (started) {
+            dsv4q_tokens_free(&t);
+            dsv4q_model_close(m);
+        }
         MPI_Finalize();
-        return prc;
+        return prc >= 0 ? prc : 2;
     }
     dsv4q_cli_threads(&o);
     const dsv4q_config *g = &m->cfg;

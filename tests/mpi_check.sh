@@ -7,7 +7,8 @@
 # narrower than the run's width changes the logits), with the prompt in
 # chunks (the pipeline) and with --ranks-layers. Faults: ranks that
 # disagree on the width (a boundary message of the wrong size) stop with
-# one line naming the rank; a bad --ranks-layers exits 2 before any work.
+# one line naming the rank; so does a checkpoint one rank cannot open
+# (exit 2 on every rank); a bad --ranks-layers exits 2 before any work.
 # Skips without mpirun or build/dsv4q-mpi (`make mpi`), fails so under
 # CI=true. Prints cmocka-style summary lines for tests/run_all.sh.
 set -u
@@ -50,11 +51,18 @@ rc=$?
 grep -q "^dsv4q-mpi: rank 1: the boundary message of call 0 from rank 0 has 32768 bytes, expected 16384" "$tmp/err" ||
   { cat "$tmp/err"; fail "a wrong-size boundary: no line naming rank 1 and the sizes"; }
 [ ! -e "$tmp/x.st" ] || fail "a failed run left its output file"
+# a checkpoint one rank cannot open: every rank stops at the start, the rank named
+mpi -np 1 "$B/dsv4q-mpi" run --width f64 --prompt-len 8 --quiet --out "$tmp/x.st" : \
+    -np 1 "$B/dsv4q-mpi" run --width f64 --prompt-len 8 --quiet --model "$tmp/none" --out "$tmp/x.st" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 2 ] || { cat "$tmp/err"; fail "a checkpoint missing on rank 1 exited $rc, expected 2"; }
+grep -q "^dsv4q-mpi: rank 1: could not start" "$tmp/err" || { cat "$tmp/err"; fail "a checkpoint missing on rank 1: rank not named"; }
+[ ! -e "$tmp/x.st" ] || fail "a run that did not start left an output file"
 mpi -np 2 "$B/dsv4q-mpi" run --width f64 --ranks-layers 0-1,3-4 --out "$tmp/x.st" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 2 ] || fail "a gap in --ranks-layers exited $rc, expected 2"
 grep -q "range 1 (3-4) should start at layer 2" "$tmp/err" || { cat "$tmp/err"; fail "a gap in --ranks-layers: no message"; }
 mpi -np 6 "$B/dsv4q-mpi" run --width f64 --out "$tmp/x.st" >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q "6 ranks for a model of 5 layers" "$tmp/err" || { cat "$tmp/err"; fail "6 ranks on 5 layers not refused"; }
-echo "mpi_check: faults: wrong-size boundary (rank 1 named, MPI_Abort), --ranks-layers gap, more ranks than layers"
+echo "mpi_check: faults: wrong-size boundary (rank 1 named, MPI_Abort), a checkpoint missing on one rank, --ranks-layers gap, more ranks than layers"
 echo "[  PASSED  ] 1 test(s)."
