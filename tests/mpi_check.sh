@@ -9,6 +9,7 @@
 # disagree on the width (a boundary message of the wrong size) stop with
 # one line naming the rank; so does a checkpoint one rank cannot open
 # (exit 2 on every rank); a bad --ranks-layers exits 2 before any work.
+# DSV4Q_TEST_SLOW=1 adds flash-slice at -np 2 (2.3 min on two loaded cores).
 # Skips without mpirun or build/dsv4q-mpi (`make mpi`), fails so under
 # CI=true. Prints cmocka-style summary lines for tests/run_all.sh.
 set -u
@@ -29,7 +30,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 tmp=$(mktemp -d /tmp/dsv4q-mpi.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-mpi() { timeout 60 mpirun --oversubscribe "$@"; }
+T=60 # seconds a run may take before it counts as hung
+mpi() { timeout "$T" mpirun --oversubscribe "$@"; }
 n=0
 for prof in source exact; do
   for w in f64 f32; do
@@ -69,5 +71,20 @@ rc=$?
 grep -q "range 1 (3-4) should start at layer 2" "$tmp/err" || { cat "$tmp/err"; fail "a gap in --ranks-layers: no message"; }
 mpi -np 6 "$B/dsv4q-mpi" run --width f64 --out "$tmp/x.st" >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q "6 ranks for a model of 5 layers" "$tmp/err" || { cat "$tmp/err"; fail "6 ranks on 5 layers not refused"; }
+# DSV4Q_TEST_SLOW=1: flash-slice too (3 layers at Flash's widths: the synth
+# and four runs, 2.3 min on two loaded cores), -np 2 against one process
+if [ "${DSV4Q_TEST_SLOW:-}" = 1 ]; then
+  T=600
+  "$B/dsv4q" synth --config flash-slice --out "$tmp/flash" >/dev/null 2>&1 || fail "synth flash-slice failed"
+  for w in f64 f32; do
+    args=(--model "$tmp/flash" --width "$w" --profile exact --prompt-len 24 --decode 1 --quiet)
+    "$B/dsv4q" run "${args[@]}" --out "$tmp/ref.st" >/dev/null 2>&1 || fail "dsv4q run flash-slice $w failed"
+    mpi -np 2 "$B/dsv4q-mpi" run "${args[@]}" --chunk 8 --out "$tmp/mpi.st" >/dev/null 2>"$tmp/err" ||
+      { cat "$tmp/err"; fail "-np 2 flash-slice $w failed"; }
+    cmp -s "$tmp/ref.st" "$tmp/mpi.st" || fail "-np 2 flash-slice $w: the logits differ from dsv4q run's"
+  done
+  echo "mpi_check: flash-slice -np 2 byte-identical to dsv4q run (f64, f32, exact profile, chunks of 8)"
+  T=60
+fi
 echo "mpi_check: faults: wrong-size boundary (rank 1 named, MPI_Abort), a checkpoint missing on one rank, --ranks-layers gap, more ranks than layers"
 echo "[  PASSED  ] 1 test(s)."
