@@ -171,17 +171,21 @@ int main(int argc, char **argv)
     }
     /* every rank parses the same argv; rank 0 alone says what is wrong */
     dsv4q_cli_opts o;
-    int saved = -1;
+    int saved[2] = {-1, -1}; /* stdout (help), stderr (errors) */
     if (!r0) {
+        fflush(stdout);
         fflush(stderr);
-        saved = dup(2);
         const int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 2);
-            close(null);
+        for (int i = 0; i < 2 && null >= 0; i++) {
+            saved[i] = dup(1 + i);
+            dup2(null, 1 + i);
         }
+        if (null >= 0) close(null);
     }
     int prc = dsv4q_cli_parse(ac, av, &o, sizeof o);
+    if (prc == 0 && r0) /* --help: the one option of this binary's own */
+        printf("  and, dsv4q-mpi only:\n    --ranks-layers A-B,C-D,...     the layers of each rank, in rank order "
+               "[default: ranges of about equal weight bytes] (docs/mpi.md)\n");
     char err[1024], dir[4096], bnames[1024];
     uint64_t bs = 0;
     dsv4q_model *m = NULL;
@@ -196,11 +200,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "dsv4q-mpi run: --taps is not built for MPI runs yet (issue 27): run `dsv4q run --taps`\n");
         prc = 2;
     }
-    if (saved >= 0) { /* the parse is done: what a rank meets from here on is its own to report */
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-    }
+    fflush(stdout); /* the parse is done: what a rank meets from here on is its own to report */
+    fflush(stderr);
+    for (int i = 0; i < 2; i++)
+        if (saved[i] >= 0) {
+            dup2(saved[i], 1 + i);
+            close(saved[i]);
+        }
     /* the checkpoint and the tokens may fail on one host only: every rank
      * learns whether all started, and all stop together if one did not */
     int started = prc < 0 && !dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t), all_started = 0;

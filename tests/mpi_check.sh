@@ -86,5 +86,9 @@ if [ "${DSV4Q_TEST_SLOW:-}" = 1 ]; then
   echo "mpi_check: flash-slice -np 2 byte-identical to dsv4q run (f64, f32, exact profile, chunks of 8)"
   T=60
 fi
+# --help: once (rank 0), with this binary's own option
+mpi -np 2 "$B/dsv4q-mpi" run --help >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "--help failed"; }
+[ "$(grep -c '^usage: dsv4q run' "$tmp/out")" = 1 ] && grep -q -- '--ranks-layers A-B' "$tmp/out" ||
+  { cat "$tmp/out"; fail "--help: not printed once by rank 0 with --ranks-layers"; }
 echo "mpi_check: faults: wrong-size boundary (rank 1 named, MPI_Abort), a checkpoint missing on one rank, --ranks-layers gap, more ranks than layers"
 echo "[  PASSED  ] 1 test(s)."
