@@ -237,7 +237,7 @@ int main(int argc, char **argv)
     const long V = g->vocab_size, M = t.nteacher, P = t.nprompt;
     /* the pipeline needs chunks: by default one per rank (and no larger
      * than what fits in memory, as `dsv4q run` chooses) */
-    long chunk = o.chunk;
+    long chunk = o.chunk < P ? o.chunk : P; /* a --chunk past the prompt is the one call */
     if (!chunk) {
         chunk = dsv4q_taps_chunk(m, o.width, P, M, 0);
         const long even = (P + nranks - 1) / nranks;

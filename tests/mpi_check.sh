@@ -69,6 +69,11 @@ mpi -np 2 "$B/dsv4q-mpi" run --width f64 --ranks-layers 0-1,3-4 --out "$tmp/x.st
 rc=$?
 [ "$rc" = 2 ] || fail "a gap in --ranks-layers exited $rc, expected 2"
 grep -q "range 1 (3-4) should start at layer 2" "$tmp/err" || { cat "$tmp/err"; fail "a gap in --ranks-layers: no message"; }
+# a --chunk past the prompt is the one call (no overflow of chunk x bytes per token)
+mpi -np 2 "$B/dsv4q-mpi" run --width f64 --prompt-len 13 --decode 2 --quiet --chunk 9223372036854775807 \
+    --out "$tmp/mpi.st" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "--chunk LONG_MAX failed"; }
+"$B/dsv4q" run --width f64 --prompt-len 13 --decode 2 --quiet --out "$tmp/ref.st" >/dev/null 2>&1
+cmp -s "$tmp/ref.st" "$tmp/mpi.st" || fail "--chunk LONG_MAX: the logits differ from dsv4q run's"
 mpi -np 6 "$B/dsv4q-mpi" run --width f64 --out "$tmp/x.st" >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q "6 ranks for a model of 5 layers" "$tmp/err" || { cat "$tmp/err"; fail "6 ranks on 5 layers not refused"; }
 # DSV4Q_TEST_SLOW=1: flash-slice too (3 layers at Flash's widths: the synth
