@@ -62,6 +62,17 @@ int X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
     return 0;
 }
 
+/* Free one layer's caches (window ring, compressed and indexer rows, the
+ * compressor states). */
+static void lstate_free(lstate *l)
+{
+    free(l->ring);
+    free(l->crows);
+    free(l->irows);
+    X(dsv4q_cmp_state_free)(&l->cst);
+    X(dsv4q_cmp_state_free)(&l->ist);
+}
+
 int X(dsv4q_run_set_layers)(X(dsv4q_runstate) * r, int first, int last)
 {
     const dsv4q_config *g = &r->m->cfg;
@@ -71,13 +82,8 @@ int X(dsv4q_run_set_layers)(X(dsv4q_runstate) * r, int first, int last)
     /* a rank keeps only its own layers' caches (and MTP's on the last range) */
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
         if (li >= first && (li <= last || last == g->n_layers - 1)) continue;
-        lstate *l = &r->ls[li];
-        free(l->ring);
-        free(l->crows);
-        free(l->irows);
-        X(dsv4q_cmp_state_free)(&l->cst);
-        X(dsv4q_cmp_state_free)(&l->ist);
-        memset(l, 0, sizeof *l);
+        lstate_free(&r->ls[li]);
+        memset(&r->ls[li], 0, sizeof r->ls[li]);
     }
     return 0;
 }
@@ -254,14 +260,7 @@ void X(dsv4q_run_free)(X(dsv4q_runstate) *r)
     if (!r) return;
     const dsv4q_config *g = &r->m->cfg;
     if (r->ls)
-        for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
-            lstate *l = &r->ls[li];
-            free(l->ring);
-            free(l->crows);
-            free(l->irows);
-            X(dsv4q_cmp_state_free)(&l->cst);
-            X(dsv4q_cmp_state_free)(&l->ist);
-        }
+        for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) lstate_free(&r->ls[li]);
     free(r->ls);
     X(dsv4q_v41_free)(r->v41);
     X(dsv4q_dspark_free)(r->dspark);

@@ -182,11 +182,12 @@ static void docs_table_is_current(void **state)
     free(gen);
 }
 
-static void oracle_capture_replays_at_zero_error(void **state)
+/* Replay dir (with the whole model) and require every stage and the
+ * logits at exactly zero error, each stage checked on `calls` calls. */
+static void replays_at_zero_error(const char *dir, long calls)
 {
-    (void)state;
     dsv4q_replay r;
-    assert_int_equal(replay(cap_src, &r, 1), 0);
+    assert_int_equal(replay(dir, &r, 1), 0);
     assert_int_equal(r.nabsent, 0);
     assert_int_equal(r.nunc, 0);
     assert_int_equal(r.nfail, 0);
@@ -194,17 +195,23 @@ static void oracle_capture_replays_at_zero_error(void **state)
     for (int i = 0; i < r.nst; i++) {
         const dsv4q_replay_stage *s = &r.st[i];
         if (optional_absent(s)) continue;
-        assert_int_equal(s->calls_checked, 3);
+        assert_int_equal(s->calls_checked, calls);
         for (int t = 0; t < s->nout; t++) {
             assert_true(s->seen[t]);
-            assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);   /* bit-exact */
+            assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0); /* bit-exact */
         }
     }
     assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
     assert_true(r.model.val.max_abs == 0);
-    assert_int_equal(r.model.agree, 3);
+    assert_int_equal(r.model.agree, calls);
     assert_int_equal(dsv4q_replay_status(&r), 0);
     dsv4q_replay_free(&r);
+}
+
+static void oracle_capture_replays_at_zero_error(void **state)
+{
+    (void)state;
+    replays_at_zero_error(cap_src, 3);
     assert_int_equal(
         dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q", NULL),
         0);
@@ -233,20 +240,7 @@ static void chunked_capture_replays_at_zero_error(void **state)
     assert_int_equal(cap->calls[3].pos, 15);
     assert_int_equal(cap->calls[3].s, 1);
     dsv4q_capture_close(cap);
-    dsv4q_replay r;
-    assert_int_equal(replay(dir, &r, 1), 0);
-    assert_int_equal(r.nunc, 0);
-    assert_int_equal(r.nfail, 0);
-    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
-    for (int i = 0; i < r.nst; i++) {
-        const dsv4q_replay_stage *s = &r.st[i];
-        if (optional_absent(s)) continue;
-        assert_int_equal(s->calls_checked, 6);
-        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
-    }
-    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
-    assert_true(r.model.val.max_abs == 0);
-    dsv4q_replay_free(&r);
+    replays_at_zero_error(dir, 6);
     /* the chunks' last-token logits are the one call's at the same rows:
      * the last chunk's head output equals the one-call capture's prefill */
     char one[400];
@@ -410,20 +404,8 @@ static void prefix_hit_replays_at_zero_error(void **state)
     assert_int_equal(cap->prefix_len, 5);
     assert_int_equal(cap->prompt, 16);
     dsv4q_capture_close(cap);
+    replays_at_zero_error(dir, 5);
     dsv4q_replay r;
-    assert_int_equal(replay(dir, &r, 1), 0);
-    assert_int_equal(r.nunc, 0);
-    assert_int_equal(r.nfail, 0);
-    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
-    for (int i = 0; i < r.nst; i++) {
-        const dsv4q_replay_stage *s = &r.st[i];
-        if (optional_absent(s)) continue;
-        assert_int_equal(s->calls_checked, 5);
-        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
-    }
-    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
-    assert_true(r.model.val.max_abs == 0);
-    dsv4q_replay_free(&r);
     /* the one-call schedule and the prefix hit, side by side */
     char one[400];
     snprintf(one, sizeof one, "%s/cap-prefix-one", root);
