@@ -11,7 +11,8 @@
  * main-model call, on the call's sampled token and main_hidden.
  *
  * Invariants:
- *  K1. A prefill call (the main call started at position 0) only seeds
+ *  K1. A prefill call (the main call started at position 0, or a chunk of
+ *      a declared prefill: every chunk seeds its positions) only seeds
  *      each stage's window ring with main_kv = kv_norm(wkv(main_x)) (RoPE
  *      at the call's positions, FP8 per fp8_block over the whole vector),
  *      main_x = main_norm(main_proj(main_hidden)); the last `window` rows
@@ -255,7 +256,7 @@ int X(dsv4q_run_dspark)(X(dsv4q_runstate) * r, int32_t tok, double *logits_out, 
         for (long i = (s > win ? s - win : 0); i < s; i++)
             memcpy(r->ls[li].ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
     }
-    if (p0 == 0) { /* prefill: seeded only */
+    if (p0 < X(dsv4q_run_prompt)(r, p0, s)) { /* the prefill, or a chunk of it: seeded only */
         rc = 1;
         goto oom;
     }

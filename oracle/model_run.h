@@ -98,9 +98,10 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
  * The reference has no chunked prefill; this is the oracle's own schedule
  * of the reference's one-call prefill, not an engine's chunked prefill.
  * Stage taps, the pick hook and dsv4q_run_mtp then see each chunk as a
- * call (rows = its tokens, pos0 = its position). Errors (-1 + message): a
- * V4.1 model (not built yet), prompt outside [1, max_pos], a run already
- * fed, a provider other than the oracle (dsv4q_run_set_provider). */
+ * call (rows = its tokens, pos0 = its position); V4.1's DSpark seeds its
+ * windows from every chunk and drafts from the first decode step. Errors
+ * (-1 + message): prompt outside [1, max_pos], a run already fed, a
+ * provider other than the oracle (dsv4q_run_set_provider). */
 int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen);
 /* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0,
  * or its first chunk, see dsv4q_run_set_prefill), later calls decode one
@@ -115,8 +116,9 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
 /* DeepSeek V4.1 DSpark (oracle/dspark41.c, model.py Transformer.forward_spec)
  * after the last feed, on the token sampled from its logits (tok; the CLI
- * uses the argmax, temperature 0). A prefill (the first feed) only seeds
- * the stages' window caches: returns 1, outputs untouched. After a decode
+ * uses the argmax, temperature 0). A prefill (the first feed, or each
+ * chunk of a declared prefill) only seeds the stages' window caches:
+ * returns 1, outputs untouched. After a decode
  * feed at position p: 0, logits [dspark_block_size, vocab] of the draft
  * positions p+1.. (Markov bias added), ids [dspark_block_size + 1] (tok,
  * then the argmax drafts), conf [dspark_block_size] (confidence_head).
