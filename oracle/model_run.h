@@ -63,10 +63,11 @@ long dsv4q_run_max_seq_len(const dsv4q_config *g);
  * prefill is `prefill` tokens (1: decode steps only) fed in calls of at
  * most `chunk` tokens (< 1 or > prefill: one call), from the forward
  * pass's own allocation plan: the per-layer KV window ring, compressed and
- * indexer rows (positions / ratio), the RoPE tables, and the larger of the
- * prefill's working set (its activations, the indexer's [prefill,
- * prefill/4] scores, the column lists) and a decode step's at position
- * max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
+ * indexer rows (positions / ratio; V4.1: on kv sources and key owners,
+ * and the n-gram hash's position cache), the RoPE tables, and the larger
+ * of the largest prefill call's working set (its activations, the
+ * indexer's [chunk, prefill / ratio] scores, the column lists) and a
+ * decode step's at position max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
  * position). Mirrors no reference function (a dsv4q resource estimate). */
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk);
 /* The largest chunk (tokens, 1..prompt) a prefill of `prompt` tokens can
