@@ -124,7 +124,8 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
  * positions p+1.. (Markov bias added), ids [dspark_block_size + 1] (tok,
  * then the argmax drafts), conf [dspark_block_size] (confidence_head).
  * Call it after every feed: each call writes that feed's main_kv into the
- * stages' caches. -1 + message: no DSpark stage, tok out of range, a run
+ * stages' caches (the chunks before the last of a declared prefill
+ * write theirs at the next feed when it was not called after them). -1 + message: no DSpark stage, tok out of range, a run
  * that stops early, allocation. */
 int dsv4q_run_dspark(dsv4q_run *r, int32_t tok, double *logits, int32_t *ids, double *conf, char *err, size_t errlen);
 /* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */

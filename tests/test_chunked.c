@@ -18,7 +18,8 @@
  * follow the one call; ratio-1 candidate blocks of 3, top-2 blocks, top-k
  * 5 wider than a first chunk's keys; Engram n-grams of 3 that straddle
  * chunk edges) and tiny-v41-dspark (its draft stages seeded chunk by
- * chunk, the drafts of every decode step compared).
+ * chunk, whether DSpark runs after every chunk or after the last only;
+ * the drafts of every decode step compared).
  * Refusals: past the declared prompt, after a feed (V4 and V4.1 alike).
  * make test runs tiny at chunks 1, 7, 64 (6 s) and tiny-v41 at 1, 7, 64
  * on 150 tokens; DSV4Q_TEST_SLOW=1 adds 4096-token chunks of a 4500-token
@@ -181,13 +182,15 @@ static void run_sched(const dsv4q_model *m, int width, const int32_t *ids, long 
         /* logits: the last prompt token's, then each decode step's */
         double *out = p >= S ? logits + (p - S + 1) * V : p + n == S ? logits : scratch;
         if (dsv4q_run_feed(r, ids + p, n, out, err, sizeof err)) fail_msg("feed at %ld (%ld tokens): %s", p, n, err);
-        if (v41 && m->cfg.n_mtp_layers) { /* DSpark on the next id as the sampled token */
+        if (v41 && m->cfg.n_mtp_layers && (p >= S || p + n == S || c % 2)) {
+            /* DSpark on the next id as the sampled token; an even chunk
+             * calls it after the last prompt chunk only, as dsv4q run does */
             int32_t dids[64];
             double conf[64];
             const int rc =
                 dsv4q_run_dspark(r, ids[p + n], p >= S ? mtp + (p - S) * B * V : scratch, dids, conf, err, sizeof err);
             if (rc != (p < S)) fail_msg("dspark after the feed at %ld: %d (%s)", p, rc, err);
-        } else if (m->cfg.n_mtp_layers && p < S) {
+        } else if (!v41 && m->cfg.n_mtp_layers && p < S) {
             assert_int_equal(dsv4q_run_mtp(r, ids + p + 1, mtp, err, sizeof err), 0);
         }
     }
@@ -282,13 +285,14 @@ static void test_tiny_v41(void **state)
     check_chunks("tiny-v41", 32, 150, chunks, 3);
 }
 
-/* DSpark's draft stages seeded chunk by chunk */
+/* DSpark's draft stages seeded chunk by chunk: called after every chunk
+ * (7), or after the last only (4: the earlier chunks seed at the next) */
 static void test_tiny_v41_dspark(void **state)
 {
     (void)state;
-    const long chunks[] = {7};
-    check_chunks("tiny-v41-dspark", 64, 40, chunks, 1);
-    check_chunks("tiny-v41-dspark", 32, 40, chunks, 1);
+    const long chunks[] = {7, 4};
+    check_chunks("tiny-v41-dspark", 64, 40, chunks, 2);
+    check_chunks("tiny-v41-dspark", 32, 40, chunks, 2);
 }
 
 static void test_tiny_v41_4096(void **state)
