@@ -127,15 +127,33 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Runs every test binary; each prints cmocka's summary. The last line is the
 # plain "N passed, N failed" total that CI reads.
+# The MPI driver (mpi/, docs/mpi.md): its own binary, built with mpicc when
+# Open MPI is installed (libopenmpi-dev); the library and build/dsv4q never
+# link MPI, so a build without it works. tests/mpi_check.sh runs it (and
+# skips, or fails under CI=true, without it).
+MPICC   := $(shell command -v mpicc 2>/dev/null)
+MPI_BIN := $(BUILD)/dsv4q-mpi
+MPI_SRCS := $(wildcard mpi/*.c)
+.PHONY: mpi
+ifneq ($(MPICC),)
+mpi: $(MPI_BIN)
+$(MPI_BIN): $(MPI_SRCS) $(wildcard mpi/*.h) $(LIB)
+	OMPI_CC=$(CC) $(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) $(MPI_SRCS) $(LIB) $(LDLIBS) -o $@
+else
+MPI_BIN :=
+mpi:
+	@echo "make mpi: mpicc not found: install libopenmpi-dev and openmpi-bin (sh scripts/deps.sh)" >&2; exit 1
+endif
 # The install and Python checks load the plain shared library into pkg-config
 # consumers and CPython, and the recipe check (scripts/recipe-check.sh) adds
 # an operator to a scratch copy of the tree and builds it: not in the
 # sanitizer or fuzz builds. tests/llamacpp_tools_check.sh checks the llama.cpp
 # scripts' Python choice and argument checks (no llama.cpp needed).
 ifeq ($(SAN)$(FUZZ),)
-PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh tests/llamacpp_tools_check.sh
+PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh tests/llamacpp_tools_check.sh \
+            tests/mpi_check.sh
 endif
-test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
+test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB) $(MPI_BIN)
 	@sh scripts/check-layers.sh
 	@sh scripts/gen-ops.sh --check
 	@sh scripts/check-refs.sh
@@ -144,8 +162,13 @@ test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB)
 demo: $(BIN)
 	./$(BIN) sensitivity
 
+# bench_memory measures one run per process (its peak only grows), so it
+# runs once per row of BENCH_MEMORY (CONFIG WIDTH PROMPT DECODE [MAX_POS
+# [CHUNK]]): one call and chunks of 512, each width (docs/model.md).
+BENCH_MEMORY := "tiny 64 4000 4" "tiny 64 4000 4 4004 512" "tiny 32 4000 4" "tiny 32 4000 4 4004 512"
 bench: $(BENCHES)
-	@for b in $(BENCHES); do ./$$b || exit 1; done
+	@for b in $(filter-out %/bench_memory,$(BENCHES)); do ./$$b || exit 1; done
+	@for a in $(BENCH_MEMORY); do OMP_NUM_THREADS=1 ./$(BUILD)/bench/bench_memory $$a || exit 1; done
 
 deps:
 	@sh scripts/deps.sh

@@ -140,6 +140,20 @@ int dsv4q_cmd_capture(int argc, char **argv)
         info.extra_meta[nx][0] = "backend";
         info.extra_meta[nx++][1] = c.backend;
     }
+    /* --chunk: the prefill in calls of that many tokens, as a chunked-prefill engine writes it */
+    const long chunk = o->chunk && o->chunk < t.nprompt ? o->chunk : t.nprompt;
+    char plen[32];
+    if (chunk < t.nprompt) {
+        if (c.backend) {
+            snprintf(err, sizeof err,
+                     "--chunk: a backend's operators have no chunk contract (leave it out with a "
+                     "backend)");
+            goto fail;
+        }
+        snprintf(plen, sizeof plen, "%ld", t.nprompt);
+        info.extra_meta[nx][0] = "prompt_len";
+        info.extra_meta[nx++][1] = plen;
+    }
     if (hi > m->cfg.n_layers) {
         snprintf(err, sizeof err, "--layers %s: the model has %d layers", c.layers, m->cfg.n_layers);
         goto fail;
@@ -174,10 +188,11 @@ int dsv4q_cmd_capture(int argc, char **argv)
     } else {
         if (dsv4q_capture_writer_new(&w, o->out, &m->cfg, &info, err, sizeof err)) goto fail;
         if (dsv4q_run_open(&r, m, o->width, bs, t.nprompt + t.nteacher, NULL, NULL, err, sizeof err)) goto fail;
+        if (chunk < t.nprompt && dsv4q_run_set_prefill(r, t.nprompt, err, sizeof err)) goto fail;
         dsv4q_run_set_stage_hook(r, dsv4q_capture_stage_cb, w);
-        for (long i = -1; i < t.nteacher; i++) {
-            const int32_t *ids = i < 0 ? t.prompt : &t.teacher[i];
-            long s = i < 0 ? t.nprompt : 1, pos = i < 0 ? 0 : t.nprompt + i;
+        for (long pos = 0, s; pos < t.nprompt + t.nteacher; pos += s) {
+            s = pos < t.nprompt ? (t.nprompt - pos < chunk ? t.nprompt - pos : chunk) : 1;
+            const int32_t *ids = pos < t.nprompt ? t.prompt + pos : &t.teacher[pos - t.nprompt];
             if (dsv4q_run_feed(r, ids, s, logits, err, sizeof err)) goto fail;
             if (dsv4q_capture_writer_call(w, pos, ids, s, err, sizeof err)) goto fail;
         }

@@ -38,6 +38,7 @@
 #include "cli/cmdopts.h"
 #include "cli/cmds.h"
 #include "cli/cmdtab.h"
+#include "cli/progress.h"
 #include "harness/measure/margins.h"
 #include "harness/measure/metrics.h"
 #include "io/model.h"
@@ -80,6 +81,8 @@ typedef struct ctx {
     long score_T, score_cap;
     const char *label;
     long calls, total_calls;
+    long chunk, prefill_calls; /* the prompt fed in calls of chunk tokens (oracle/model.c M4): that many */
+    dsv4q_eta eta; /* this run's share done and time left */
     int quiet, oom;
     int dt, rounded;   /* score dtype; 1: dsv4q_margin_row_dt (declared or V4.1) */
     int cand, B, topb; /* V4.1: the candidate source layer (-1), block size, kept blocks */
@@ -215,16 +218,19 @@ static void tap_cb(void *user, int layer, const char *stage, const double *data,
         int stop = c->nidx > 0 ? c->layers[c->nidx - 1] : c->m->cfg.n_layers - 1;
         const int nl = c->m->cfg.n_layers;
         const char *cut = layer == stop && stop < nl - 1 ? " (the run stops here: later layers are not observed)" : "";
+        char eta[64];
+        dsv4q_eta_layer(&c->eta, layer);
+        dsv4q_eta_format(&c->eta, dsv4q_now(), eta, sizeof eta);
         if (!c->quiet && isatty(2))
-            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", c->label, c->calls + 1, c->total_calls, layer + 1,
-                    nl);
-        else if (!c->quiet && c->calls == 0)      /* the prefill is the long call */
-            fprintf(stderr, "[%s] prefill: layer %d/%d done%s\n", c->label, layer + 1, nl, cut);
+            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d, %s   ", c->label, c->calls + 1, c->total_calls,
+                    layer + 1, nl, eta);
+        else if (!c->quiet && c->calls < c->prefill_calls) /* the prefill is the long call */
+            fprintf(stderr, "[%s] prefill: layer %d/%d done, %s%s\n", c->label, layer + 1, nl, eta, cut);
         if (layer != stop) return;
         c->calls++;
         long step = c->total_calls > 10 ? c->total_calls / 10 : 1;
         if (!c->quiet && !isatty(2) && (c->calls % step == 0 || c->calls == c->total_calls))
-            fprintf(stderr, "[%s] %ld/%ld calls done\n", c->label, c->calls, c->total_calls);
+            fprintf(stderr, "[%s] %ld/%ld calls done, %s\n", c->label, c->calls, c->total_calls, eta);
         return;
     }
     if (layer < 0 || layer >= c->m->cfg.n_layers || c->slot[layer] < 0) return;
@@ -294,8 +300,10 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
     c->run = run;
     c->rerun_layer = rerun_layer;
     c->label = label;
+    const long S = t->nprompt, chunk = c->chunk > 0 && c->chunk < S ? c->chunk : S;
     c->calls = 0;
-    c->total_calls = 1 + t->nteacher;
+    c->prefill_calls = (S + chunk - 1) / chunk;
+    c->total_calls = c->prefill_calls + t->nteacher;
     double *logits = malloc(sizeof(double) * (size_t)c->m->cfg.vocab_size);
     if (!logits) { snprintf(err, errlen, "out of memory"); return -1; }
     if (dsv4q_run_open(&r, c->m, width, bs, t->nprompt + t->nteacher, tap_cb, c, err, errlen)) {
@@ -310,10 +318,22 @@ static int run_one(ctx *c, int width, uint64_t bs, const dsv4q_tokens *t, int ru
         return -1;
     }
     if (run == RUN_RERUN) dsv4q_run_set_pick_hook(r, pick_hook, c);
-    c->pos0 = 0;
-    int rc = dsv4q_run_feed(r, t->prompt, t->nprompt, logits, err, errlen);
+    /* the run's calls stop after the last observed layer */
+    const dsv4q_config *g = &c->m->cfg;
+    const int nl = c->nidx > 0 ? c->layers[c->nidx - 1] + 1 : g->n_layers, head = nl == g->n_layers;
+    dsv4q_eta_start(&c->eta, g, dsv4q_plan_work(g, S, chunk, t->nteacher, nl, head), nl, head, dsv4q_now());
+    /* in chunks: each chunk's rows are the one call's (model.c M4), so
+     * are their scores, picks and margins */
+    int rc = chunk < S ? dsv4q_run_set_prefill(r, S, err, errlen) : 0;
+    for (long p = 0, n; !rc && p < S; p += n) {
+        n = S - p < chunk ? S - p : chunk;
+        c->pos0 = p;
+        dsv4q_eta_call(&c->eta, p, n);
+        rc = dsv4q_run_feed(r, t->prompt + p, n, logits, err, errlen);
+    }
     for (long i = 0; !rc && i < t->nteacher; i++) {
         c->pos0 = t->nprompt + i;
+        dsv4q_eta_call(&c->eta, c->pos0, 1);
         rc = dsv4q_run_feed(r, &t->teacher[i], 1, logits, err, errlen);
     }
     dsv4q_run_close(r);
@@ -748,6 +768,14 @@ int dsv4q_cmd_margins(int argc, char **argv)
     printf("  profile    %s%s%s (flips compared against %s); effective boundaries: %s\n", o.profile,
            o.boundary[0] ? " + " : "", o.boundary, oc.profile, bnames);
     printf("  positions  %s: %ld of %ld\n", x.positions, c.nsel, c.npos);
+    /* --chunk, else the prompt in one call when it fits in memory, else the
+     * largest chunk that does (V4.1: one call) */
+    const double have = dsv4q_mem_available();
+    const long fit = v41 || have <= 0 ? t.nprompt : dsv4q_run_chunk_fit(m, 64, c.npos, t.nprompt, have);
+    c.chunk = o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : fit > 0 ? fit : t.nprompt;
+    if (c.chunk < t.nprompt)
+        printf("  prefill    %ld calls of up to %ld tokens (bit-identical to one call)\n",
+               (t.nprompt + c.chunk - 1) / c.chunk, c.chunk);
     if (c.rounded)
         printf("  scores     declared %s: quanta and tie-runs at %s granularity%s\n", dname, dname,
                c.dt == DSV4Q_DT_BF16 ? "" : " (idx_score_bf16 off in every run)");
@@ -869,6 +897,7 @@ int dsv4q_cmd_margins(int argc, char **argv)
     json_object_set_new(jm, "compare_profile", json_string(oc.profile));
     json_object_set_new(jm, "boundaries", json_string(bnames));
     json_object_set_new(jm, "positions", json_string(x.positions));
+    json_object_set_new(jm, "prefill_chunk", json_integer(c.chunk));
     json_object_set_new(jm, "selected_positions", json_integer(c.nsel));
     json_object_set_new(jm, "index_topk", json_integer(m->cfg.index_topk));
     if (c.rounded) json_object_set_new(jm, "score_dtype", json_string(dname));

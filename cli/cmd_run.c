@@ -89,10 +89,21 @@ int dsv4q_cmd_run(int argc, char **argv)
     if (dsv4q_cli_start("run", &o, dir, sizeof dir, &m, &t)) return 2;
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
-    /* without --taps no tap is kept: the prompt may go in chunks */
-    const long chunk = o.chunk ? o.chunk : o.taps ? t.nprompt : dsv4q_taps_chunk(m, o.width, t.nprompt, M, 0);
+    /* without --taps no tap is kept: the prompt may go in chunks, the
+     * largest the run's own estimate fits (V4.1: one call); a --chunk past
+     * the prompt is the one call (and keeps the call count below from
+     * overflowing) */
+    const double have = dsv4q_mem_available();
+    const long fit = o.taps || have <= 0 || m->cfg.arch == DSV4Q_ARCH_V41
+                         ? t.nprompt
+                         : dsv4q_run_chunk_fit(m, o.width, t.nprompt + M, t.nprompt, have);
+    const long chunk = o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : fit > 0 ? fit : t.nprompt;
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
+    dsv4q_eta eta;
+    dsv4q_eta_start(&eta, &m->cfg, dsv4q_plan_work(&m->cfg, t.nprompt, chunk, M, 0, 1), m->cfg.n_layers, 1,
+                    dsv4q_now());
     dsv4q_tapset ts = {.label = o.width == 64 ? "f64" : "f32",
+                       .eta = &eta,
                        .nlayers = m->cfg.n_layers,
                        .quiet = o.quiet,
                        .total_calls = nchunks + t.nteacher,
@@ -112,7 +123,7 @@ int dsv4q_cmd_run(int argc, char **argv)
                  t.nprompt);
         goto fail;
     }
-    if (dsv4q_taps_fit(m, o.width, t.nprompt, M, chunk, o.taps, err, sizeof err)) goto fail;
+    if (o.taps && dsv4q_taps_fit(m, o.width, t.nprompt, M, chunk, 1, err, sizeof err)) goto fail;
     if (dsv4q_run_open(&r, m, o.width, bs, t.nprompt + M, dsv4q_tapset_cb, &ts, err, sizeof err)) goto fail;
     if (nchunks > 1) {
         if (dsv4q_run_set_prefill(r, t.nprompt, err, sizeof err)) goto fail;
@@ -127,11 +138,14 @@ int dsv4q_cmd_run(int argc, char **argv)
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    for (long p = 0; p < t.nprompt; p += chunk)
-        if (dsv4q_run_feed(r, t.prompt + p, t.nprompt - p < chunk ? t.nprompt - p : chunk, lp, err, sizeof err))
-            goto fail;
+    for (long p = 0, n; p < t.nprompt; p += n) {
+        n = t.nprompt - p < chunk ? t.nprompt - p : chunk;
+        dsv4q_eta_call(&eta, p, n);
+        if (dsv4q_run_feed(r, t.prompt + p, n, lp, err, sizeof err)) goto fail;
+    }
     if (ds && dspark_after(r, m, lp, -1, dl, di, dc, err, sizeof err)) goto fail;
     for (long i = 0; i < M; i++) {
+        dsv4q_eta_call(&eta, t.nprompt + i, 1);
         if (dsv4q_run_feed(r, &t.teacher[i], 1, ld + i * V, err, sizeof err)) goto fail;
         if (ds && dspark_after(r, m, ld + i * V, i, dl, di, dc, err, sizeof err)) goto fail;
     }

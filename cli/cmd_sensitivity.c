@@ -51,11 +51,13 @@ static int run_both(const dsv4q_model *m, uint64_t bs, const dsv4q_tokens *t, lo
         n = p < S ? (S - p < chunk ? S - p : chunk) : 1;
         const int32_t *ids = p < S ? t->prompt + p : &t->teacher[p - S];
         const long row = p < S ? 0 : p - S + 1; /* earlier chunks' logits are overwritten */
+        if (ts->eta) dsv4q_eta_call(ts->eta, p, n), ts->eta->weight = 1;
         ts->compare = 0;
         ts->label = "f64";
         if (dsv4q_run_feed(r64, ids, n, l64 + row * V, err, errlen)) goto out;
         ts->compare = 1;
         ts->label = "f32";
+        if (ts->eta) dsv4q_eta_call(ts->eta, p, n), ts->eta->weight = DSV4Q_ETA_F32;
         if (dsv4q_run_feed(r32, ids, n, l32 + row * V, err, errlen)) goto out;
         dsv4q_tapset_drop_data(ts);
         if (ts->oom) {
@@ -96,13 +98,19 @@ int dsv4q_cmd_sensitivity(int argc, char **argv)
     printf("  profile    %s%s%s; effective boundaries: %s\n", o.profile, o.boundary[0] ? " + " : "", o.boundary, bnames);
 
     /* both runs at once, one call's taps kept: refuse before any work */
-    const long chunk = o.chunk ? o.chunk : dsv4q_taps_chunk(m, 96, t.nprompt, t.nteacher, 0);
+    /* a --chunk past the prompt is the one call (and keeps the call count below from overflowing) */
+    const long chunk =
+        o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : dsv4q_taps_chunk(m, 96, t.nprompt, t.nteacher, 0);
     const long ncalls = (t.nprompt + chunk - 1) / chunk + t.nteacher;
     printf("  prefill    %ld call%s of up to %ld tokens%s\n", (t.nprompt + chunk - 1) / chunk,
            chunk < t.nprompt ? "s" : "", chunk < t.nprompt ? chunk : t.nprompt,
            chunk < t.nprompt ? " (bit-identical to one call)" : "");
     double *l64 = malloc(sizeof(double) * (size_t)(rows * V)), *l32 = malloc(sizeof(double) * (size_t)(rows * V));
-    dsv4q_tapset ts = {.label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet, .total_calls = 2 * ncalls};
+    dsv4q_eta eta; /* both widths: each call's work at f64, then at f32 (DSV4Q_ETA_F32) */
+    dsv4q_eta_start(&eta, &m->cfg, (1 + DSV4Q_ETA_F32) * dsv4q_plan_work(&m->cfg, t.nprompt, chunk, t.nteacher, 0, 1),
+                    m->cfg.n_layers, 1, dsv4q_now());
+    dsv4q_tapset ts = {
+        .label = "f64", .nlayers = m->cfg.n_layers, .quiet = o.quiet, .total_calls = 2 * ncalls, .eta = &eta};
     int rc = 2;
     if (!l64 || !l32) { fprintf(stderr, "dsv4q sensitivity: out of memory\n"); goto out; }
     if (dsv4q_taps_fit(m, 96, t.nprompt, t.nteacher, chunk, 0, err, sizeof err)) goto fail;

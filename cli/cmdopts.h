@@ -53,7 +53,9 @@ typedef struct dsv4q_capture_args {
 
 typedef struct dsv4q_replay_args {
     dsv4q_cli_opts c;
-    const char *capture, *gates, *junit;
+    const char *capture[8]; /* several: the same tokens under different schedules */
+    int ncap;
+    const char *gates, *junit;
     int no_model, all_metrics;
 } dsv4q_replay_args;
 

@@ -249,6 +249,7 @@ static const dsv4q_mode MODES[] = {
                    "idx_score_bf16 off)")},
              {STR("--csv", "FILE", dsv4q_margins_args, csv), HELP("write every row as CSV")},
              {STR("--svg", "FILE", dsv4q_margins_args, svg), HELP("margin histograms per layer")},
+             O_CHUNK,
              O_JSON,
              O_RECEIPT,
              O_THREADS,
@@ -283,6 +284,8 @@ static const dsv4q_mode MODES[] = {
              O_PLEN,
              O_DECODE,
              O_SEED,
+             {INT("--chunk", "N", CLI, chunk, 1, LONG_MAX), DOC("the whole prompt in one call"),
+              HELP("write the prefill as calls of N tokens, as a chunked-prefill engine does (V4 only)")},
              {OUTPATH("--out", "DIR", CLI, out), REQ, HELP("capture directory (one call-NNNN.safetensors per call)")},
              {ENUM("--width", "f32|f64", CLI, width, WIDTHS), DFLT("f64"), DOC(" (f32 with --backend)"),
               SET(CLI, width_set), HELP("oracle width (--backend: f32 only, the ABI is F32)")},
@@ -308,7 +311,9 @@ static const dsv4q_mode MODES[] = {
      .opts =
          (const dsv4q_optspec[]){
              O_MODEL,
-             {STR("--capture", "FILE|DIR", REPL, capture), REQ, HELP("the engine's capture")},
+             {LIST("--capture", "FILE|DIR", REPL, capture, ncap), REQ,
+              HELP("the engine's capture; repeated (up to 8): the same tokens under different schedules, each "
+                   "judged and compared")},
              O_GATES(REPL),
              {FLAG("--no-model", REPL, no_model), HELP("skip the whole-model comparison of captured logits")},
              {OUTPATH("--junit", "FILE", REPL, junit), HELP("write a JUnit XML report: one testcase per stage")},

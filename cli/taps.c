@@ -58,17 +58,24 @@ static void compare_sel(dsv4q_tap_entry *e, const double *a, long n, long rows)
 void dsv4q_tapset_cb(void *user, int layer, const char *stage, const double *data, long n, long rows)
 {
     dsv4q_tapset *t = user;
+    char eta[64] = "";
     if (!stage) {
+        if (t->eta) {
+            dsv4q_eta_layer(t->eta, layer);
+            dsv4q_eta_format(t->eta, dsv4q_now(), eta, sizeof eta);
+        }
         if (!t->quiet && isatty(2))
-            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d   ", t->label, t->calls + 1, t->total_calls,
-                    layer + 1, t->nlayers);
+            fprintf(stderr, "\r[%s] call %ld/%ld: layer %d/%d%s%s   ", t->label, t->calls + 1, t->total_calls,
+                    layer + 1, t->nlayers, eta[0] ? ", " : "", eta);
         return;
     }
     if (strcmp(stage, "logits") == 0) {
         t->calls++;
         long step = t->total_calls > 10 ? t->total_calls / 10 : 1;
+        if (t->eta) dsv4q_eta_format(t->eta, dsv4q_now(), eta, sizeof eta);
         if (!t->quiet && !isatty(2) && (t->calls % step == 0 || t->calls == t->total_calls))
-            fprintf(stderr, "[%s] %ld/%ld calls done\n", t->label, t->calls, t->total_calls);
+            fprintf(stderr, "[%s] %ld/%ld calls done%s%s\n", t->label, t->calls, t->total_calls, eta[0] ? ", " : "",
+                    eta);
     }
     if (t->progress_only) return;
     dsv4q_tap_entry *e = dsv4q_tapset_find(t, layer, stage);
@@ -170,7 +177,9 @@ int dsv4q_taps_fit(const dsv4q_model *m, int widths, long prompt, long decode, l
     if (have > 0 && need > have) {
         const long fit = dsv4q_taps_chunk(m, widths, prompt, decode, all);
         char hint[80] = "";
-        if (m->cfg.arch != DSV4Q_ARCH_V41 && fit < c && widths_bytes(m, widths, prompt, decode, fit, all) <= have)
+        /* every tap kept (run --taps) is the one call's: no chunk to suggest */
+        if (!all && m->cfg.arch != DSV4Q_ARCH_V41 && fit < c &&
+            widths_bytes(m, widths, prompt, decode, fit, all) <= have)
             snprintf(hint, sizeof hint, ", or --chunk %ld", fit);
         snprintf(err, errlen,
                  "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s needs about %.2f GB "

@@ -5,6 +5,7 @@
 #ifndef DSV4Q_CLI_TAPS_H
 #define DSV4Q_CLI_TAPS_H
 
+#include "cli/progress.h"
 #include "harness/measure/metrics.h"
 
 typedef struct dsv4q_tap_entry {
@@ -28,6 +29,7 @@ typedef struct dsv4q_tapset {
     long total_calls; /* progress: calls planned (prefill + decode steps) */
     int quiet;
     int progress_only; /* count calls and show progress, keep no tap */
+    dsv4q_eta *eta;    /* progress: the share done and the time left; NULL: none shown */
     int oom;
 } dsv4q_tapset;
 

@@ -22,6 +22,12 @@
  *      rows so far, the compressors carry their partial block, and a
  *      chunk's indexer rows are masked as the whole prefill's are. Peak
  *      memory is then the caches plus one chunk (tests/test_chunked.c).
+ *  M5. A layer range (dsv4q_run_set_layers) fed the previous range's
+ *      output streams Xs is bit-identical to the same blocks of the whole
+ *      pass: it is the same block loop on the same values (Xs crosses in
+ *      the run's own width, so nothing is rounded), and a layer's caches
+ *      depend only on its own inputs. This is what lets ranks split the
+ *      model by layers (docs/mpi.md).
  *  M2. Stage taps see the values the next stage consumes (after rounding).
  *  M3. Every stage of the stage table (oracle/stages.h) is one st_* function
  *      (or attention / head) used by BOTH the forward pass and
@@ -54,6 +60,26 @@ int X(dsv4q_run_set_last_layer)(X(dsv4q_runstate) *r, int layer)
 {
     if (r->pos > 0) return -1;   /* the skipped layers' caches would be missing */
     r->last_layer = layer;
+    return 0;
+}
+
+int X(dsv4q_run_set_layers)(X(dsv4q_runstate) * r, int first, int last)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (r->pos > 0 || r->v41 || first < 0 || last < first || last >= g->n_layers) return -1;
+    r->first_layer = first;
+    r->last_layer = last;
+    /* a rank keeps only its own layers' caches (and MTP's on the last range) */
+    for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
+        if (li >= first && (li <= last || last == g->n_layers - 1)) continue;
+        lstate *l = &r->ls[li];
+        free(l->ring);
+        free(l->crows);
+        free(l->irows);
+        X(dsv4q_cmp_state_free)(&l->cst);
+        X(dsv4q_cmp_state_free)(&l->ist);
+        memset(l, 0, sizeof *l);
+    }
     return 0;
 }
 
@@ -339,6 +365,12 @@ static long indexer(X(dsv4q_runstate) * r, int li, const real *x, const real *qr
      * rows to pick from than the whole prompt; the rest are masked (-1) */
     const long kt = T < g->index_topk ? T : g->index_topk;
     k = nsel;
+    if (kt > k) { /* a layout narrower than this call's picks: refuse, never overflow */
+        snprintf(r->err, sizeof r->err, "layer %d: %ld top-k picks per row, but the column layout holds %ld", li, kt,
+                 k);
+        k = -1;
+        goto oom;
+    }
     ALLOC(pick, s * (k ? k : 1));
     if (kt && OP(topk, score, s, T, (int)kt, pick)) {
         k = -1;
@@ -671,9 +703,10 @@ out:
     return rc;
 }
 
-int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *logits_out)
+/* One call over blocks first_layer..: from the embedding (first_layer 0)
+ * or from xs; xs (when not NULL) receives the last block's output. */
+static int step(X(dsv4q_runstate) * r, const int32_t *ids, long s, real *xs, double *logits_out)
 {
-    if (r->v41) return X(dsv4q_v41_step)(r, ids, s, logits_out);
     const dsv4q_config *g = &r->m->cfg;
     const int hc = g->hc_mult;
     const long d = g->dim, p0 = r->pos;
@@ -682,11 +715,15 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
     ALLOC(Xs, s * hc * d);
     ALLOC(logits, g->vocab_size);
     AT(-1, p0, s);
-    st_embed(r, ids, s, Xs);
-    tap(r, -1, TAP(EMBED), Xs, s * hc * d, s);
-    REPORT(DSV4Q_STAGE_EMBED, NULL, Xs);
+    if (r->first_layer == 0) {
+        st_embed(r, ids, s, Xs);
+        tap(r, -1, TAP(EMBED), Xs, s * hc * d, s);
+        REPORT(DSV4Q_STAGE_EMBED, NULL, Xs);
+    } else {
+        memcpy(Xs, xs, sizeof(real) * (size_t)(s * hc * d));
+    }
     const int nl = r->last_layer >= 0 && r->last_layer < g->n_layers ? r->last_layer + 1 : g->n_layers;
-    for (li = 0; li < nl; li++) {
+    for (li = r->first_layer; li < nl; li++) {
         AT(li, p0, s);
         if (block(r, li, Xs, s, p0, ids)) goto oom;
         if (r->tap) r->tap(r->tap_user, li, NULL, NULL, 0, 0);   /* progress */
@@ -699,6 +736,7 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
                     &r->m->norm, logits)) goto oom;
     if (nl == g->n_layers) REPORT(DSV4Q_STAGE_HEAD, Xs + (s - 1) * hc * d, logits);
     for (long i = 0; i < g->vocab_size; i++) logits_out[i] = (double)logits[i];
+    if (xs) memcpy(xs, Xs, sizeof(real) * (size_t)(s * hc * d));
     free(r->lastX);
     r->lastX = Xs;
     r->lasts = s;
@@ -708,6 +746,18 @@ int X(dsv4q_run_step)(X(dsv4q_runstate) *r, const int32_t *ids, long s, double *
 oom:
     free(Xs); free(logits);
     return rc;
+}
+
+int X(dsv4q_run_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double *logits_out)
+{
+    if (r->v41) return X(dsv4q_v41_step)(r, ids, s, logits_out);
+    return step(r, ids, s, NULL, logits_out);
+}
+
+int X(dsv4q_run_step_xs)(X(dsv4q_runstate) * r, const int32_t *ids, long s, real *xs, double *logits_out)
+{
+    if (r->v41) return -1; /* set_layers refuses V4.1: its carried state is more than Xs */
+    return step(r, ids, s, xs, logits_out);
 }
 
 long X(dsv4q_run_pos)(const X(dsv4q_runstate) *r) { return r->pos; }

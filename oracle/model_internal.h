@@ -60,6 +60,7 @@ struct X(dsv4q_runstate) {
     dsv4q_stage_fn stage_fn; /* optional stage hook (capture) */
     void *stage_user;
     int last_layer;              /* stop after this block (-1: run all + head) */
+    int first_layer;             /* start at this block on given hidden streams (0: embed; set_layers) */
     const X(dsv4q_provider) * P; /* the operators (default: the oracle's, model.c) */
     void *pctx;
     struct X(dsv4q_v41) * v41; /* V4.1 checkpoints: that pass's caches */

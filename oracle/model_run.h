@@ -70,6 +70,12 @@ long dsv4q_run_max_seq_len(const dsv4q_config *g);
  * decode step's at position max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
  * position). Mirrors no reference function (a dsv4q resource estimate). */
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk);
+/* dsv4q_run_estimate_bytes of a run of blocks first..last only
+ * (dsv4q_run_set_layers): the caches of those layers (and MTP's when last
+ * is the last layer), the same working set of a call. Weights are not
+ * counted (they are the checkpoint's, mapped). A dsv4q resource estimate. */
+double dsv4q_run_estimate_range_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk,
+                                      int first, int last);
 /* The largest chunk (tokens, 1..prompt) a prefill of `prompt` tokens can
  * be fed in within `budget` bytes by dsv4q_run_estimate_bytes, or 0 when
  * not even one-token chunks fit. A dsv4q resource estimate. */
@@ -101,8 +107,9 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
  * Stage taps, the pick hook and dsv4q_run_mtp then see each chunk as a
  * call (rows = its tokens, pos0 = its position); V4.1's DSpark seeds its
  * windows from every chunk and drafts from the first decode step. Errors
- * (-1 + message): prompt outside [1, max_pos], a run already fed, a
- * provider other than the oracle (dsv4q_run_set_provider). */
+ * (-1 + message): prompt outside [1, max_pos], a run already fed or given
+ * a stateful stage call (dsv4q_run_stage), a provider other than the
+ * oracle (dsv4q_run_set_provider). */
 int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen);
 /* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0,
  * or its first chunk, see dsv4q_run_set_prefill), later calls decode one
@@ -138,6 +145,25 @@ void dsv4q_run_set_pick_hook(dsv4q_run *r, dsv4q_pick_fn fn, void *user);
  * skipped layers' caches would be missing. dsv4q_run_mtp refuses a run
  * that stops early (its hidden streams are not the last layer's). */
 int dsv4q_run_set_last_layer(dsv4q_run *r, int layer);
+/* Run only blocks first..last (0-based, inclusive) of every call, before
+ * the first feed: one rank's share of a model split by layers.
+ * The caches of the other layers are freed (MTP's is kept only when last is
+ * the model's last layer). Then feed with dsv4q_run_feed_xs: the range
+ * that starts at 0 embeds the tokens, the one that ends at the last layer
+ * runs the head; the others give NaN logits, and dsv4q_run_mtp refuses
+ * them. Bit-identical to the same blocks of the whole pass (oracle/model.c
+ * M5). Errors (-1 + message, nothing changed): a V4.1 model ("V4 only so
+ * far"), a range outside [0, n_layers), a run already fed. */
+int dsv4q_run_set_layers(dsv4q_run *r, int first, int last, char *err, size_t errlen);
+/* Values in the hidden streams of a call of s tokens: s x hc_mult x dim
+ * (the Xs a range takes and gives; times width/8 bytes). */
+long dsv4q_run_xs_count(const dsv4q_run *r, long s);
+/* dsv4q_run_feed on hidden streams: xs [s, hc_mult, dim] of float (f32
+ * run) or double (f64 run) holds the output of the previous range's last
+ * block (ignored when the run's range starts at layer 0) and receives the
+ * output of this range's last block. Checks and errors as dsv4q_run_feed;
+ * xs NULL is refused. */
+int dsv4q_run_feed_xs(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen);
 /* Install a stage hook (see dsv4q_stage_fn) before the first feed. */
 void dsv4q_run_set_stage_hook(dsv4q_run *r, dsv4q_stage_fn fn, void *user);
 /* Run the forward pass of an f32 run on operator provider p (with its ctx,
@@ -151,13 +177,26 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
  * capture). io->in holds the stage's inputs, io->out receives its outputs
  * (shapes from the stage table for io->s). Stateless stages may come in any
  * order. The stateful `attn` stage of a layer must be fed that layer's
- * calls in order from position 0 (prefill, then one-token decodes): it
+ * calls in order from position 0 (prefill, or its chunks when the run has
+ * a declared prefill (dsv4q_run_set_prefill), then one-token decodes): it
  * keeps the layer's caches in this run, exactly as the forward pass does.
  * A run used for stages must not also be fed whole calls. Errors (-1 +
  * message): unknown stage or layer, s/pos0 out of order or past max_pos, a
  * token id outside the vocabulary, allocation failure, a V4.1 model (its
- * stages are reported by the forward pass but not run one at a time yet). */
+ * stages are reported by the forward pass but not run one at a time yet),
+ * on a run with a declared prompt (dsv4q_run_set_prefill) a call that
+ * crosses the prompt's end (its column layout is the prompt's). */
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen);
+/* A prefix-cache hit, for the replay of a capture whose calls continue a
+ * prefix another request computed: the oracle's own forward pass over the
+ * prefix ids[n] (one call, or the first chunk of a declared prefill that
+ * holds it) fills every layer's caches as the engine's cache would hold
+ * them, and the stage calls of each layer's attn (dsv4q_run_stage) then
+ * continue at position n; the MTP layer's caches stay empty. Before any
+ * stage call or feed. Errors (-1 + message): a V4.1 model, a run already
+ * used, those of dsv4q_run_feed. The reference has no prefix cache: this
+ * is a schedule of its one-call prefill (oracle/model.c M4). */
+int dsv4q_run_seed_prefix(dsv4q_run *r, const int32_t *ids, long n, char *err, size_t errlen);
 void dsv4q_run_close(dsv4q_run *r);
 
 #endif

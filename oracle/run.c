@@ -21,6 +21,7 @@ struct dsv4q_run {
     dsv4q_runstate_f64 *r64;
     long *attn_next;           /* dsv4q_run_stage: next position of each layer's attn */
     int stopped;               /* dsv4q_run_set_last_layer cut the model short */
+    int first, last;           /* dsv4q_run_set_layers: the blocks run, else 0, -1 */
 };
 
 /* Entry point fn (oracle/model_run.inc) of the run's own instance: fn_f32 on
@@ -83,6 +84,12 @@ static double rope_bytes(const dsv4q_config *g, int width, long max_pos)
 
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk)
 {
+    return dsv4q_run_estimate_range_bytes(m, width, max_pos, prefill, chunk, 0, m->cfg.n_layers - 1);
+}
+
+double dsv4q_run_estimate_range_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk,
+                                      int first, int last)
+{
     const dsv4q_config *g = &m->cfg;
     const double r = width / 8, s = (double)max_pos, e = prefill < 1 ? 1 : (double)prefill;
     const double p = chunk < 1 || chunk > e ? e : (double)chunk; /* the largest call of the prefill */
@@ -93,9 +100,10 @@ double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, l
     double cache = 0, rmin = 4, fixed = 0;
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
         int ratio = m->layers[li].ratio;
+        if (g->arch == DSV4Q_ARCH_V41 && ratio > 0 && ratio < rmin) rmin = ratio;
+        if (li < first || (li > last && last < g->n_layers - 1)) continue; /* another rank's (set_layers) */
         cache += (double)g->window_size * g->head_dim;
         if (g->arch == DSV4Q_ARCH_V41) {
-            if (ratio > 0 && ratio < rmin) rmin = ratio;
             const int kv = ratio > 0 && li < g->n_layers && in_list(g->kv_source_layers, g->n_kv_source_layers, li);
             const int own = kv && in_list(g->index_source_layers, g->n_index_source_layers, li);
             if (kv) cache += (s / ratio + 1) * g->head_dim;
@@ -171,6 +179,7 @@ int dsv4q_run_open(dsv4q_run **out, const dsv4q_model *m, int width, uint64_t bs
     r->width = width;
     r->m = m;
     r->max_pos = max_pos;
+    r->last = -1;
     if (width == 32) r->r32 = dsv4q_run_new_f32(m, bs, max_pos, tap, user);
     else r->r64 = dsv4q_run_new_f64(m, bs, max_pos, tap, user);
     if (!r->r32 && !r->r64) goto oom;
@@ -211,7 +220,7 @@ int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
     if (prompt < 1 || prompt > r->max_pos)
         return dsv4q_errf(err, errlen, "a prompt of %ld tokens does not fit a run of %ld positions", prompt,
                           r->max_pos);
-    if (ON_WIDTH(r, dsv4q_run_set_prompt, prompt))
+    if (r->attn_next || ON_WIDTH(r, dsv4q_run_set_prompt, prompt)) /* attn_next: a stage call was made */
         return dsv4q_errf(err, errlen,
                           "the prompt length is declared before the first call, on a run of the "
                           "oracle's own operators (no backend provider)");
@@ -219,7 +228,8 @@ int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
     return 0;
 }
 
-int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
+/* dsv4q_run_feed and dsv4q_run_feed_xs: xs NULL runs the whole call. */
+static int feed(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen)
 {
     /* the prefill this call belongs to: declared, or this call at 0 */
     const long S = r->prompt ? r->prompt : r->pos == 0 ? s : 0;
@@ -260,7 +270,9 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
             return -1;
         }
     }
-    int rc = ON_WIDTH(r, dsv4q_run_step, ids, s, logits);
+    int rc = !xs              ? ON_WIDTH(r, dsv4q_run_step, ids, s, logits)
+             : r->width == 32 ? dsv4q_run_step_xs_f32(r->r32, ids, s, xs, logits)
+                              : dsv4q_run_step_xs_f64(r->r64, ids, s, xs, logits);
     if (rc) {
         const char *why = r->width == 32 ? dsv4q_run_error_f32(r->r32) : dsv4q_run_error_f64(r->r64);
         if (why && why[0]) snprintf(err, errlen, "the forward pass failed at position %ld: %s", r->pos, why);
@@ -271,6 +283,37 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
     return 0;
 }
 
+int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, char *err, size_t errlen)
+{
+    return feed(r, ids, s, NULL, logits, err, errlen);
+}
+
+int dsv4q_run_set_layers(dsv4q_run *r, int first, int last, char *err, size_t errlen)
+{
+    const int n = r->m->cfg.n_layers;
+    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "a layer range (MPI runs) is built for DeepSeek V4 only so far, not V4.1 (its "
+                          "carried pre-mix and source-layer caches do not cross a range yet)");
+    if (first < 0 || last < first || last >= n)
+        return dsv4q_errf(err, errlen, "layers %d-%d are not a range of the model's %d layers (0-%d)", first, last, n,
+                          n - 1);
+    if (ON_WIDTH(r, dsv4q_run_set_layers, first, last))
+        return dsv4q_errf(err, errlen, "a layer range is set before the first call");
+    r->first = first;
+    r->last = last;
+    r->stopped = last < n - 1;
+    return 0;
+}
+
+long dsv4q_run_xs_count(const dsv4q_run *r, long s) { return s * r->m->cfg.hc_mult * (long)r->m->cfg.dim; }
+
+int dsv4q_run_feed_xs(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logits, char *err, size_t errlen)
+{
+    if (!xs) return dsv4q_errf(err, errlen, "dsv4q_run_feed_xs: no hidden-stream buffer");
+    return feed(r, ids, s, xs, logits, err, errlen);
+}
+
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen)
 {
     if (r->m->cfg.n_mtp_layers < 1) {
@@ -279,6 +322,11 @@ int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, s
     }
     if (r->m->cfg.arch == DSV4Q_ARCH_V41) {
         snprintf(err, errlen, "the V4.1 mtp.* layers are DSpark draft stages, not a V4 MTP block");
+        return -1;
+    }
+    if (r->stopped && r->last >= 0) {
+        snprintf(err, errlen, "MTP needs the last layer's hidden streams; this run holds layers %d-%d of %d", r->first,
+                 r->last, r->m->cfg.n_layers);
         return -1;
     }
     if (r->stopped) {
@@ -335,6 +383,26 @@ int dsv4q_run_set_provider(dsv4q_run *r, const dsv4q_provider_f32 *p, void *ctx)
     return dsv4q_run_set_provider_f32(r->r32, p, ctx);
 }
 
+int dsv4q_run_seed_prefix(dsv4q_run *r, const int32_t *ids, long n, char *err, size_t errlen)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    if (g->arch == DSV4Q_ARCH_V41)
+        return dsv4q_errf(err, errlen,
+                          "a cached prefix is seeded for DeepSeek V4 only, not yet for V4.1 (its shared slots "
+                          "follow the calls: oracle/model_v41.c J2)");
+    if (r->attn_next || r->pos > 0)
+        return dsv4q_errf(err, errlen, "a cached prefix is seeded before any stage call or feed");
+    double *logits = malloc(sizeof(double) * (size_t)g->vocab_size);
+    if (!logits) return dsv4q_errf(err, errlen, "out of memory");
+    const int rc = dsv4q_run_feed(r, ids, n, logits, err, errlen);
+    free(logits);
+    if (rc) return -1;
+    if (!(r->attn_next = calloc((size_t)dsv4q_stage_cache_count(g), sizeof(long))))
+        return dsv4q_errf(err, errlen, "out of memory");
+    for (int li = 0; li < g->n_layers; li++) r->attn_next[li] = n; /* not the MTP layer's: no feed runs it */
+    return 0;
+}
+
 int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t errlen)
 {
     const dsv4q_config *g = &r->m->cfg;
@@ -347,9 +415,17 @@ int dsv4q_run_stage(dsv4q_run *r, const dsv4q_stage_io *io, char *err, size_t er
         snprintf(err, errlen, "stage %s: layer %d is outside [0, %d)", si->name, io->layer, g->n_layers);
         return -1;
     }
-    if (io->s < 1 || io->pos0 < 0 || (io->pos0 > 0 && io->s != 1)) {
-        snprintf(err, errlen, "stage %s: a call is a prefill of >= 1 tokens at position 0 or a one-token decode "
-                 "(got %ld tokens at position %ld)", si->name, io->s, io->pos0);
+    /* With a declared prompt a call is one of its chunks (inside [0,
+     * prompt)) or a one-token decode after it: the attention lays its
+     * columns out for the prompt (oracle/model.c M4), so a call that
+     * crosses the prompt's end would outgrow them. */
+    const int chunk = r->prompt > 0 && io->pos0 + io->s <= r->prompt;
+    const int crosses = r->prompt > 0 && io->pos0 < r->prompt && io->pos0 + io->s > r->prompt;
+    if (io->s < 1 || io->pos0 < 0 || crosses || (io->pos0 > 0 && io->s != 1 && !chunk)) {
+        snprintf(err, errlen,
+                 "stage %s: a call is a prefill of >= 1 tokens at position 0, a chunk inside a declared prefill "
+                 "(dsv4q_run_set_prefill: %ld tokens) or a one-token decode (got %ld tokens at position %ld)",
+                 si->name, r->prompt, io->s, io->pos0);
         return -1;
     }
     if (io->pos0 + io->s > r->max_pos) {

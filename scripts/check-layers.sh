@@ -7,7 +7,7 @@
 #     abi -> base -> oracle -> io -> goldens -> backends/cpuref
 #         -> harness/cases -> harness/ops -> harness/measure -> harness/backend
 #         -> harness/provider -> harness/capture -> harness/qualify
-#         -> gates -> receipts -> cli
+#         -> gates -> receipts -> cli -> mpi
 # abi/ is the backend ABI, self-contained (it includes nothing of ours);
 # goldens/ needs only oracle + io. harness/cases is the mechanism of a
 # qualification case (the object, the key grammar, the input generators);
@@ -21,7 +21,7 @@
 # if there is one, 0 otherwise. Run by `make test`.
 cd "$(dirname "$0")/.." || exit 2
 ORDER="abi base oracle io goldens backends/cpuref harness/cases harness/ops harness/measure harness/backend
-       harness/provider harness/capture harness/qualify gates receipts cli"
+       harness/provider harness/capture harness/qualify gates receipts cli mpi"
 rank() {
     i=0
     for r in $ORDER; do
@@ -40,7 +40,7 @@ room() {
     *) echo "" ;;
     esac
 }
-for f in $(find abi base oracle io goldens harness gates receipts cli backends -type f \
+for f in $(find abi base oracle io goldens harness gates receipts cli mpi backends -type f \
            \( -name '*.c' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cpp' \) 2>/dev/null | sort); do
     from=$(room "$f")
     # quoted includes only: "room/file.h" (or ../room/file.h)

@@ -4,7 +4,7 @@
 # command to run and exits 1. Called by `make deps` and the README's first
 # commands. Python test packages come from PyPI: `make pydeps` (build/venv).
 set -e
-PKGS="gcc make libc6-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev libsqlite3-dev libsodium-dev libjansson-dev libopenblas-dev pkg-config python3 python3-pip python3-venv git"
+PKGS="gcc make libc6-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev libsqlite3-dev libsodium-dev libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin pkg-config python3 python3-pip python3-venv git"
 missing=""
 # dpkg-query rather than dpkg -s: with multiarch (e.g. the arm64 libraries
 # of scripts/arm-golden-check.sh) dpkg -s NAME is ambiguous and fails.

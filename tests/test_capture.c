@@ -5,7 +5,8 @@
  *  - the stage table: names round-trip through the parser, bad names are
  *    refused with a reason, docs/captures.md embeds the current table;
  *  - a capture the f64 oracle writes replays with every stage at exactly
- *    zero error (replay.h P2, model.c M3), and the whole model too; an f32
+ *    zero error (replay.h P2, model.c M3), and the whole model too, also
+ *    when its prefill is written in chunks (model.c M4); an f32
  *    capture's error is exactly its level (M3 at f32);
  *  - one element of one stage's output changed by 1% fails that stage and
  *    no other (the next stage's inputs are still the captured ones);
@@ -24,6 +25,7 @@
 #include "tests/testutil.h"
 #include "tests/testcap.h"
 #include "tests/testcli.h"
+#include <jansson.h>
 #include <omp.h>
 #include <unistd.h>
 #include "cli/cmds.h"
@@ -206,6 +208,252 @@ static void oracle_capture_replays_at_zero_error(void **state)
     assert_int_equal(
         dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", cap_src, "--no-model", "-q", NULL),
         0);
+}
+
+/* A prefill written in chunks (capture --chunk, as a chunked-prefill engine
+ * runs it) replays at exactly zero error too: replay declares the prompt
+ * to every layer's attention, which then takes the chunks as the one call
+ * (model.c M4), and the whole-model run feeds the same chunks. 16 tokens
+ * in chunks of 5: calls of 5, 5, 5, 1 (the last chunk is one token, which
+ * only prompt_len tells from a decode step), then 2 decode steps. Without
+ * that declaration (the planted bug: no dsv4q_run_set_prefill in replay)
+ * the attention of the chunks past the first differs. */
+static void chunked_capture_replays_at_zero_error(void **state)
+{
+    (void)state;
+    char dir[400], err[1024];
+    snprintf(dir, sizeof dir, "%s/cap-chunk5", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--chunk", "5", "--out", dir, "-q", NULL),
+                     0);
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, dir, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_int_equal(cap->ncalls, 6);
+    assert_int_equal(cap->prompt, 16);
+    assert_int_equal(cap->calls[3].pos, 15);
+    assert_int_equal(cap->calls[3].s, 1);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 1), 0);
+    assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        assert_int_equal(s->calls_checked, 6);
+        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.val.max_abs == 0);
+    dsv4q_replay_free(&r);
+    /* the chunks' last-token logits are the one call's at the same rows:
+     * the last chunk's head output equals the one-call capture's prefill */
+    char one[400];
+    snprintf(one, sizeof one, "%s/cap-one16", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--out", one, "-q", NULL),
+                     0);
+    char fa[500], fb[500];
+    snprintf(fa, sizeof fa, "%s/call-0003.safetensors", dir);
+    snprintf(fb, sizeof fb, "%s/call-0000.safetensors", one);
+    dsv4q_st *a, *b;
+    assert_int_equal(dsv4q_st_open(&a, fa, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_open(&b, fb, err, sizeof err), 0);
+    const dsv4q_st_tensor *ta = dsv4q_st_find(a, "model.head.out"), *tb = dsv4q_st_find(b, "model.head.out");
+    assert_non_null(ta);
+    assert_non_null(tb);
+    assert_int_equal(ta->numel, tb->numel);
+    assert_memory_equal(ta->data, tb->data, sizeof(double) * (size_t)ta->numel);
+    dsv4q_st_close(a);
+    dsv4q_st_close(b);
+    /* prompt_len must agree over the calls and be a positive integer */
+    cap_edit e = {.drop_meta = "prompt_len"};
+    open_fails(variant(dir, "nolen", 2, &e), "metadata prompt_len is absent here and set in the first call");
+    e = (cap_edit){.meta_key = "prompt_len", .meta_val = "0"};
+    open_fails(variant(dir, "len0", 0, &e), "metadata prompt_len \"0\" must be a positive integer");
+    /* a call of several tokens past the prompt is no decode step */
+    e = (cap_edit){.meta_key = "position", .meta_val = "40"};
+    open_fails(variant(dir, "late", 1, &e), "a call at position 40 is a decode step and has exactly one token");
+    /* a call that crosses the prompt's end */
+    e = (cap_edit){.meta_key = "position", .meta_val = "13"};
+    open_fails(variant(dir, "cross", 2, &e), "the call at position 13 of 5 tokens crosses the end of the prompt");
+}
+
+/* replay --capture A --capture B ...: the same 16 tokens + 2 decode steps
+ * captured in one call (A), in chunks of 5 (B) and token by token (C).
+ * The oracle's schedules all pass and are byte-identical to each other at
+ * every position (difference 0 over every row). The largest element of one
+ * chunk's L1.attn output doubled (a chunk-boundary bug of schedule B) fails that
+ * stage of B only, and the difference B vs A shows at L1.attn only. Captures
+ * of other tokens are refused (exit 2). */
+static void schedules_side_by_side(void **state)
+{
+    (void)state;
+    char a[400], b[400], c[400], js[400], err[1024];
+    snprintf(a, sizeof a, "%s/sch-one", root);
+    snprintf(b, sizeof b, "%s/sch-c5", root);
+    snprintf(c, sizeof c, "%s/sch-c1", root);
+    snprintf(js, sizeof js, "%s/sch.json", root);
+    const char *chunk[3] = {NULL, "5", "1"}, *dirs[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (chunk[i])
+            assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16",
+                                              "--decode", "2", "--chunk", chunk[i], "--out", dirs[i], "-q", NULL),
+                             0);
+        else
+            assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16",
+                                              "--decode", "2", "--out", dirs[i], "-q", NULL),
+                             0);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", b,
+                                      "--capture", c, "--json", js, "-q", NULL),
+                     0);
+    json_error_t je;
+    json_t *root_j = json_load_file(js, 0, &je), *d;
+    assert_non_null(root_j);
+    assert_int_equal(json_array_size(json_object_get(root_j, "schedules")), 3);
+    size_t i;
+    long compared = 0;
+    json_array_foreach(json_object_get(root_j, "differences"), i, d) {
+        if (json_integer_value(json_object_get(d, "rows")) == 0) continue;
+        compared++;
+        assert_true(json_real_value(json_object_get(d, "nrms")) == 0);
+    }
+    assert_true(compared >= 2 * (2 + 8 * M->cfg.n_layers)); /* every judged stage, B and C */
+    json_decref(root_j);
+    /* schedule B's second chunk (positions 5..9) gets a wrong L1.attn output */
+    cap_edit e = {.scale = "L1.attn.out", .scale_by = 2};
+    const char *bad = variant(b, "sch-c5-bad", 1, &e);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", bad,
+                                      "--capture", c, "--json", js, "--no-model", "-q", NULL),
+                     1);
+    root_j = json_load_file(js, 0, &je);
+    assert_non_null(root_j);
+    json_t *s;
+    json_array_foreach(json_object_get(root_j, "schedules"), i, s) {
+        json_t *st, *stages = json_object_get(json_object_get(s, "replay"), "stages");
+        size_t k;
+        json_array_foreach(stages, k, st) {
+            const char *key = json_string_value(json_object_get(st, "stage"));
+            const char *v = json_string_value(json_object_get(st, "verdict"));
+            const int target = i == 1 && !strcmp(key, "L1.attn");
+            if (strcmp(v, target ? "FAIL" : "pass")) fprintf(stderr, "schedule %zu %s: %s\n", i, key, v);
+            assert_string_equal(v, target ? "FAIL" : "pass");
+        }
+    }
+    json_array_foreach(json_object_get(root_j, "differences"), i, d) {
+        if (json_integer_value(json_object_get(d, "rows")) == 0) continue;
+        const int target = json_integer_value(json_object_get(d, "schedule")) == 1 &&
+                           !strcmp(json_string_value(json_object_get(d, "stage")), "L1.attn");
+        const double x = json_real_value(json_object_get(d, "nrms"));
+        assert_true(target ? x > 1e-4 : x == 0);
+    }
+    json_decref(root_j);
+    /* other tokens at one position: not schedules of the same run */
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, c, &M->cfg, csha, wsha, err, sizeof err), 0);
+    char ids[32];
+    snprintf(ids, sizeof ids, "[%d]", (cap->calls[3].ids[0] + 1) % M->cfg.vocab_size);
+    dsv4q_capture_close(cap);
+    e = (cap_edit){.meta_key = "token_ids", .meta_val = ids};
+    const char *other = variant(c, "sch-c1-other", 3, &e);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", a, "--capture", other, "-q", NULL),
+        2);
+}
+
+/* Copy calls from..n-1 of capture dir src to root/name, each with metadata
+ * prefix_token_ids = ids (a JSON list): the capture of a request whose
+ * positions 0..from-1 were a prefix-cache hit. Returns the directory. */
+static const char *prefix_variant(const char *src, const char *name, int from, int n, const char *ids)
+{
+    static char dir[400];
+    char f[500], g[500];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(f, sizeof f, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    assert_int_equal(system(f), 0);
+    for (int i = from; i < n; i++) {
+        cap_edit e = {.meta_key = "prefix_token_ids", .meta_val = ids};
+        snprintf(f, sizeof f, "%s/call-%04d.safetensors", src, i);
+        snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, i);
+        cap_rewrite(f, g, &e);
+    }
+    return dir;
+}
+
+/* A prefix-cache hit: the chunked capture (16 tokens in chunks of 5, 2
+ * decode steps) without its first call, whose 5 tokens are declared as the
+ * cached prefix (prefix_token_ids). Replay seeds every layer's caches with
+ * the oracle's own prefill of the prefix (dsv4q_run_seed_prefix), so the
+ * oracle's capture replays at exactly zero error on the 5 calls left. A
+ * prefix of other ids (an engine whose cache holds another request's
+ * blocks) fails attention, and only attention: the stateless stages still
+ * see the captured inputs. */
+static void prefix_hit_replays_at_zero_error(void **state)
+{
+    (void)state;
+    char src[400], err[1024], ids[200], other[200];
+    snprintf(src, sizeof src, "%s/cap-prefix-src", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--chunk", "5", "--out", src, "-q", NULL),
+                     0);
+    dsv4q_capture *cap;
+    assert_int_equal(dsv4q_capture_open(&cap, src, &M->cfg, csha, wsha, err, sizeof err), 0);
+    const int32_t *p = cap->calls[0].ids;
+    snprintf(ids, sizeof ids, "[%d, %d, %d, %d, %d]", p[0], p[1], p[2], p[3], p[4]);
+    snprintf(other, sizeof other, "[%d, %d, %d, %d, %d]", p[0], p[1], (p[2] + 1) % M->cfg.vocab_size, p[3], p[4]);
+    dsv4q_capture_close(cap);
+    char dir[400]; /* prefix_variant's buffer is reused below */
+    snprintf(dir, sizeof dir, "%s", prefix_variant(src, "cap-prefix", 1, 6, ids));
+    assert_int_equal(dsv4q_capture_open(&cap, dir, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_int_equal(cap->ncalls, 5);
+    assert_int_equal(cap->prefix_len, 5);
+    assert_int_equal(cap->prompt, 16);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(dir, &r, 1), 0);
+    assert_int_equal(r.nunc, 0);
+    assert_int_equal(r.nfail, 0);
+    assert_int_equal(r.npass, 2 + 8 * M->cfg.n_layers);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        assert_int_equal(s->calls_checked, 5);
+        for (int t = 0; t < s->nout; t++) assert_true(s->val[t].se == 0 && s->val[t].max_abs == 0);
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.val.max_abs == 0);
+    dsv4q_replay_free(&r);
+    /* the one-call schedule and the prefix hit, side by side */
+    char one[400];
+    snprintf(one, sizeof one, "%s/cap-prefix-one", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", tiny, "--prompt-len", "16", "--decode",
+                                      "2", "--out", one, "-q", NULL),
+                     0);
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", one, "--capture", dir, "-q", NULL),
+        0);
+    /* another request's prefix in the cache */
+    const char *bad = prefix_variant(src, "cap-prefix-other", 1, 6, other);
+    assert_int_equal(replay(bad, &r, 0), 0);
+    int attn_fail = 0;
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (optional_absent(s)) continue;
+        if (s->stage == DSV4Q_STAGE_ATTN) attn_fail += s->verdict == DSV4Q_RV_FAIL;
+        else assert_int_equal(s->verdict, DSV4Q_RV_PASS);
+    }
+    assert_true(attn_fail >= 1);
+    dsv4q_replay_free(&r);
+    /* refused: a call inside the prefix, calls that disagree on it, a bad id */
+    open_fails(prefix_variant(src, "cap-prefix-inside", 0, 6, ids),
+               "a call at position 0 is inside the cached prefix (prefix_token_ids: positions 0..4)");
+    cap_edit e = {.meta_key = "prefix_token_ids", .meta_val = other};
+    open_fails(variant(dir, "cap-prefix-mixed", 3, &e), "metadata prefix_token_ids differs from the first call's");
+    e = (cap_edit){.meta_key = "prefix_token_ids", .meta_val = "[1, 99999]"};
+    char one_file[500];
+    snprintf(one_file, sizeof one_file, "%s/call-0001.safetensors", variant(dir, "cap-prefix-vocab", 1, &e));
+    open_fails(one_file, "prefix_token_ids[1] must be an integer token id in [0, 1024)");
 }
 
 /* M3 at f32: an f32 capture's stages replayed at f32 are bit-identical to
@@ -490,6 +738,9 @@ int main(void)
         cmocka_unit_test(stage_names_round_trip),
         cmocka_unit_test(docs_table_is_current),
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
+        cmocka_unit_test(chunked_capture_replays_at_zero_error),
+        cmocka_unit_test(schedules_side_by_side),
+        cmocka_unit_test(prefix_hit_replays_at_zero_error),
         cmocka_unit_test(f32_capture_replays_as_its_level),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(non_finite_is_not_checkable),

@@ -33,6 +33,7 @@
 #include "io/synth.h"
 #include "oracle/boundary.h"
 #include "oracle/model_run.h"
+#include "oracle/stages.h"
 
 static char root[256];
 
@@ -343,12 +344,93 @@ static void test_refusals(void **state)
     free(lg);
 }
 
+/* On a run with a declared prompt a stage call (dsv4q_run_stage) lays its
+ * columns out for the prompt: a call that crosses the prompt's end (a
+ * 16-token attn call on a 4-token prompt wrote 16 x 4 picks into a 16 x 1
+ * list) is refused, as is a declaration after a stage call. (Chunks inside
+ * the prompt replay at zero error: tests/test_capture.c.) */
+static void test_stage_refused(void **state)
+{
+    (void)state;
+    char dir[300], err[512];
+    uint64_t bs;
+    dsv4q_profile_set("source", &bs);
+    dsv4q_model *m;
+    dsv4q_run *r;
+    assert_int_equal(write_model("tiny", dir, sizeof dir), 0);
+    assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
+    const long s = 16, d = m->cfg.dim;
+    double *x = calloc((size_t)(s * d), sizeof(double)), *y = calloc((size_t)(s * d), sizeof(double));
+    assert_non_null(x && y);
+    for (long i = 0; i < s * d; i++) x[i] = (double)((i * 37) % 101) / 101.0 - 0.5;
+    assert_int_equal(m->layers[1].ratio, 4);
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, s, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_set_prefill(r, 4, err, sizeof err), 0);
+    dsv4q_stage_io io = {DSV4Q_STAGE_ATTN, 1, s, 0, NULL, {x}, {y}};
+    assert_int_equal(dsv4q_run_stage(r, &io, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dsv4q_run_set_prefill"));
+    dsv4q_run_close(r);
+    assert_int_equal(dsv4q_run_open(&r, m, 64, bs, s, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_stage(r, &io, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_set_prefill(r, 4, err, sizeof err), -1);
+    dsv4q_run_close(r);
+    free(x);
+    free(y);
+    dsv4q_model_close(m);
+}
+
+/* The CLI's --chunk: larger than the prompt is the one call, up to
+ * LONG_MAX (the call count was (prompt + chunk - 1) / chunk: a signed
+ * overflow, "0 calls" printed, an abort under UBSan); 0 is refused. */
+static int sh_rc(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_chunk(void **state)
+{
+    (void)state;
+    char cmd[1400], out[400], js[400], db[400], *b = NULL;
+    size_t n;
+    snprintf(out, sizeof out, "%s/cli.out", root);
+    snprintf(js, sizeof js, "%s/cli.json", root);
+    snprintf(db, sizeof db, "%s/cli.db", root);
+    snprintf(cmd, sizeof cmd,
+             "./%s/dsv4q sensitivity --prompt-len 16 --decode 1 --chunk 9223372036854775807 -q --db '%s' "
+             "--json '%s' > '%s' 2>&1",
+             DSV4Q_TEST_BUILD, db, js, out);
+    assert_int_equal(sh_rc(cmd), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    b = calloc(1, 1 << 16);
+    assert_non_null(b);
+    n = fread(b, 1, (1 << 16) - 1, f);
+    fclose(f);
+    if (!strstr(b, "prefill    1 call of up to 16 tokens\n")) fail_msg("the plan: %.*s", (int)n, b);
+    f = fopen(js, "r");
+    assert_non_null(f);
+    n = fread(b, 1, (1 << 16) - 1, f);
+    b[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(b, "\"prefill_chunk\":16"));
+    snprintf(cmd, sizeof cmd,
+             "./%s/dsv4q run --width f32 --prompt-len 16 --decode 1 --chunk 9223372036854775807 -q --out "
+             "'%s/cli.st' > '%s' 2>&1",
+             DSV4Q_TEST_BUILD, root, out);
+    assert_int_equal(sh_rc(cmd), 0);
+    snprintf(cmd, sizeof cmd, "./%s/dsv4q run --width f32 --prompt-len 16 --chunk 0 -q --out '%s/cli0.st' 2>/dev/null",
+             DSV4Q_TEST_BUILD, root);
+    assert_int_equal(sh_rc(cmd), 2);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),      cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),
-        cmocka_unit_test(test_flash_slice),   cmocka_unit_test(test_tiny_v41), cmocka_unit_test(test_tiny_v41_dspark),
-        cmocka_unit_test(test_tiny_v41_4096),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_stage_refused),   cmocka_unit_test(test_cli_chunk),
+        cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),       cmocka_unit_test(test_flash_slice),
+        cmocka_unit_test(test_tiny_v41), cmocka_unit_test(test_tiny_v41_dspark), cmocka_unit_test(test_tiny_v41_4096),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

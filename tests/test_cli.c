@@ -208,6 +208,51 @@ static void ablate_table_json_svg(void **state)
     assert_int_equal(rects, 18 + 3);
 }
 
+/* --chunk on run: the CLI's chunked prefill writes the same bytes as the
+ * one call (the oracle's identity is tests/test_chunked.c; this is the
+ * command's loop over chunks and its last call's logits), and the chunks
+ * it cannot honour are refused before any output. */
+static void run_chunk_same_bytes_and_refusals(void **state)
+{
+    (void)state;
+    char one[400], chunked[400], never[400], err[512];
+    snprintf(one, sizeof one, "%s/one.safetensors", root);
+    snprintf(chunked, sizeof chunked, "%s/chunked.safetensors", root);
+    snprintf(never, sizeof never, "%s/never-chunk.safetensors", root);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--prompt-len", "20", "--decode", "2", "--width",
+                          "f64", "--out", one, "--quiet", NULL),
+                     0);
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--prompt-len", "20", "--decode", "2", "--width",
+                          "f64", "--chunk", "7", "--out", chunked, "--quiet", NULL),
+                     0);
+    dsv4q_st *a, *b;
+    assert_int_equal(dsv4q_st_open(&a, one, err, sizeof err), 0);
+    assert_int_equal(dsv4q_st_open(&b, chunked, err, sizeof err), 0);
+    const char *names[] = {"logits_prefill", "logits_decode"};
+    for (int i = 0; i < 2; i++) {
+        const dsv4q_st_tensor *ta = dsv4q_st_find(a, names[i]), *tb = dsv4q_st_find(b, names[i]);
+        assert_non_null(ta);
+        assert_non_null(tb);
+        assert_int_equal(ta->numel, tb->numel);
+        assert_memory_equal(ta->data, tb->data, sizeof(double) * (size_t)ta->numel);
+    }
+    dsv4q_st_close(a);
+    dsv4q_st_close(b);
+    struct stat sb;
+    /* --taps keeps the one call's taps: a chunked prefill is refused */
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--prompt-len", "20", "--width", "f64", "--chunk", "7",
+                          "--taps", "--out", never, "--quiet", NULL),
+                     2);
+    /* a chunk below 1 is not a chunk */
+    assert_int_equal(call(dsv4q_cmd_run, "run", "--model", tiny, "--prompt-len", "20", "--width", "f64", "--chunk", "0",
+                          "--out", never, "--quiet", NULL),
+                     2);
+    assert_int_equal(call(dsv4q_cmd_sensitivity, "sensitivity", "--model", tiny, "--prompt-len", "20", "--chunk", "-3",
+                          "--quiet", NULL),
+                     2);
+    assert_int_not_equal(stat(never, &sb), 0);
+}
+
 static void bad_inputs_exit_2_and_write_nothing(void **state)
 {
     (void)state;
@@ -267,6 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hf_names_load_identically),
         cmocka_unit_test(run_writes_logits),
+        cmocka_unit_test(run_chunk_same_bytes_and_refusals),
         cmocka_unit_test(sensitivity_floor_and_receipt),
         cmocka_unit_test(ablate_table_json_svg),
         cmocka_unit_test(bad_inputs_exit_2_and_write_nothing),

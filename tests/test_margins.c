@@ -523,6 +523,37 @@ static void cli_on_tiny(void **state)
     assert_int_equal(stat(db, &sb), 0);
 }
 
+/* --chunk: margins fed its prefill in chunks (oracle/model.c M4) measure
+ * the same cut: every row's scores, picks, margins, tie-runs, flips and
+ * rerun NRMS are the one call's, so the JSON is the same but for
+ * prefill_chunk (every prompt position and the decode rows; chunks of 9
+ * cross the window of 16 and the ratio-4 blocks off their edges). */
+static void cli_chunked_same_margins(void **state)
+{
+    (void)state;
+    char a[400], b[400];
+    snprintf(a, sizeof a, "%s/one.json", root);
+    snprintf(b, sizeof b, "%s/chunk9.json", root);
+    assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--prompt-len", "60", "--decode", "2",
+                          "--positions", "all", "--json", a, "--threads", "1", "--quiet", NULL),
+                     0);
+    assert_int_equal(call(dsv4q_cmd_margins, "margins", "--model", tiny, "--prompt-len", "60", "--decode", "2",
+                          "--positions", "all", "--chunk", "9", "--json", b, "--threads", "1", "--quiet", NULL),
+                     0);
+    json_error_t je;
+    json_t *ja = json_load_file(a, 0, &je), *jb = json_load_file(b, 0, &je);
+    assert_non_null(ja);
+    assert_non_null(jb);
+    assert_int_equal(json_integer_value(json_object_get(ja, "prefill_chunk")), 60);
+    assert_int_equal(json_integer_value(json_object_get(jb, "prefill_chunk")), 9);
+    assert_int_equal(json_array_size(json_object_get(ja, "rows")), 2 * 62);
+    json_object_del(ja, "prefill_chunk");
+    json_object_del(jb, "prefill_chunk");
+    assert_true(json_equal(ja, jb));
+    json_decref(ja);
+    json_decref(jb);
+}
+
 static void cli_bad_options(void **state)
 {
     (void)state;
@@ -548,17 +579,12 @@ static void cli_bad_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(quanta_definition),
-        cmocka_unit_test(declared_score_dtypes),
-        cmocka_unit_test(equal_kth_and_next),
-        cmocka_unit_test(margins_of_1_and_13_quanta),
-        cmocka_unit_test(fewer_visible_than_k),
-        cmocka_unit_test(rewritten_picks_and_bad_entries),
-        cmocka_unit_test(agrees_with_oracle_topk),
-        cmocka_unit_test(flips_and_percentiles),
-        cmocka_unit_test(xml_checker_rejects_broken),
-        cmocka_unit_test(cli_on_tiny),
-        cmocka_unit_test(cli_bad_options),
+        cmocka_unit_test(quanta_definition),          cmocka_unit_test(declared_score_dtypes),
+        cmocka_unit_test(equal_kth_and_next),         cmocka_unit_test(margins_of_1_and_13_quanta),
+        cmocka_unit_test(fewer_visible_than_k),       cmocka_unit_test(rewritten_picks_and_bad_entries),
+        cmocka_unit_test(agrees_with_oracle_topk),    cmocka_unit_test(flips_and_percentiles),
+        cmocka_unit_test(xml_checker_rejects_broken), cmocka_unit_test(cli_on_tiny),
+        cmocka_unit_test(cli_chunked_same_margins),   cmocka_unit_test(cli_bad_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,7 +14,7 @@
 /* clang-format off */
 static const char *const cap_meta_keys[] = {"dsv4q_capture_version", "checkpoint_sha256", "weights_sha256", "position",
                                             "token_ids", "engine", "engine_version", "profile", "boundary", "width",
-                                            "tokens_sha256", "model", NULL};
+                                            "tokens_sha256", "model", "prompt_len", "prefix_token_ids", NULL};
 /* clang-format on */
 
 /* How cap_rewrite() changes a call file; NULL/0 fields do nothing. */

@@ -39,7 +39,47 @@ void dsv4q_capture_close(dsv4q_capture *c)
         free(c->calls[i].ids);
     }
     free(c->calls);
+    free(c->prefix_ids);
+    free(c->prefix_meta);
     free(c);
+}
+
+/* Metadata prefix_token_ids of call file f (the first call's: into cap;
+ * later calls must carry the same text). */
+static int read_prefix(dsv4q_capture *cap, const char *f, const char *v, int first, const dsv4q_config *cfg, char *err,
+                       size_t errlen)
+{
+    if (!first) {
+        if ((v == NULL) != (cap->prefix_meta == NULL) || (v && strcmp(v, cap->prefix_meta)))
+            return dsv4q_errf(err, errlen,
+                              "capture %s: metadata prefix_token_ids differs from the first call's (the same in "
+                              "every call, or in none)",
+                              f);
+        return 0;
+    }
+    if (!v) return 0;
+    json_error_t je;
+    json_t *ids = json_loads(v, JSON_DECODE_ANY, &je);
+    const long n = json_is_array(ids) ? (long)json_array_size(ids) : 0;
+    if (n < 1 || !(cap->prefix_ids = malloc(sizeof(int32_t) * (size_t)n)) || !(cap->prefix_meta = strdup(v))) {
+        json_decref(ids);
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata prefix_token_ids must be a non-empty JSON list of token ids (the "
+                          "cached prefix the calls continue)",
+                          f);
+    }
+    for (long i = 0; i < n; i++) {
+        json_t *x = json_array_get(ids, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= cfg->vocab_size) {
+            json_decref(ids);
+            return dsv4q_errf(err, errlen, "capture %s: prefix_token_ids[%ld] must be an integer token id in [0, %d)",
+                              f, i, cfg->vocab_size);
+        }
+        cap->prefix_ids[i] = (int32_t)json_integer_value(x);
+    }
+    cap->prefix_len = n;
+    json_decref(ids);
+    return 0;
 }
 
 static const char *const required_meta[] = {"dsv4q_capture_version", "checkpoint_sha256", "position", "token_ids",
@@ -63,6 +103,36 @@ static int is_hex64(const char *s)
     for (; *s; s++)
         if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) return 0;
     return 1;
+}
+
+/* The prompt of a chunked prefill (cap->prompt, 0 for a prefill in one
+ * call), from the calls sorted by position: prompt_len when declared, else
+ * the end of the last call of several tokens. A call of several tokens
+ * past position 0 must lie inside it (a decode step has one token), and no
+ * call may cross its end. */
+static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
+{
+    long prompt = c->prompt_decl ? c->prompt_decl : c->prefix_len; /* a cached prefix is prompt */
+    for (int i = 0; !c->prompt_decl && i < c->ncalls; i++)
+        if (c->calls[i].s > 1 && c->calls[i].pos + c->calls[i].s > prompt) prompt = c->calls[i].pos + c->calls[i].s;
+    int chunked = 0;
+    for (int i = 0; i < c->ncalls; i++) {
+        const dsv4q_capture_call *k = &c->calls[i];
+        if (k->pos < prompt && k->pos + k->s > prompt)
+            return dsv4q_errf(err, errlen,
+                              "capture %s: the call at position %ld of %ld tokens crosses the end of the prompt "
+                              "(prompt_len %ld): a call is a chunk of the prompt or a decode step",
+                              k->file, k->pos, k->s, prompt);
+        if (k->pos >= prompt && k->s != 1)
+            return dsv4q_errf(err, errlen,
+                              "capture %s: a call at position %ld is a decode step and has exactly one token "
+                              "(token_ids has %ld); only the prefill has several (a prefill in chunks: its calls "
+                              "lie inside prompt_len, %ld here)",
+                              k->file, k->pos, k->s, prompt);
+        if (k->pos > 0 && k->pos < prompt) chunked = 1;
+    }
+    c->prompt = chunked ? prompt : 0;
+    return 0;
 }
 
 /* Metadata of one call file into call c (and, for the first file, the
@@ -132,11 +202,27 @@ static int read_meta(dsv4q_capture *cap, dsv4q_capture_call *c, int first, const
         c->ids[i] = (int32_t)json_integer_value(v);
     }
     json_decref(ids);
-    if (c->pos > 0 && c->s != 1)
+    /* prompt_len: the prompt of a prefill fed in several calls (chunks);
+     * the same in every call, or in none */
+    const char *pl = dsv4q_st_meta(c->st, "prompt_len");
+    long plen = 0;
+    if (pl && (parse_position(pl, &plen) || plen < 1))
         return dsv4q_errf(err, errlen,
-                          "capture %s: a call at position %ld is a decode step and has exactly one token "
-                          "(token_ids has %ld); only the prefill (position 0) has several",
-                          f, c->pos, c->s);
+                          "capture %s: metadata prompt_len \"%s\" must be a positive integer (the prompt's tokens "
+                          "when the prefill is fed in several calls)",
+                          f, pl);
+    if (read_prefix(cap, f, dsv4q_st_meta(c->st, "prefix_token_ids"), first, cfg, err, errlen)) return -1;
+    if (c->pos < cap->prefix_len)
+        return dsv4q_errf(err, errlen,
+                          "capture %s: a call at position %ld is inside the cached prefix (prefix_token_ids: "
+                          "positions 0..%ld), which the engine did not compute",
+                          f, c->pos, cap->prefix_len - 1);
+    if (first) cap->prompt_decl = plen;
+    else if (plen != cap->prompt_decl)
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata prompt_len is %s here and %s in the first call (the same in every "
+                          "call, or in none)",
+                          f, pl ? pl : "absent", cap->prompt_decl ? "set" : "absent");
     const char *eng = dsv4q_st_meta(c->st, "engine"), *ev = dsv4q_st_meta(c->st, "engine_version");
     const char *prof = dsv4q_st_meta(c->st, "profile"), *bd = dsv4q_st_meta(c->st, "boundary");
     /* no silent truncation: a value longer than its field is refused as such */
@@ -314,6 +400,7 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
                        c->calls[i].file, c->calls[i].pos);
             goto out;
         }
+    if (set_prompt(c, err, errlen)) goto out;
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
         dsv4q_errf(err, errlen,
                    "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "

@@ -14,7 +14,9 @@
  * of range, a wrong shape or a non-float dtype, a missing or malformed
  * metadata key, a checkpoint pin that does not match the model, calls that
  * disagree on engine / profile / pins, two calls at one position, a decode
- * call of more than one token, a token id outside the vocabulary. A capture
+ * call of more than one token (a call past position 0 of several tokens is
+ * a chunk of the prompt and must lie inside it), a token id outside the
+ * vocabulary. A capture
  * that is merely INCOMPLETE (missing tensors, missing calls) is not an
  * error: replay reports what it cannot check (harness/capture/replay.h).
  *
@@ -32,6 +34,12 @@
  *                          (source | model | qat | exact)
  *   boundary               optional: overrides on top of the profile,
  *                          "name=on|off,..." as --boundary takes them
+ *   prompt_len             optional: the prompt's tokens when the prefill
+ *                          is fed in several calls (chunks; default: the
+ *                          end of the last call of several tokens)
+ *   prefix_token_ids       optional: a prefix-cache hit: the ids of the
+ *                          cached positions 0..P-1 another request
+ *                          computed; the calls start at P (no call below)
  */
 #ifndef DSV4Q_CAPTURE_H
 #define DSV4Q_CAPTURE_H
@@ -62,6 +70,13 @@ typedef struct dsv4q_capture {
     dsv4q_capture_call *calls; /* ascending position */
     int ncalls;
     long max_pos;              /* max pos + s over the calls */
+    long prompt_decl;          /* metadata prompt_len, 0 if absent */
+    long prompt;               /* a prefill fed in chunks: the prompt's tokens (the calls below it are
+                                  its chunks); 0 when the prefill is one call */
+    long prefix_len;           /* a prefix-cache hit: the cached positions 0..prefix_len-1 the calls
+                                  continue (metadata prefix_token_ids), 0 for none */
+    int32_t *prefix_ids;       /* [prefix_len] */
+    char *prefix_meta;         /* its metadata text (every call must carry the same) */
     long ntensors;
     char sha256[65];           /* pin of the capture: SHA-256 of the
                                   sha256sum listing of its files */

@@ -339,7 +339,7 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
         return 0;
     }
     M->verdict = DSV4Q_RV_UNCHECKABLE;
-    long expect = 0;
+    long expect = cap->prefix_len; /* a cached prefix: the calls continue it */
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         if (c->pos != expect) {
@@ -360,6 +360,13 @@ static int whole_model(rctx *x, const dsv4q_gates *gt, char *err, size_t errlen)
     if (!l64 || !l32 || !lc) { snprintf(err, errlen, "out of memory"); goto out; }
     if (dsv4q_run_open(&a, x->m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&b, x->m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
+        goto out;
+    /* a prefill in chunks: the oracle's chunks equal its one call (model.c M4) */
+    if (cap->prompt &&
+        (dsv4q_run_set_prefill(a, cap->prompt, err, errlen) || dsv4q_run_set_prefill(b, cap->prompt, err, errlen)))
+        goto out;
+    if (cap->prefix_len && (dsv4q_run_feed(a, cap->prefix_ids, cap->prefix_len, l64, err, errlen) ||
+                            dsv4q_run_feed(b, cap->prefix_ids, cap->prefix_len, l32, err, errlen)))
         goto out;
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
@@ -519,6 +526,20 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     if (dsv4q_run_open(&x.r64, m, 64, cap->bs, cap->max_pos, NULL, NULL, err, errlen) ||
         dsv4q_run_open(&x.r32, m, 32, cap->bs, cap->max_pos, NULL, NULL, err, errlen))
         goto out;
+    /* the engine fed its prefill in chunks: each layer's attention takes
+     * them as the chunks of one prefill (model.c M4), so a chunk is judged
+     * against what the one call gives its rows */
+    if (cap->prompt && (dsv4q_run_set_prefill(x.r64, cap->prompt, err, errlen) ||
+                        dsv4q_run_set_prefill(x.r32, cap->prompt, err, errlen)))
+        goto out;
+    /* a prefix-cache hit: the caches of the cached positions are the
+     * oracle's own, so an engine's wrong prefix cache is its attn error */
+    if (cap->prefix_len) {
+        if (dsv4q_run_seed_prefix(x.r64, cap->prefix_ids, cap->prefix_len, err, errlen) ||
+            dsv4q_run_seed_prefix(x.r32, cap->prefix_ids, cap->prefix_len, err, errlen))
+            goto out;
+        for (int li = 0; li < nl; li++) x.attn_next[li] = cap->prefix_len;
+    }
     for (int i = 0; i < cap->ncalls; i++) {
         const dsv4q_capture_call *c = &cap->calls[i];
         if (!o->quiet) fprintf(stderr, "[replay] call %d/%d (position %ld, %ld tokens)\n", i + 1, cap->ncalls, c->pos, c->s);
