@@ -85,7 +85,7 @@ static const int DS4_PARTS[] = {0, 1, 2};                                      /
     {                                                                                                                  \
         INT("--chunk", "N", CLI, chunk, 1, LONG_MAX),                                                                  \
             DOC("the whole prompt in one call when it fits in memory, else the largest chunk that does"),              \
-            HELP("feed the prompt in calls of N tokens: bit-identical results, less memory (V4 only)")                 \
+            HELP("feed the prompt in calls of N tokens: bit-identical results, less memory")                           \
     }
 #define O_SEED {INT("--seed", "S", CLI, seed, 0, LONG_MAX), DFLT("1"), HELP("seed of the synthetic prompt")}
 #define O_PROFILE {STR("--profile", "P", CLI, profile), DFLT("source"), SET(CLI, profile_set), \

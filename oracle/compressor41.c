@@ -9,10 +9,14 @@
  * rotates and quantizes it after the indexer has made its keys from it).
  *
  * Invariants:
- *  K1. Prefill of s tokens leaves the state that s one-token decode calls
- *      would leave: the trailing s % ratio tokens sit in slots 0.. of the
- *      state, and a decode at p writes slot p % ratio (the reference's
- *      kv_state / score_state).
+ *  K1. The token at position p sits in state slot p % ratio until its group
+ *      completes (the reference's kv_state / score_state: a prefill at 0
+ *      leaves its trailing s % ratio tokens in slots 0.., a decode at p
+ *      writes slot p % ratio), so any split of a sequence into calls (one
+ *      prefill, prefill chunks at any position, one-token decodes) pools
+ *      the same groups from the same rows: one walk over [the state's
+ *      partial group | this call's tokens] (oracle/model.c M4); the
+ *      reference has the two ends only (start_pos 0, and s = 1).
  *  K2. A group pools its positions in ascending order (softmax and sum).
  */
 #include <stdlib.h>
@@ -80,34 +84,27 @@ long X(dsv4q_compressor41)(uint64_t bs, int ue8m0, X(dsv4q_cmp41) * c, const rea
         return s;
     }
     if (ratio > 8 || !c->kv) return -1; /* pool_group's buffer; an uninitialised state */
-    real *kv = malloc(sizeof(real) * (size_t)(s * Dc > 0 ? s * Dc : 1));
-    real *g = malloc(sizeof(real) * (size_t)(s * Dc > 0 ? s * Dc : 1));
+    /* one walk (K1): rows [the q0 tokens of the partial group in the state | this call's s] */
+    const long q0 = start_pos % ratio, n_all = q0 + s;
+    real *kv = malloc(sizeof(real) * (size_t)(n_all * Dc > 0 ? n_all * Dc : 1));
+    real *g = malloc(sizeof(real) * (size_t)(n_all * Dc > 0 ? n_all * Dc : 1));
     long n = -1;
-    if (!kv || !g || X(dsv4q_linear)(bs, ue8m0, &c->wkv, x, s, kv, -1) ||
-        X(dsv4q_linear)(bs, ue8m0, &c->wgate, x, s, g, -1))
+    if (!kv || !g || X(dsv4q_linear)(bs, ue8m0, &c->wkv, x, s, kv + q0 * Dc, -1) ||
+        X(dsv4q_linear)(bs, ue8m0, &c->wgate, x, s, g + q0 * Dc, -1))
         goto out;
-    if (start_pos == 0) {
-        const long rem = s % ratio, cutoff = s - rem;
-        if (rem) { /* the trailing partial group waits in the state (K1) */
-            memcpy(c->kv, kv + cutoff * Dc, sizeof(real) * (size_t)(rem * Dc));
-            memcpy(c->score, g + cutoff * Dc, sizeof(real) * (size_t)(rem * Dc));
-        }
-        n = cutoff / ratio;
+    memcpy(kv, c->kv, sizeof(real) * (size_t)(q0 * Dc));
+    memcpy(g, c->score, sizeof(real) * (size_t)(q0 * Dc));
+    n = n_all / ratio;
 #pragma omp parallel for schedule(static)
-        for (long b = 0; b < n; b++) {
-            pool_group(kv + b * ratio * Dc, g + b * ratio * Dc, ratio, Dc, out + b * Dc);
-            finish41(bs, c, out + b * Dc, eps);
-        }
-    } else {
-        const long slot = start_pos % ratio;
-        memcpy(c->kv + slot * Dc, kv, sizeof(real) * (size_t)Dc);
-        memcpy(c->score + slot * Dc, g, sizeof(real) * (size_t)Dc);
-        n = 0;
-        if ((start_pos + 1) % ratio == 0) {
-            pool_group(c->kv, c->score, ratio, Dc, out);
-            finish41(bs, c, out, eps);
-            n = 1;
-        }
+    for (long b = 0; b < n; b++) {
+        pool_group(kv + b * ratio * Dc, g + b * ratio * Dc, ratio, Dc, out + b * Dc);
+        finish41(bs, c, out + b * Dc, eps);
+    }
+    /* the state: the group of the last position, complete or not, in slots 0.. */
+    const long rem = n_all % ratio, last = rem ? n * ratio : (n - 1) * ratio, nlast = rem ? rem : ratio;
+    if (n_all > 0) {
+        memcpy(c->kv, kv + last * Dc, sizeof(real) * (size_t)(nlast * Dc));
+        memcpy(c->score, g + last * Dc, sizeof(real) * (size_t)(nlast * Dc));
     }
 out:
     free(kv);

@@ -11,7 +11,10 @@
  * main-model call, on the call's sampled token and main_hidden.
  *
  * Invariants:
- *  K1. A prefill call (the main call started at position 0) only seeds
+ *  K1. A prefill call (the main call started at position 0, or a chunk of
+ *      a declared prefill: every chunk seeds its positions, a chunk
+ *      before the last at the next call when dsv4q_run_dspark did not run
+ *      after it) only seeds
  *      each stage's window ring with main_kv = kv_norm(wkv(main_x)) (RoPE
  *      at the call's positions, FP8 per fp8_block over the whole vector),
  *      main_x = main_norm(main_proj(main_hidden)); the last `window` rows
@@ -47,6 +50,7 @@ struct X(dsv4q_dspark) {
     real *hidden;               /* [rows, nt * dim] main_hidden of the last main call */
     long rows, cap;             /* its rows (the call's s) and capacity */
     int got;                    /* target layers captured in that call */
+    int seeded;                 /* that call's main_kv is in the stages' rings (K1) */
 };
 
 struct X(dsv4q_dspark) * X(dsv4q_dspark_new)(X(dsv4q_runstate) * r)
@@ -68,10 +72,17 @@ void X(dsv4q_dspark_free)(struct X(dsv4q_dspark) * v)
     free(v);
 }
 
+static int seed(X(dsv4q_runstate) * r, struct X(dsv4q_dspark) * v);
+
 int X(dsv4q_dspark_begin)(X(dsv4q_runstate) * r, long s)
 {
     struct X(dsv4q_dspark) *v = r->dspark;
     if (!v) return 0;
+    /* a chunk before the last of a declared prefill that nobody ran DSpark
+     * after (a caller that calls it once, after the whole prompt, as after
+     * the one call): its positions seed the rings now (K1) */
+    const int early_chunk = r->pos > 0 && r->pos < X(dsv4q_run_prompt)(r, r->pos, 0);
+    if (early_chunk && v->rows > 0 && !v->seeded && v->got == v->nt && seed(r, v)) return -1;
     const long n = s * v->nt * r->m->cfg.dim;
     if (n > v->cap) {
         real *h = realloc(v->hidden, sizeof(real) * (size_t)n);
@@ -81,6 +92,7 @@ int X(dsv4q_dspark_begin)(X(dsv4q_runstate) * r, long s)
     }
     v->rows = s;
     v->got = 0;
+    v->seeded = 0;
     return 0;
 }
 
@@ -152,6 +164,35 @@ static int main_kv(X(dsv4q_runstate) * r, const dsv4q_layer_w *W, const real *mx
         return -1;
     if (((r->bs >> DSV4Q_B_KV_FP8) & 1u) && OP(act_quant, kv, s, D, D, g->fp8_block)) return -1;
     return 0;
+}
+
+/* K1 / K2: every stage's ring gets the last main call's main_kv, from
+ * main_x = main_norm(main_proj(main_hidden)) (forward_embed). 0, or -1. */
+static int seed(X(dsv4q_runstate) * r, struct X(dsv4q_dspark) * v)
+{
+    const dsv4q_config *g = &r->m->cfg;
+    const long s = v->rows, p0 = r->pos - s, d = g->dim;
+    const int D = g->head_dim, win = g->window_size, nl = g->n_layers;
+    const dsv4q_layer_w *S0 = &r->m->layers[nl];
+    real *mx = NULL, *kv = NULL;
+    int rc = -1;
+    ALLOC(mx, s * d);
+    ALLOC(kv, s * D);
+    if (OP(linear, &S0->main_proj, v->hidden, s, mx, DSV4Q_B_LINEAR_BF16) || OP(rmsnorm, mx, s, d, &S0->main_norm, mx))
+        goto oom;
+    for (int j = 0; j < g->n_mtp_layers; j++) {
+        const int li = nl + j;
+        AT(li, p0, s);
+        if (main_kv(r, &r->m->layers[li], mx, s, p0, kv)) goto oom;
+        for (long i = (s > win ? s - win : 0); i < s; i++)
+            memcpy(r->ls[li].ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
+    }
+    v->seeded = 1;
+    rc = 0;
+oom:
+    free(mx);
+    free(kv);
+    return rc;
 }
 
 /* DSparkAttention.forward of a decode call: x [B, d] the normed block at
@@ -237,25 +278,14 @@ int X(dsv4q_run_dspark)(X(dsv4q_runstate) * r, int32_t tok, double *logits_out, 
     if (!v || g->n_mtp_layers < 1 || v->got != v->nt || v->rows < 1) return -1;
     if (tok < 0 || tok >= g->vocab_size) return -1;
     const long s = v->rows, p0 = r->pos - s, d = g->dim, V = g->vocab_size;
-    const int hc = g->hc_mult, B = g->dspark_block_size, D = g->head_dim, win = g->window_size;
+    const int hc = g->hc_mult, B = g->dspark_block_size;
     const int nl = g->n_layers, ns = g->n_mtp_layers;
-    const dsv4q_layer_w *S0 = &r->m->layers[nl], *SL = &r->m->layers[nl + ns - 1];
-    real *mx = NULL, *kv = NULL, *Xs = NULL, *premix = NULL, *y = NULL, *n = NULL, *logits = NULL, *conf = NULL;
+    const dsv4q_layer_w *SL = &r->m->layers[nl + ns - 1];
+    real *Xs = NULL, *premix = NULL, *y = NULL, *n = NULL, *logits = NULL, *conf = NULL;
     int32_t *ids = NULL;
     int rc = -1;
-    ALLOC(mx, s * d);
-    ALLOC(kv, s * D);
-    /* forward_embed: main_x = main_norm(main_proj(main_hidden)) */
-    if (OP(linear, &S0->main_proj, v->hidden, s, mx, DSV4Q_B_LINEAR_BF16) || OP(rmsnorm, mx, s, d, &S0->main_norm, mx))
-        goto oom;
-    for (int j = 0; j < ns; j++) { /* K1 / K2: every stage's ring gets this call's main_kv */
-        const int li = nl + j;
-        AT(li, p0, s);
-        if (main_kv(r, &r->m->layers[li], mx, s, p0, kv)) goto oom;
-        for (long i = (s > win ? s - win : 0); i < s; i++)
-            memcpy(r->ls[li].ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
-    }
-    if (p0 == 0) { /* prefill: seeded only */
+    if (!v->seeded && seed(r, v)) goto oom;
+    if (p0 < X(dsv4q_run_prompt)(r, p0, s)) { /* the prefill, or a chunk of it: seeded only */
         rc = 1;
         goto oom;
     }
@@ -295,8 +325,6 @@ int X(dsv4q_run_dspark)(X(dsv4q_runstate) * r, int32_t tok, double *logits_out, 
     for (int i = 0; i < B; i++) conf_out[i] = (double)conf[i];
     rc = 0;
 oom:
-    free(mx);
-    free(kv);
     free(Xs);
     free(premix);
     free(y);

@@ -13,7 +13,8 @@
  * Invariants:
  *  M1. A call is a prefill (pos 0, s >= 1 tokens) or a decode (s == 1),
  *      as in the reference; or, once the prompt length is declared
- *      (dsv4q_run_set_prompt), a chunk of that prefill at any position.
+ *      (dsv4q_run_set_prompt), a chunk of that prefill at any position
+ *      (V4.1 too: oracle/model_v41.c J5).
  *  M4. A prefill fed in chunks is bit-identical to the one call (every
  *      operator is row-wise but attention, the compressors and the
  *      indexer): the column layout is sized for the whole prompt, a
@@ -245,7 +246,7 @@ int X(dsv4q_run_set_provider)(X(dsv4q_runstate) * r, const X(dsv4q_provider) * p
 
 int X(dsv4q_run_set_prompt)(X(dsv4q_runstate) * r, long n)
 {
-    if (r->pos > 0 || n < 1 || n > r->max_pos || r->v41 || r->P != &oracle_provider) return -1;
+    if (r->pos > 0 || n < 1 || n > r->max_pos || r->P != &oracle_provider) return -1;
     r->prompt = n;
     return 0;
 }

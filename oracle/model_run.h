@@ -63,10 +63,11 @@ long dsv4q_run_max_seq_len(const dsv4q_config *g);
  * prefill is `prefill` tokens (1: decode steps only) fed in calls of at
  * most `chunk` tokens (< 1 or > prefill: one call), from the forward
  * pass's own allocation plan: the per-layer KV window ring, compressed and
- * indexer rows (positions / ratio), the RoPE tables, and the larger of the
- * prefill's working set (its activations, the indexer's [prefill,
- * prefill/4] scores, the column lists) and a decode step's at position
- * max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
+ * indexer rows (positions / ratio; V4.1: on kv sources and key owners,
+ * and the n-gram hash's position cache), the RoPE tables, and the larger
+ * of the largest prefill call's working set (its activations, the
+ * indexer's [chunk, prefill / ratio] scores, the column lists) and a
+ * decode step's at position max_pos - 1. Not counted: the caller's own buffers (taps, logits of every
  * position). Mirrors no reference function (a dsv4q resource estimate). */
 double dsv4q_run_estimate_bytes(const dsv4q_model *m, int width, long max_pos, long prefill, long chunk);
 /* dsv4q_run_estimate_bytes of a run of blocks first..last only
@@ -104,10 +105,11 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
  * The reference has no chunked prefill; this is the oracle's own schedule
  * of the reference's one-call prefill, not an engine's chunked prefill.
  * Stage taps, the pick hook and dsv4q_run_mtp then see each chunk as a
- * call (rows = its tokens, pos0 = its position). Errors (-1 + message): a
- * V4.1 model (not built yet), prompt outside [1, max_pos], a run already
- * fed or given a stateful stage call (dsv4q_run_stage), a provider other
- * than the oracle (dsv4q_run_set_provider). */
+ * call (rows = its tokens, pos0 = its position); V4.1's DSpark seeds its
+ * windows from every chunk and drafts from the first decode step. Errors
+ * (-1 + message): prompt outside [1, max_pos], a run already fed or given
+ * a stateful stage call (dsv4q_run_stage), a provider other than the
+ * oracle (dsv4q_run_set_provider). */
 int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen);
 /* Feed tokens: the first call is the prefill (s >= 1 tokens at position 0,
  * or its first chunk, see dsv4q_run_set_prefill), later calls decode one
@@ -122,13 +124,15 @@ int dsv4q_run_feed(dsv4q_run *r, const int32_t *ids, long s, double *logits, cha
 int dsv4q_run_mtp(dsv4q_run *r, const int32_t *ids, double *logits, char *err, size_t errlen);
 /* DeepSeek V4.1 DSpark (oracle/dspark41.c, model.py Transformer.forward_spec)
  * after the last feed, on the token sampled from its logits (tok; the CLI
- * uses the argmax, temperature 0). A prefill (the first feed) only seeds
- * the stages' window caches: returns 1, outputs untouched. After a decode
+ * uses the argmax, temperature 0). A prefill (the first feed, or each
+ * chunk of a declared prefill) only seeds the stages' window caches:
+ * returns 1, outputs untouched. After a decode
  * feed at position p: 0, logits [dspark_block_size, vocab] of the draft
  * positions p+1.. (Markov bias added), ids [dspark_block_size + 1] (tok,
  * then the argmax drafts), conf [dspark_block_size] (confidence_head).
  * Call it after every feed: each call writes that feed's main_kv into the
- * stages' caches. -1 + message: no DSpark stage, tok out of range, a run
+ * stages' caches (the chunks before the last of a declared prefill
+ * write theirs at the next feed when it was not called after them). -1 + message: no DSpark stage, tok out of range, a run
  * that stops early, allocation. */
 int dsv4q_run_dspark(dsv4q_run *r, int32_t tok, double *logits, int32_t *ids, double *conf, char *err, size_t errlen);
 /* Install an indexer pick hook (see dsv4q_pick_fn) before the first feed. */

@@ -24,7 +24,8 @@
  *
  * Invariants:
  *  J1. Calls are a prefill at position 0 and one-token decodes (M1 of
- *      model.c); the caches are per layer except the shared slots below.
+ *      model.c), or chunks of a declared prefill (J5); the caches are per
+ *      layer except the shared slots below.
  *  J2. The shared slots behave as the reference's: compress_kv is the
  *      cache of the last kv source that ran in this call (the nearest at or
  *      before the reader); topk is what the last index source published in
@@ -44,6 +45,31 @@
  *      with its ratio, and a candidate consumer has the candidate source's
  *      ratio. The pass still checks what it reads and fails (-1) rather
  *      than read a wrong-shaped cache.
+ *  J5. A prefill in chunks (dsv4q_run_set_prompt, M4 of model.c) is ONE
+ *      logical call for J2's slots, so that it equals the one-call prefill
+ *      bit for bit. The reference has no chunks; were each chunk a call,
+ *      its single index_k slot would differ from the one call's: a chunk
+ *      that leaves a ratio-2 group incomplete (its compressor yields no
+ *      latent) would hand its ratio-2 indexers the keys of whichever owner
+ *      published last (a later ratio-1 owner, in the previous chunk),
+ *      which the one call never does. So within the declared prompt S:
+ *      - an owner publishes index_k on every chunk when the one call's
+ *        compressor yields latents (S / ratio > 0), whether or not this
+ *        chunk completed a group, and a chunk starts with index_k unset,
+ *        as the one call does (the prefill is the run's first call);
+ *      - the per-call slots (compress_kv, topk, the candidate mask) hold
+ *        this chunk's rows of what the one call's would hold: the same
+ *        layers publish them, the top-k is [rows, min(S / ratio, k)] (the
+ *        one call's width, picks past this chunk's keys -1), the scores
+ *        [rows, end / ratio] with the one call's causal mask;
+ *      - the window columns are sized for S, the keys are [the window
+ *        context before the chunk (from the ring) | the chunk's kv | the
+ *        compressed rows so far], and the compressor carries its partial
+ *        group (oracle/compressor41.c K1); the n-gram hash reads the
+ *        previous chunks' tokens from its position cache (engram_hash.h
+ *        E6); the lagged pre-mix is per row.
+ *      After the prompt, decode steps follow J2 as after the one call
+ *      (the last publisher is the one call's). tests/test_chunked.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +112,10 @@ struct X(dsv4q_v41) {
     long topk_rows, topk_k, topk_cap;
     uint8_t *cand; /* the candidate mask of this call [rows, T] */
     long cand_rows, cand_T, cand_cap;
+    real *score; /* an indexer's scores [rows, T], the largest array of a call: kept for the next
+                    layer and prefill chunk, not made per layer (its holes raised the peak 20-25%,
+                    docs/v41.md); a decode step lets it go */
+    long score_cap;
     long call_p0; /* the call the per-call slots above belong to (J4), -1 */
 };
 
@@ -102,6 +132,7 @@ void X(dsv4q_v41_free)(struct X(dsv4q_v41) * v)
     dsv4q_engram_cache_free(&v->ecache);
     free(v->topk);
     free(v->cand);
+    free(v->score);
     free(v);
 }
 
@@ -155,9 +186,11 @@ fail:
     return NULL;
 }
 
-/* A new call at p0: the per-call shared slots start empty (J2, J4). */
-static void new_call(struct X(dsv4q_v41) * v, long p0)
+/* A new call at p0: the per-call shared slots start empty (J2, J4); a
+ * chunk of the declared prefill starts as the one call does (J5). */
+static void new_call(struct X(dsv4q_v41) * v, long p0, long prompt)
 {
+    if (p0 > 0 && p0 < prompt) v->index_k = -1;
     v->ckv = -1;
     v->topk_rows = -1;
     v->cand_rows = -1;
@@ -179,14 +212,15 @@ static int publish_topk(struct X(dsv4q_v41) * v, const int32_t *idx, long rows, 
     return 0;
 }
 
-/* RoPE on the tails of latent-like rows x [n, dim]: row j is the group
- * that starts at position p0 + j * ratio in a prefill, p0 + 1 - ratio in a
- * decode ("a latent stands for the first token of its group"). */
+/* RoPE on the tails of latent-like rows x [n, dim] of a call at p0: row j
+ * is group p0 / ratio + j ("a latent stands for the first token of its
+ * group"): j * ratio in a prefill, p0 + 1 - ratio in a decode that
+ * completes a group, any chunk alike (J5). */
 static int rope_groups(X(dsv4q_runstate) * r, real *x, long n, long dim, long p0, int ratio)
 {
     const int rd = r->m->cfg.rope_head_dim;
     for (long j = 0; j < n; j++) {
-        const long pos = p0 == 0 ? j * ratio : p0 + 1 - ratio;
+        const long pos = (p0 / ratio + j) * ratio;
         if (OP(rope, x + j * dim, 1, dim, dim - rd, pos, 1, 1, 0)) return -1;
     }
     return 0;
@@ -196,11 +230,13 @@ static int rope_groups(X(dsv4q_runstate) * r, real *x, long n, long dim, long p0
  * The indexer of index-source layer li (Indexer.forward): the key owner's
  * keys from this call's latent [nl, D] (nl 0: none), this layer's queries
  * from qr, the scores against the published keys, the candidate blocks
- * (source) or mask (consumer), then k picks per row into cols [s, k] with
- * the key-layout offset added (-1 kept). Returns k, or -1.
+ * (source) or mask (consumer), then the picks per row into cols [s, nsel]
+ * with the key-layout offset added (-1 kept). S: the prefill the call
+ * belongs to (X(dsv4q_run_prompt)); nsel: the layout's picks per row (a
+ * chunk of a prefill has the one call's, J5). Returns nsel, or -1.
  */
 static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *qr, const real *latent, long nl, long s,
-                      long p0, long offset, int32_t **cols_out)
+                      long p0, long S, long nsel, long offset, int32_t **cols_out)
 {
     const dsv4q_config *g = &r->m->cfg;
     const dsv4q_layer_w *W = &r->m->layers[li];
@@ -212,7 +248,16 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     real *q = NULL, *w = NULL, *score = NULL;
     int32_t *pick = NULL, *blocks = NULL;
     long *clen = NULL, k = -1;
-    if (l->owns_k && (nl > 0 || ((bs >> DSV4Q_B_IDXK_PER_SOURCE) & 1u))) {
+    if (s * T + 1 > v->score_cap) {
+        free(v->score);
+        v->score_cap = 0;
+        if (!(v->score = malloc(sizeof(real) * (size_t)(s * T + 1)))) goto oom;
+        v->score_cap = s * T + 1;
+    }
+    score = v->score;
+    /* J2, and J5: in a prefill chunk the owner publishes when the one call's compressor yields latents */
+    const int publish = nl > 0 || (p0 < S && S / ratio > 0) || ((bs >> DSV4Q_B_IDXK_PER_SOURCE) & 1u);
+    if (l->owns_k && publish) {
         if (nl > 0) { /* the keys' source rows; the keys themselves are index41_score's */
             if (p0 / ratio + nl > l->cap) FAIL("layer %d: index-key cache full", li);
             memcpy(l->lcache + (p0 / ratio) * D, latent, sizeof(real) * (size_t)(nl * D));
@@ -231,17 +276,19 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
     if (OP(linear, &W->idx_weights_proj, x, s, w, DSV4Q_B_IDX_PARTIAL_BF16)) goto oom;
     const real wscale = RC(1.0 / sqrt((double)Di) * (1.0 / sqrt((double)Hi)));
     for (long i = 0; i < s * Hi; i++) w[i] = rb(bs, DSV4Q_B_IDX_PARTIAL_BF16, w[i] * wscale);
-    ALLOC(score, s * T);
     if (OP(index41_score, li, src, q, w, s, v->L[src].lcache, T, p0, ratio, score)) goto oom;
     ALLOC(clen, s);
-    for (long i = 0; i < s; i++) clen[i] = p0 == 0 ? (i + 1) / ratio : T;
+    for (long i = 0; i < s; i++) clen[i] = (p0 + i + 1) / ratio; /* T in a decode step */
+    if (p0 > 0 && s > 1) /* a prefill chunk: the causal mask the score op applies at position 0 (J5) */
+        for (long i = 0; i < s; i++)
+            for (long t = clen[i]; t < T; t++) score[i * T + t] = -INFINITY;
     if (l->is_cand) {
         const int tb = g->candidate_topk_blocks;
-        if (s * T > v->cand_cap) {
-            uint8_t *p = realloc(v->cand, (size_t)(s * T));
+        if (s * T + 1 > v->cand_cap) { /* + 1: a mask of no keys is still an array */
+            uint8_t *p = realloc(v->cand, (size_t)(s * T + 1));
             if (!p) goto oom;
             v->cand = p;
-            v->cand_cap = s * T;
+            v->cand_cap = s * T + 1;
         }
         ALLOC(blocks, s * (tb ? tb : 1));
         if (OP(candidates, score, s, T, clen, tb, g->candidate_block_size, blocks, v->cand)) goto oom;
@@ -256,10 +303,16 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
             if (!v->cand[i]) score[i] = -INFINITY;
     }
     tap(r, li, TAP(IDX_SCORE), score, s * T, s);
+    /* kk picks from this call's T keys, widened with -1 to the layout's
+     * nsel (J5: a chunk has fewer keys than the whole prompt; every pick
+     * past them is -1 in the one call too, as topk41 puts -1s last) */
     const long kk = T < g->index_topk ? T : g->index_topk;
-    ALLOC(pick, s * (kk ? kk : 1));
+    if (kk > nsel) FAIL("layer %d: %ld picks for a layout of %ld", li, kk, nsel);
+    ALLOC(pick, s * (nsel ? nsel : 1));
     if (OP(topk41, score, s, T, (int)kk, clen, pick)) goto oom;
-    k = kk; /* k stays -1 on every failure above */
+    for (long i = s - 1; kk < nsel && i >= 0; i--) /* widen [s, kk] to [s, nsel] in place, last row first */
+        for (long j = nsel - 1; j >= 0; j--) pick[i * nsel + j] = j < kk ? pick[i * kk + j] : -1;
+    k = nsel; /* k stays -1 on every failure above */
     if (r->pick) r->pick(r->pick_user, li, p0, s, k, pick);
     tap_i32(r, li, TAP(IDX_TOPK), pick, s * k, s);
     for (long i = 0; i < s * k; i++) pick[i] = pick[i] < 0 ? -1 : (int32_t)(pick[i] + offset);
@@ -268,7 +321,6 @@ static long indexer41(X(dsv4q_runstate) * r, int li, const real *x, const real *
 oom:
     free(q);
     free(w);
-    free(score);
     free(pick);
     free(blocks);
     free(clen);
@@ -285,8 +337,12 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
     lstate *ring = &r->ls[li];
     const uint64_t bs = r->bs;
     const int H = g->n_heads, D = g->head_dim, rd = g->rope_head_dim, win = g->window_size, ratio = l->ratio;
-    const int cmp = ratio != 0, prefill = p0 == 0;
-    const long end = p0 + s;
+    const int cmp = ratio != 0;
+    const long S = X(dsv4q_run_prompt)(r, p0, s);
+    const int prefill = p0 < S;                       /* the prefill, or one chunk of it (J5) */
+    const long end = p0 + s, lay = prefill ? S : end; /* the positions the layout is sized for */
+    /* a chunk's window context: positions cs..p0-1, from the ring (none in one call) */
+    const long cs = prefill && p0 - win + 1 > 0 ? p0 - win + 1 : 0, nctx = prefill ? p0 - cs : 0;
     real *qr = NULL, *q = NULL, *kv = NULL, *latent = NULL, *keys = NULL, *o = NULL;
     int32_t *idx = NULL, *cidx = NULL;
     int rc = -1;
@@ -304,15 +360,23 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
         goto oom;
     if (((bs >> DSV4Q_B_KV_FP8) & 1u) && OP(act_quant, kv, s, D, D, g->fp8_block)) goto oom;
     tap(r, li, TAP(KV), kv, s * D, s);
+    /* keys [window rows | compressed rows]: a prefill's window rows are
+     * [its context | its kv] (the context leaves the ring before this call
+     * overwrites it), a decode's the ring */
+    const long nwin = prefill ? nctx + s : win;
+    const long clen = ratio ? end / ratio : 0;
+    ALLOC(keys, (nwin + clen) * D);
+    for (long j = 0; j < nctx; j++) memcpy(keys + j * D, ring->ring + ((cs + j) % win) * D, sizeof(real) * (size_t)D);
+    if (prefill) memcpy(keys + nctx * D, kv, sizeof(real) * (size_t)(s * D));
     for (long i = (s > win ? s - win : 0); i < s; i++)
         memcpy(ring->ring + ((p0 + i) % win) * D, kv + i * D, sizeof(real) * (size_t)D);
+    if (!prefill) memcpy(keys, ring->ring, sizeof(real) * (size_t)(win * D));
 
-    /* compressed part (_compress_kv, _compress_topk_idxs) */
-    const long offset = prefill ? s : win;
-    long nc = 0, clen = 0, nl = 0;
-    const real *ckeys = NULL;
+    /* compressed part (_compress_kv, _compress_topk_idxs); the picks per
+     * row are sized for the layout's positions (J5) */
+    const long offset = nwin;
+    long nc = 0, nl = 0;
     if (ratio) {
-        clen = end / ratio;
         if (l->is_kv) {
             ALLOC(latent, (ratio == 1 ? s : s / ratio + 1) * D);
             nl = OP(compress41, li, x, s, p0, latent);
@@ -320,8 +384,9 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
             v->ckv = li; /* published (J2) */
         }
         if (l->is_idx) {
-            if (clen > 0) {
-                nc = indexer41(r, li, x, qr, latent, nl, s, p0, offset, &cidx);
+            const long nsel = lay / ratio < g->index_topk ? lay / ratio : g->index_topk;
+            if (lay / ratio > 0) {
+                nc = indexer41(r, li, x, qr, latent, nl, s, p0, S, nsel, offset, &cidx);
                 if (nc < 0) goto oom;
             }
             if (publish_topk(v, cidx, s, nc)) goto oom;
@@ -342,21 +407,18 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
         if (clen > v->L[v->ckv].cap)
             FAIL("layer %d: reads %ld compressed rows of layer %d, which holds %ld", li, clen, v->ckv,
                  v->L[v->ckv].cap);
-        ckeys = v->L[v->ckv].ccache;
+        if (clen) memcpy(keys + nwin * D, v->L[v->ckv].ccache, sizeof(real) * (size_t)(clen * D));
     }
 
-    /* keys [window rows | compressed rows], columns [window | compressed] */
-    const long nw = prefill ? (s < win ? s : win) : win, ncols = nw + nc;
-    const long nkeys = (prefill ? s : win) + clen;
-    ALLOC(keys, nkeys * D);
-    memcpy(keys, prefill ? kv : ring->ring, sizeof(real) * (size_t)((prefill ? s : win) * D));
-    if (clen) memcpy(keys + (prefill ? s : win) * D, ckeys, sizeof(real) * (size_t)(clen * D));
+    /* columns [window | compressed]: a prefill's window columns are sized
+     * for the whole prompt (every chunk alike, J5), a decode's the ring */
+    const long nw = prefill ? (S < win ? S : win) : win, ncols = nw + nc;
     ALLOC(idx, s * (ncols ? ncols : 1));
     for (long i = 0; i < s; i++) {
         int32_t *c = idx + i * ncols;
         if (prefill) {
-            const long base = i - win + 1 < 0 ? 0 : i - win + 1;
-            for (long j = 0; j < nw; j++) c[j] = base + j > i ? -1 : (int32_t)(base + j);
+            const long t = p0 + i, base = t - win + 1 < 0 ? 0 : t - win + 1;
+            for (long j = 0; j < nw; j++) c[j] = base + j > t ? -1 : (int32_t)(base + j - cs);
         } else { /* the ring oldest first; slots not yet written -1 */
             const long oldest = p0 % win + 1;
             for (long j = 0; j < win; j++) {
@@ -367,7 +429,7 @@ static int attention41(X(dsv4q_runstate) * r, int li, const real *x, long s, lon
         for (long j = 0; j < nc; j++) c[nw + j] = cidx[i * nc + j];
     }
     ALLOC(o, s * H * D);
-    if (OP(sparse_attn, q, s, H, D, keys, nkeys, idx, ncols, &W->attn_sink, 1.0 / sqrt((double)D), o)) goto oom;
+    if (OP(sparse_attn, q, s, H, D, keys, nwin + clen, idx, ncols, &W->attn_sink, 1.0 / sqrt((double)D), o)) goto oom;
     if (OP(rope, o, s * H, D, D - rd, p0, H, cmp, 1)) goto oom;
     tap(r, li, TAP(ATTN_OUT), o, s * H * D, s);
     rc = X(dsv4q_run_out_proj)(r, W, o, s, out);
@@ -466,7 +528,13 @@ int X(dsv4q_v41_step)(X(dsv4q_runstate) * r, const int32_t *ids, long s, double 
         ALLOC(hash, s * ne * r->m->engram_hash->ncols);
         if (OP(engram_hash, ids, s, p0, hash)) goto oom; /* the entry says why (r->err for the oracle's) */
     }
-    new_call(v, p0);
+    const long S = X(dsv4q_run_prompt)(r, p0, s);
+    new_call(v, p0, S);
+    if (p0 >= S && v->score_cap > s * (p0 + s) + 1) { /* a decode step: the prefill's scores go */
+        free(v->score);
+        v->score = NULL;
+        v->score_cap = 0;
+    }
     AT(-1, p0, s);
     for (long t = 0; t < s; t++) { /* embed, copied to the hc streams; the identity pre-mix */
         for (long i = 0; i < d; i++) Xs[t * hc * d + i] = (real)dsv4q_weight_at(&r->m->embed, ids[t], i);
@@ -593,7 +661,7 @@ int X(dsv4q_v41_stage)(X(dsv4q_runstate) * r, int st, int li, real *const *in, r
     case DSV4Q_S41_ATTN_NORM:
     case DSV4Q_S41_FFN_NORM: return OP(rmsnorm, in[0], s, d, ffn ? &W->ffn_norm : &W->attn_norm, out[0]) ? -1 : 0;
     case DSV4Q_S41_ATTN:
-        if (p0 != r->v41->call_p0) new_call(r->v41, p0);
+        if (p0 != r->v41->call_p0) new_call(r->v41, p0, X(dsv4q_run_prompt)(r, p0, s));
         return attention41(r, li, in[0], s, p0, out[0]) ? -1 : 0;
     case DSV4Q_S41_HC_ATTN_POST:
     case DSV4Q_S41_HC_FFN_POST: return OP(hc_post, in[0], in[1], in[2], in[3], s, out[0]) ? -1 : 0;

@@ -68,6 +68,13 @@ static double call_bytes(const dsv4q_config *g, double r, double s, double e, do
     return r * (streams + (attn > moe ? attn : moe) + 2.0 * g->vocab_size);
 }
 
+static int in_list(const int *a, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x) return 1;
+    return 0;
+}
+
 /* Bytes of the run's two RoPE tables (cos/sin of every position),
  * built and written by dsv4q_run_open. */
 static double rope_bytes(const dsv4q_config *g, int width, long max_pos)
@@ -86,23 +93,34 @@ double dsv4q_run_estimate_range_bytes(const dsv4q_model *m, int width, long max_
     const dsv4q_config *g = &m->cfg;
     const double r = width / 8, s = (double)max_pos, e = prefill < 1 ? 1 : (double)prefill;
     const double p = chunk < 1 || chunk > e ? e : (double)chunk; /* the largest call of the prefill */
-    /* caches: window ring, compressed rows (positions / ratio), indexer keys */
-    double cache = 0, rmin = 4;
+    /* caches: window ring, compressed rows (positions / ratio), indexer
+     * keys; V4.1 (oracle/model_v41.c): the compressed rows on kv sources
+     * only, the latent and the keys on key owners (kv and index source),
+     * the n-gram hash's position cache (8 bytes a position, any width) */
+    double cache = 0, rmin = 4, fixed = 0;
     for (int li = 0; li < g->n_layers + g->n_mtp_layers; li++) {
         int ratio = m->layers[li].ratio;
         if (g->arch == DSV4Q_ARCH_V41 && ratio > 0 && ratio < rmin) rmin = ratio;
         if (li < first || (li > last && last < g->n_layers - 1)) continue; /* another rank's (set_layers) */
         cache += (double)g->window_size * g->head_dim;
+        if (g->arch == DSV4Q_ARCH_V41) {
+            const int kv = ratio > 0 && li < g->n_layers && in_list(g->kv_source_layers, g->n_kv_source_layers, li);
+            const int own = kv && in_list(g->index_source_layers, g->n_index_source_layers, li);
+            if (kv) cache += (s / ratio + 1) * g->head_dim;
+            if (own) cache += (s / ratio + 1) * ((double)g->head_dim + g->index_head_dim);
+            continue;
+        }
         if (ratio) cache += (s / ratio + 1) * g->head_dim;
         if (ratio == 4) cache += (s / 4 + 1) * g->index_head_dim;
     }
+    if (g->arch == DSV4Q_ARCH_V41 && g->n_engram_layers > 0) fixed += 8 * s;
     /* the larger call: the prefill at position 0, or a decode step at the
      * end (the prefill's last hidden streams are kept for MTP meanwhile) */
     const double a = call_bytes(g, r, p, e, rmin), b = call_bytes(g, r, 1, s, rmin) + r * p * g->hc_mult * g->dim;
     /* the OpenMP thread pool and allocator slack, started by the first
      * call: 5-9 MB measured on 2 threads (bench/bench_memory.c) */
     const double runtime = 8e6;
-    return r * cache + rope_bytes(g, width, max_pos) + (a > b ? a : b) + runtime;
+    return r * cache + fixed + rope_bytes(g, width, max_pos) + (a > b ? a : b) + runtime;
 }
 
 long dsv4q_run_chunk_fit(const dsv4q_model *m, int width, long max_pos, long prompt, double budget)
@@ -199,10 +217,6 @@ int dsv4q_model_check_ids(const dsv4q_model *m, const int32_t *ids, long n, long
 
 int dsv4q_run_set_prefill(dsv4q_run *r, long prompt, char *err, size_t errlen)
 {
-    if (r->m->cfg.arch == DSV4Q_ARCH_V41)
-        return dsv4q_errf(err, errlen,
-                          "a prefill in chunks is built for DeepSeek V4 only, not yet for V4.1: "
-                          "feed the V4.1 prompt in one call");
     if (prompt < 1 || prompt > r->max_pos)
         return dsv4q_errf(err, errlen, "a prompt of %ld tokens does not fit a run of %ld positions", prompt,
                           r->max_pos);
@@ -247,8 +261,7 @@ static int feed(dsv4q_run *r, const int32_t *ids, long s, void *xs, double *logi
             const double rope = rope_bytes(&r->m->cfg, r->width, r->max_pos);
             const long fit = dsv4q_run_chunk_fit(r->m, r->width, r->max_pos, S, have + rope);
             char hint[96] = "";
-            if (fit > 0 && r->m->cfg.arch != DSV4Q_ARCH_V41)
-                snprintf(hint, sizeof hint, ", a prefill in chunks of %ld tokens (--chunk %ld)", fit, fit);
+            if (fit > 0) snprintf(hint, sizeof hint, ", a prefill in chunks of %ld tokens (--chunk %ld)", fit, fit);
             snprintf(err, errlen,
                      "a prefill call of %ld tokens at f%d needs about %.2f GB (activations, the indexer's "
                      "[s, positions/ratio] scores, caches), more than the %.2f GB of memory available; use a "

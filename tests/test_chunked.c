@@ -13,10 +13,18 @@
  *  - every per-layer stage tap, row by row (a chunk's indexer scores have
  *    fewer columns: the one call's extra columns must be masked, -inf);
  *  - the MTP block fed chunk by chunk (its own attention and caches).
- * Refusals: chunks on V4.1, past the declared prompt, after a feed.
- * make test runs tiny at chunks 1, 7, 64 (6 s); DSV4Q_TEST_SLOW=1 adds
- * 4096-token chunks of a 4500-token prompt and flash-slice (4.5 min on 2
- * cores, most of it flash-slice's prefills).
+ * V4.1 (oracle/model_v41.c J5) on tiny-v41 (window 12, ratio-2 groups
+ * that odd chunks leave incomplete, so the shared index-key slot must
+ * follow the one call; ratio-1 candidate blocks of 3, top-2 blocks, top-k
+ * 5 wider than a first chunk's keys; Engram n-grams of 3 that straddle
+ * chunk edges) and tiny-v41-dspark (its draft stages seeded chunk by
+ * chunk, whether DSpark runs after every chunk or after the last only;
+ * the drafts of every decode step compared).
+ * Refusals: past the declared prompt, after a feed (V4 and V4.1 alike).
+ * make test runs tiny at chunks 1, 7, 64 (6 s) and tiny-v41 at 1, 7, 64
+ * on 150 tokens; DSV4Q_TEST_SLOW=1 adds 4096-token chunks of a 4500-token
+ * prompt (tiny, tiny-v41) and flash-slice (4.5 min on 2 cores, most of it
+ * flash-slice's prefills).
  */
 #include "tests/testutil.h"
 #include <unistd.h>
@@ -152,17 +160,21 @@ static long rec_diff(const taprec *a, const taprec *b, char *what, size_t n)
 #define NDEC 3
 
 /* A run of prompt S in chunks of c (c >= S: one call), NDEC decode steps
- * and, where the model has one, the MTP block after every call. logits
- * [(1 + NDEC), V], mtp [V] (the last call's). */
+ * and, where the model has one, the MTP block after every call (V4.1: the
+ * DSpark drafts after every feed, seeded by the prefill's). logits
+ * [(1 + NDEC), V], mtp [V] (the last call's; V4.1 DSpark: [NDEC, block,
+ * V], each decode step's drafts). */
 static void run_sched(const dsv4q_model *m, int width, const int32_t *ids, long S, long c, double *logits, double *mtp,
                       taprec *t)
 {
     char err[512];
     dsv4q_run *r;
     uint64_t bs;
-    const long V = m->cfg.vocab_size;
+    const long V = m->cfg.vocab_size, B = m->cfg.dspark_block_size;
+    const int v41 = m->cfg.arch == DSV4Q_ARCH_V41;
     assert_int_equal(dsv4q_profile_set("source", &bs), 0);
-    double *scratch = malloc(sizeof(double) * (size_t)V);
+    assert_true(B < 64);
+    double *scratch = malloc(sizeof(double) * (size_t)((B + 1) * V));
     assert_non_null(scratch);
     assert_int_equal(dsv4q_run_open(&r, m, width, bs, S + NDEC + 1, rec_cb, t, err, sizeof err), 0);
     if (c < S) assert_int_equal(dsv4q_run_set_prefill(r, S, err, sizeof err), 0);
@@ -171,7 +183,17 @@ static void run_sched(const dsv4q_model *m, int width, const int32_t *ids, long 
         /* logits: the last prompt token's, then each decode step's */
         double *out = p >= S ? logits + (p - S + 1) * V : p + n == S ? logits : scratch;
         if (dsv4q_run_feed(r, ids + p, n, out, err, sizeof err)) fail_msg("feed at %ld (%ld tokens): %s", p, n, err);
-        if (m->cfg.n_mtp_layers && p < S) assert_int_equal(dsv4q_run_mtp(r, ids + p + 1, mtp, err, sizeof err), 0);
+        if (v41 && m->cfg.n_mtp_layers && (p >= S || p + n == S || c % 2)) {
+            /* DSpark on the next id as the sampled token; an even chunk
+             * calls it after the last prompt chunk only, as dsv4q run does */
+            int32_t dids[64];
+            double conf[64];
+            const int rc =
+                dsv4q_run_dspark(r, ids[p + n], p >= S ? mtp + (p - S) * B * V : scratch, dids, conf, err, sizeof err);
+            if (rc != (p < S)) fail_msg("dspark after the feed at %ld: %d (%s)", p, rc, err);
+        } else if (!v41 && m->cfg.n_mtp_layers && p < S) {
+            assert_int_equal(dsv4q_run_mtp(r, ids + p + 1, mtp, err, sizeof err), 0);
+        }
     }
     dsv4q_run_close(r);
     free(scratch);
@@ -184,11 +206,11 @@ static void check_chunks(const char *cfgname, int width, long S, const long *chu
     assert_int_equal(write_model(cfgname, dir, sizeof dir), 0);
     dsv4q_model *m;
     assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
-    const long V = m->cfg.vocab_size;
+    const long V = m->cfg.vocab_size, nm = (m->cfg.dspark_block_size ? NDEC * m->cfg.dspark_block_size : 1) * V;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(S + NDEC + 1));
     double *la = malloc(sizeof(double) * (size_t)((NDEC + 1) * V)),
            *lb = malloc(sizeof(double) * (size_t)((NDEC + 1) * V));
-    double *ma = calloc((size_t)V, sizeof(double)), *mb = calloc((size_t)V, sizeof(double));
+    double *ma = calloc((size_t)nm, sizeof(double)), *mb = calloc((size_t)nm, sizeof(double));
     assert_non_null(ids && la && lb && ma && mb);
     uint64_t x = 99;
     for (long i = 0; i < S + NDEC + 1; i++) {
@@ -206,8 +228,8 @@ static void check_chunks(const char *cfgname, int width, long S, const long *chu
             if (memcmp(&la[j], &lb[j], sizeof(double)))
                 fail_msg("%s f%d S %ld chunk %ld: logits of call %ld differ at %ld: %.17g vs %.17g", cfgname, width, S,
                          chunks[i], j / V, j % V, la[j], lb[j]);
-        if (memcmp(ma, mb, sizeof(double) * (size_t)V))
-            fail_msg("%s f%d chunk %ld: MTP logits differ", cfgname, width, chunks[i]);
+        if (memcmp(ma, mb, sizeof(double) * (size_t)nm))
+            fail_msg("%s f%d chunk %ld: MTP / DSpark logits differ", cfgname, width, chunks[i]);
         if (rec_diff(ta, tb, what, sizeof what))
             fail_msg("%s f%d S %ld chunk %ld: %s", cfgname, width, S, chunks[i], what);
         rec_free(tb);
@@ -254,6 +276,35 @@ static void test_flash_slice(void **state)
     check_chunks("flash-slice", 32, 300, chunks, 2);
 }
 
+/* V4.1: 150 tokens cross the window 12 times, leave ratio-2 groups open
+ * at odd chunk edges and hold 50 candidate blocks of 3 */
+static void test_tiny_v41(void **state)
+{
+    (void)state;
+    const long chunks[] = {1, 7, 64};
+    check_chunks("tiny-v41", 64, 150, chunks, 3);
+    check_chunks("tiny-v41", 32, 150, chunks, 3);
+}
+
+/* DSpark's draft stages seeded chunk by chunk: called after every chunk
+ * (7), or after the last only (4: the earlier chunks seed at the next) */
+static void test_tiny_v41_dspark(void **state)
+{
+    (void)state;
+    const long chunks[] = {7, 4};
+    check_chunks("tiny-v41-dspark", 64, 40, chunks, 2);
+    check_chunks("tiny-v41-dspark", 32, 40, chunks, 2);
+}
+
+static void test_tiny_v41_4096(void **state)
+{
+    (void)state;
+    if (!slow()) skip();
+    const long chunks[] = {4096, 333};
+    check_chunks("tiny-v41", 64, 4500, chunks, 2);
+    check_chunks("tiny-v41", 32, 4500, chunks, 2);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -281,8 +332,13 @@ static void test_refusals(void **state)
     assert_int_equal(write_model("tiny-v41", dir, sizeof dir), 0);
     assert_int_equal(dsv4q_model_open(&m, dir, err, sizeof err), 0);
     assert_int_equal(dsv4q_run_open(&r, m, 64, bs, 16, NULL, NULL, err, sizeof err), 0);
-    assert_int_equal(dsv4q_run_set_prefill(r, 10, err, sizeof err), -1);
-    assert_non_null(strstr(err, "V4.1"));
+    assert_int_equal(dsv4q_run_set_prefill(r, 17, err, sizeof err), -1); /* V4.1: the same refusals */
+    assert_non_null(strstr(err, "does not fit"));
+    assert_int_equal(dsv4q_run_set_prefill(r, 10, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids, 3, lg, err, sizeof err), 0);
+    assert_int_equal(dsv4q_run_feed(r, ids + 3, 8, lg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at most 7"));
+    assert_int_equal(dsv4q_run_set_prefill(r, 12, err, sizeof err), -1); /* after a feed */
     dsv4q_run_close(r);
     dsv4q_model_close(m);
     free(lg);
@@ -372,8 +428,9 @@ static void test_cli_chunk(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals), cmocka_unit_test(test_stage_refused), cmocka_unit_test(test_cli_chunk),
-        cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),     cmocka_unit_test(test_flash_slice),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_stage_refused),   cmocka_unit_test(test_cli_chunk),
+        cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),       cmocka_unit_test(test_flash_slice),
+        cmocka_unit_test(test_tiny_v41), cmocka_unit_test(test_tiny_v41_dspark), cmocka_unit_test(test_tiny_v41_4096),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
