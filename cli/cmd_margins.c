@@ -769,9 +769,9 @@ int dsv4q_cmd_margins(int argc, char **argv)
            o.boundary[0] ? " + " : "", o.boundary, oc.profile, bnames);
     printf("  positions  %s: %ld of %ld\n", x.positions, c.nsel, c.npos);
     /* --chunk, else the prompt in one call when it fits in memory, else the
-     * largest chunk that does (V4.1: one call) */
+     * largest chunk that does */
     const double have = dsv4q_mem_available();
-    const long fit = v41 || have <= 0 ? t.nprompt : dsv4q_run_chunk_fit(m, 64, c.npos, t.nprompt, have);
+    const long fit = have <= 0 ? t.nprompt : dsv4q_run_chunk_fit(m, 64, c.npos, t.nprompt, have);
     c.chunk = o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : fit > 0 ? fit : t.nprompt;
     if (c.chunk < t.nprompt)
         printf("  prefill    %ld calls of up to %ld tokens (bit-identical to one call)\n",

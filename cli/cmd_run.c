@@ -90,13 +90,11 @@ int dsv4q_cmd_run(int argc, char **argv)
     const long V = m->cfg.vocab_size, M = t.nteacher;
     double *lp = malloc(sizeof(double) * (size_t)V), *ld = malloc(sizeof(double) * (size_t)((M ? M : 1) * V));
     /* without --taps no tap is kept: the prompt may go in chunks, the
-     * largest the run's own estimate fits (V4.1: one call); a --chunk past
+     * largest the run's own estimate fits; a --chunk past
      * the prompt is the one call (and keeps the call count below from
      * overflowing) */
     const double have = dsv4q_mem_available();
-    const long fit = o.taps || have <= 0 || m->cfg.arch == DSV4Q_ARCH_V41
-                         ? t.nprompt
-                         : dsv4q_run_chunk_fit(m, o.width, t.nprompt + M, t.nprompt, have);
+    const long fit = o.taps || have <= 0 ? t.nprompt : dsv4q_run_chunk_fit(m, o.width, t.nprompt + M, t.nprompt, have);
     const long chunk = o.chunk ? (o.chunk < t.nprompt ? o.chunk : t.nprompt) : fit > 0 ? fit : t.nprompt;
     const long nchunks = (t.nprompt + chunk - 1) / chunk;
     dsv4q_eta eta;

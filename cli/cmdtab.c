@@ -285,7 +285,7 @@ static const dsv4q_mode MODES[] = {
              O_DECODE,
              O_SEED,
              {INT("--chunk", "N", CLI, chunk, 1, LONG_MAX), DOC("the whole prompt in one call"),
-              HELP("write the prefill as calls of N tokens, as a chunked-prefill engine does (V4 only)")},
+              HELP("write the prefill as calls of N tokens, as a chunked-prefill engine does")},
              {OUTPATH("--out", "DIR", CLI, out), REQ, HELP("capture directory (one call-NNNN.safetensors per call)")},
              {ENUM("--width", "f32|f64", CLI, width, WIDTHS), DFLT("f64"), DOC(" (f32 with --backend)"),
               SET(CLI, width_set), HELP("oracle width (--backend: f32 only, the ABI is F32)")},

@@ -154,8 +154,7 @@ static double widths_bytes(const dsv4q_model *m, int widths, long prompt, long d
 long dsv4q_taps_chunk(const dsv4q_model *m, int widths, long prompt, long decode, int all)
 {
     const double have = dsv4q_mem_available();
-    if (m->cfg.arch == DSV4Q_ARCH_V41 || have <= 0 || widths_bytes(m, widths, prompt, decode, prompt, all) <= have)
-        return prompt;
+    if (have <= 0 || widths_bytes(m, widths, prompt, decode, prompt, all) <= have) return prompt;
     long lo = 1, hi = prompt; /* the bytes grow with the chunk: the largest that fits */
     while (lo < hi) {
         const long mid = lo + (hi - lo + 1) / 2;
@@ -178,8 +177,7 @@ int dsv4q_taps_fit(const dsv4q_model *m, int widths, long prompt, long decode, l
         const long fit = dsv4q_taps_chunk(m, widths, prompt, decode, all);
         char hint[80] = "";
         /* every tap kept (run --taps) is the one call's: no chunk to suggest */
-        if (!all && m->cfg.arch != DSV4Q_ARCH_V41 && fit < c &&
-            widths_bytes(m, widths, prompt, decode, fit, all) <= have)
+        if (!all && fit < c && widths_bytes(m, widths, prompt, decode, fit, all) <= have)
             snprintf(hint, sizeof hint, ", or --chunk %ld", fit);
         snprintf(err, errlen,
                  "a run of %ld + %ld tokens (prompt in calls of %ld) that keeps %s needs about %.2f GB "

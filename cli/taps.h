@@ -57,7 +57,7 @@ int dsv4q_taps_fit(const struct dsv4q_model *m, int widths, long prompt, long de
                    size_t errlen);
 /* The chunk a command feeds a prompt in when --chunk is not given: the
  * whole prompt when dsv4q_taps_fit accepts it, else the largest chunk it
- * accepts (1 when none: the fit check then refuses). V4.1: the prompt. */
+ * accepts (1 when none: the fit check then refuses). */
 long dsv4q_taps_chunk(const struct dsv4q_model *m, int widths, long prompt, long decode, int all);
 
 #endif

@@ -307,11 +307,37 @@ static void declared_dtypes_count_their_quanta(void **state)
     assert_int_not_equal(stat(js, &sb), 0);
 }
 
+/* --chunk on V4.1 (model_v41.c J5): the prefill in chunks of 5 measures
+ * both cuts at every position exactly as the one call: the same JSON but
+ * prefill_chunk (the candidate blocks of 8 and the ratio-2 pairs are cut
+ * off their edges). */
+static void chunked_same_cuts(void **state)
+{
+    (void)state;
+    json_t *a = margins_json("one", NULL);
+    char js[400];
+    snprintf(js, sizeof js, "%s/chunk5.json", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_margins, "margins", "--model", mdir, "--tokens", tok, "--positions",
+                                      "all", "--chunk", "5", "--json", js, "-q", NULL),
+                     0);
+    json_error_t je;
+    json_t *b = json_load_file(js, 0, &je);
+    assert_non_null(b);
+    assert_int_equal(json_integer_value(json_object_get(a, "prefill_chunk")), NP);
+    assert_int_equal(json_integer_value(json_object_get(b, "prefill_chunk")), 5);
+    json_object_del(a, "prefill_chunk");
+    json_object_del(b, "prefill_chunk");
+    assert_true(json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(both_cuts_by_hand),
         cmocka_unit_test(declared_dtypes_count_their_quanta),
+        cmocka_unit_test(chunked_same_cuts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

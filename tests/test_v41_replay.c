@@ -17,6 +17,7 @@
  *  - a source layer whose attn is missing in a call makes the layers that
  *    read its caches in that call not checkable (J4), never judged on
  *    another source's caches;
+ *  - the same prefill written in chunks of 5 replays at zero error too;
  *  - dsv4q_run_stage refuses what it cannot run: engram on a layer without
  *    Engram, a reader before its source in the same call.
  */
@@ -133,6 +134,38 @@ static void oracle_capture_replays_at_zero_error(void **state)
     dsv4q_replay_free(&r);
 }
 
+/* A V4.1 prefill written in chunks (capture --chunk, model_v41.c J5: the
+ * declared prefill is one logical call for the shared slots) replays at
+ * exactly zero error in every stage, on the chunks' own stage calls:
+ * chunks of 5 of the 24 tokens (5, 5, 5, 5, 4) cross the ratio-2 pairs
+ * and the candidate blocks of 8 off their edges. */
+static void chunked_capture_replays_at_zero_error(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/cap-chunk5", root);
+    assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_capture, "capture", "--model", mdir, "--prompt-len", "24", "--decode",
+                                      "3", "--chunk", "5", "--out", dir, "-q", NULL),
+                     0);
+    dsv4q_replay r;
+    replay(dir, &r, 1);
+    assert_int_equal(r.npass, 76);
+    assert_int_equal(r.nfail + r.nunc + r.nabsent, 0);
+    for (int i = 0; i < r.nst; i++) {
+        const dsv4q_replay_stage *s = &r.st[i];
+        if (s->not_run) continue;
+        assert_int_equal(s->calls_checked, 8);
+        assert_true(s->row[DSV4Q_M_NRMS].measured && s->row[DSV4Q_M_NRMS].value == 0);
+    }
+    assert_int_equal(r.model.verdict, DSV4Q_RV_PASS);
+    assert_true(r.model.nrms.value == 0);
+    dsv4q_replay_free(&r);
+    /* beside the one-call capture: the same tokens, every difference 0 */
+    assert_int_equal(
+        dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", mdir, "--capture", cap, "--capture", dir, "-q", NULL),
+        0);
+}
+
 static void one_edited_element_fails_one_stage(void **state)
 {
     (void)state;
@@ -227,6 +260,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(oracle_capture_replays_at_zero_error),
+        cmocka_unit_test(chunked_capture_replays_at_zero_error),
         cmocka_unit_test(one_edited_element_fails_one_stage),
         cmocka_unit_test(missing_source_makes_readers_uncheckable),
         cmocka_unit_test(run_stage_refusals),
