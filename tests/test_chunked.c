@@ -251,6 +251,19 @@ static void test_tiny(void **state)
     check_chunks("tiny", 32, 300, chunks, 3);
 }
 
+/* Short prompts at the edges (from the review's sweep): 5 tokens (inside
+ * the window of 16, no ratio-4 block), 17 (one past the window and 4
+ * blocks), 129 (one past a ratio-128 block), in chunks of 2, 16 and of
+ * prompt - 1 (a last chunk of one token), f64. */
+static void test_tiny_edges(void **state)
+{
+    (void)state;
+    const long c5[] = {2, 4}, c17[] = {2, 16}, c129[] = {2, 16, 128};
+    check_chunks("tiny", 64, 5, c5, 2);
+    check_chunks("tiny", 64, 17, c17, 2);
+    check_chunks("tiny", 64, 129, c129, 3);
+}
+
 /* 4096-token chunks of a prompt longer than one chunk */
 static int slow(void)
 {
@@ -428,9 +441,11 @@ static void test_cli_chunk(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals), cmocka_unit_test(test_stage_refused),   cmocka_unit_test(test_cli_chunk),
-        cmocka_unit_test(test_tiny),     cmocka_unit_test(test_tiny_4096),       cmocka_unit_test(test_flash_slice),
-        cmocka_unit_test(test_tiny_v41), cmocka_unit_test(test_tiny_v41_dspark), cmocka_unit_test(test_tiny_v41_4096),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_stage_refused),
+        cmocka_unit_test(test_cli_chunk),       cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_tiny_edges),      cmocka_unit_test(test_tiny_4096),
+        cmocka_unit_test(test_flash_slice),     cmocka_unit_test(test_tiny_v41),
+        cmocka_unit_test(test_tiny_v41_dspark), cmocka_unit_test(test_tiny_v41_4096),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
