@@ -119,6 +119,23 @@ static void open_fails(const char *path, const char *want)
     assert_int_equal(dsv4q_quiet_call(dsv4q_cmd_replay, "replay", "--model", tiny, "--capture", path, "-q", NULL), 2);
 }
 
+/* Copy the n call files of capture dir src to root/name, e applied to
+ * every one (a metadata key all calls must agree on). */
+static const char *every_call(const char *src, const char *name, int n, const cap_edit *e)
+{
+    static char dir[400];
+    char f[500], g[500];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(f, sizeof f, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    assert_int_equal(system(f), 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(f, sizeof f, "%s/call-%04d.safetensors", src, i);
+        snprintf(g, sizeof g, "%s/call-%04d.safetensors", dir, i);
+        cap_rewrite(f, g, e);
+    }
+    return dir;
+}
+
 /* ---- tests -------------------------------------------------------------- */
 
 /* The mtp stage is optional in a capture (the capture command does not run
@@ -272,6 +289,23 @@ static void chunked_capture_replays_at_zero_error(void **state)
     /* a call that crosses the prompt's end */
     e = (cap_edit){.meta_key = "position", .meta_val = "13"};
     open_fails(variant(dir, "cross", 2, &e), "the call at position 13 of 5 tokens crosses the end of the prompt");
+    /* a declared prompt past the last call (a capture of its first chunks
+     * only) is incomplete, not an error: the run holds its 40 positions
+     * and the 6 calls (16 + 2 tokens) replay as chunks of it */
+    e = (cap_edit){.meta_key = "prompt_len", .meta_val = "40"};
+    const char *longer = every_call(dir, "len40", 6, &e);
+    assert_int_equal(dsv4q_capture_open(&cap, longer, &M->cfg, csha, wsha, err, sizeof err), 0);
+    assert_int_equal(cap->prompt, 40);
+    assert_int_equal(cap->max_pos, 40);
+    dsv4q_capture_close(cap);
+    dsv4q_replay r;
+    assert_int_equal(replay(longer, &r, 1), 0);
+    assert_int_equal(r.nfail, 0);
+    assert_true(r.npass > 0);
+    dsv4q_replay_free(&r);
+    /* past the model's positions: refused as the field it is */
+    e = (cap_edit){.meta_key = "prompt_len", .meta_val = "2000000"};
+    open_fails(every_call(dir, "len2m", 6, &e), "metadata prompt_len 2000000 is past the model's max_seq_len 1048576");
 }
 
 /* replay --capture A --capture B ...: the same 16 tokens + 2 decode steps

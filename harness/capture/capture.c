@@ -110,8 +110,13 @@ static int is_hex64(const char *s)
  * the end of the last call of several tokens. A call of several tokens
  * past position 0 must lie inside it (a decode step has one token), and no
  * call may cross its end. */
-static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
+static int set_prompt(dsv4q_capture *c, const dsv4q_config *cfg, char *err, size_t errlen)
 {
+    if (c->prompt_decl > dsv4q_run_max_seq_len(cfg))
+        return dsv4q_errf(err, errlen,
+                          "capture %s: metadata prompt_len %ld is past the model's max_seq_len %ld "
+                          "(original_seq_len x rope_factor)",
+                          c->calls[0].file, c->prompt_decl, dsv4q_run_max_seq_len(cfg));
     long prompt = c->prompt_decl ? c->prompt_decl : c->prefix_len; /* a cached prefix is prompt */
     for (int i = 0; !c->prompt_decl && i < c->ncalls; i++)
         if (c->calls[i].s > 1 && c->calls[i].pos + c->calls[i].s > prompt) prompt = c->calls[i].pos + c->calls[i].s;
@@ -132,6 +137,8 @@ static int set_prompt(dsv4q_capture *c, char *err, size_t errlen)
         if (k->pos > 0 && k->pos < prompt) chunked = 1;
     }
     c->prompt = chunked ? prompt : 0;
+    /* calls of the first chunks only: the run still holds the whole prompt */
+    if (c->prompt > c->max_pos) c->max_pos = c->prompt;
     return 0;
 }
 
@@ -400,7 +407,7 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
                        c->calls[i].file, c->calls[i].pos);
             goto out;
         }
-    if (set_prompt(c, err, errlen)) goto out;
+    if (set_prompt(c, cfg, err, errlen)) goto out;
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
         dsv4q_errf(err, errlen,
                    "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "

@@ -36,7 +36,9 @@
  *                          "name=on|off,..." as --boundary takes them
  *   prompt_len             optional: the prompt's tokens when the prefill
  *                          is fed in several calls (chunks; default: the
- *                          end of the last call of several tokens)
+ *                          end of the last call of several tokens; up to
+ *                          the model's max_seq_len, and may pass the last
+ *                          call: a capture of the first chunks only)
  *   prefix_token_ids       optional: a prefix-cache hit: the ids of the
  *                          cached positions 0..P-1 another request
  *                          computed; the calls start at P (no call below)
@@ -69,7 +71,7 @@ typedef struct dsv4q_capture {
     uint64_t bs;               /* boundary set of the claimed profile */
     dsv4q_capture_call *calls; /* ascending position */
     int ncalls;
-    long max_pos;              /* max pos + s over the calls */
+    long max_pos;              /* max pos + s over the calls, at least the chunked prompt */
     long prompt_decl;          /* metadata prompt_len, 0 if absent */
     long prompt;               /* a prefill fed in chunks: the prompt's tokens (the calls below it are
                                   its chunks); 0 when the prefill is one call */
