@@ -289,6 +289,9 @@ static void chunked_capture_replays_at_zero_error(void **state)
     /* a call that crosses the prompt's end */
     e = (cap_edit){.meta_key = "position", .meta_val = "13"};
     open_fails(variant(dir, "cross", 2, &e), "the call at position 13 of 5 tokens crosses the end of the prompt");
+    /* two chunks that overlap: each position is one call's */
+    e = (cap_edit){.meta_key = "position", .meta_val = "3"};
+    open_fails(variant(dir, "overlap", 1, &e), "the call at position 3 of 5 tokens overlaps the call at position 0");
     /* a declared prompt past the last call (a capture of its first chunks
      * only) is incomplete, not an error: the run holds its 40 positions
      * and the 6 calls (16 + 2 tokens) replay as chunks of it */

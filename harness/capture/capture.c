@@ -408,6 +408,15 @@ int dsv4q_capture_open(dsv4q_capture **out, const char *path, const dsv4q_config
             goto out;
         }
     if (set_prompt(c, cfg, err, errlen)) goto out;
+    for (int i = 1; i < c->ncalls; i++) /* sorted by position: each position is one call's */
+        if (c->calls[i].pos < c->calls[i - 1].pos + c->calls[i - 1].s) {
+            dsv4q_errf(err, errlen,
+                       "capture %s: the call at position %ld of %ld tokens overlaps the call at position %ld of %ld "
+                       "tokens (%s)",
+                       c->calls[i].file, c->calls[i].pos, c->calls[i].s, c->calls[i - 1].pos, c->calls[i - 1].s,
+                       c->calls[i - 1].file);
+            goto out;
+        }
     if (config_sha && strcmp(config_sha, c->checkpoint_sha256)) {
         dsv4q_errf(err, errlen,
                    "capture %s: checkpoint_sha256 %.16s... does not match the model's config.json (%.16s...): "

@@ -13,10 +13,10 @@
  * name is not a stage tensor of the table (stages.h) or whose layer is out
  * of range, a wrong shape or a non-float dtype, a missing or malformed
  * metadata key, a checkpoint pin that does not match the model, calls that
- * disagree on engine / profile / pins, two calls at one position, a decode
- * call of more than one token (a call past position 0 of several tokens is
- * a chunk of the prompt and must lie inside it), a token id outside the
- * vocabulary. A capture
+ * disagree on engine / profile / pins, two calls at one position or two
+ * that overlap, a decode call of more than one token (a call past position
+ * 0 of several tokens is a chunk of the prompt and must lie inside it), a
+ * token id outside the vocabulary. A capture
  * that is merely INCOMPLETE (missing tensors, missing calls) is not an
  * error: replay reports what it cannot check (harness/capture/replay.h).
  *
