@@ -125,8 +125,6 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 $< $(LIB) $(LDLIBS) -lopenblas -o $@
 
-# Runs every test binary; each prints cmocka's summary. The last line is the
-# plain "N passed, N failed" total that CI reads.
 # The MPI driver (mpi/, docs/mpi.md): its own binary, built with mpicc when
 # Open MPI is installed (libopenmpi-dev); the library and build/dsv4q never
 # link MPI, so a build without it works. tests/mpi_check.sh runs it (and
@@ -153,6 +151,8 @@ ifeq ($(SAN)$(FUZZ),)
 PY_TESTS := tests/install_check.sh tests/pytest_check.sh scripts/recipe-check.sh tests/llamacpp_tools_check.sh \
             tests/mpi_check.sh
 endif
+# Runs every test binary; each prints cmocka's summary. The last line is the
+# plain "N passed, N failed" total that CI reads.
 test: $(BIN) $(TESTS) $(PLUGINS) $(SOLIB) $(MPI_BIN)
 	@sh scripts/check-layers.sh
 	@sh scripts/gen-ops.sh --check

@@ -535,9 +535,13 @@ int dsv4q_replay_run(dsv4q_replay *res, const dsv4q_model *m, const dsv4q_captur
     /* a prefix-cache hit: the caches of the cached positions are the
      * oracle's own, so an engine's wrong prefix cache is its attn error */
     if (cap->prefix_len) {
-        if (dsv4q_run_seed_prefix(x.r64, cap->prefix_ids, cap->prefix_len, err, errlen) ||
-            dsv4q_run_seed_prefix(x.r32, cap->prefix_ids, cap->prefix_len, err, errlen))
+        char e2[1024];
+        if (dsv4q_run_seed_prefix(x.r64, cap->prefix_ids, cap->prefix_len, e2, sizeof e2) ||
+            dsv4q_run_seed_prefix(x.r32, cap->prefix_ids, cap->prefix_len, e2, sizeof e2)) {
+            snprintf(err, errlen, "the cached prefix of %s (prefix_token_ids, %ld tokens) cannot be seeded: %s",
+                     cap->path, cap->prefix_len, e2);
             goto out;
+        }
         for (int li = 0; li < nl; li++) x.attn_next[li] = cap->prefix_len;
     }
     for (int i = 0; i < cap->ncalls; i++) {

@@ -30,11 +30,13 @@ void dsv4q_schedule_label(const dsv4q_capture *cap, char *buf, size_t len)
         }
     }
     const char *steps = decode == 1 ? "step" : "steps";
+    const char *tokens = prompt == 1 ? "token" : "tokens";
     if (!chunks) snprintf(buf, len, "%ld decode %s", decode, steps);
     else if (chunks == 1 && cap->prefix_len)
         snprintf(buf, len, "prefill in one call (%ld tokens, prompt %ld), %ld decode %s", prompt - cap->prefix_len,
                  prompt, decode, steps);
-    else if (chunks == 1) snprintf(buf, len, "prefill in one call (%ld tokens), %ld decode %s", prompt, decode, steps);
+    else if (chunks == 1)
+        snprintf(buf, len, "prefill in one call (%ld %s), %ld decode %s", prompt, tokens, decode, steps);
     else if (big == 1) snprintf(buf, len, "prefill token by token (%ld tokens), %ld decode %s", prompt, decode, steps);
     else
         snprintf(buf, len, "prefill in %ld calls of up to %ld tokens (prompt %ld), %ld decode %s", chunks, big, prompt,
